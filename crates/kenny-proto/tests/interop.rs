@@ -1,0 +1,160 @@
+//! Wire compatibility with the existing kenny implementation (contract 0.17): every
+//! reference frame decodes and re-encodes to the same JSON, and the mutual-auth vectors
+//! reproduce byte for byte. The reference data is read from `../shared/` (or
+//! `KENNY_WIRE_REFERENCE`), never copied into this repository.
+
+use std::path::PathBuf;
+
+use ed25519_dalek::SigningKey;
+use kenny_proto::auth;
+use kenny_proto::frame::{Frame, Limits, decode, encode};
+use serde_json::Value;
+
+fn reference_dir() -> PathBuf {
+    let dir = std::env::var_os("KENNY_WIRE_REFERENCE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/reference/kenny-wire-0.17")
+        });
+    assert!(
+        dir.is_dir(),
+        "reference frames not found at {}: check out shared/ beside the repository or set KENNY_WIRE_REFERENCE",
+        dir.display()
+    );
+    dir
+}
+
+fn frames() -> Vec<(String, String)> {
+    let mut out: Vec<_> = std::fs::read_dir(reference_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn every_reference_frame_round_trips() {
+    let frames = frames();
+    assert!(
+        frames.len() >= 40,
+        "expected the full reference set, found {}",
+        frames.len()
+    );
+    let mut kinds = std::collections::BTreeSet::new();
+    for (name, text) in frames {
+        let frame = decode(&text, Limits::AUTHENTICATED).unwrap_or_else(|e| panic!("{name}: {e}"));
+        kinds.insert(frame.kind());
+        let original: Value = serde_json::from_str(&text).unwrap();
+        let reencoded: Value = serde_json::from_str(&encode(&frame)).unwrap();
+        assert_eq!(original, reencoded, "{name} changed on re-encoding");
+    }
+    for kind in [
+        "register",
+        "challenge",
+        "auth",
+        "request",
+        "response",
+        "telemetry",
+        "log",
+        "policy",
+        "ping",
+        "pong",
+    ] {
+        assert!(kinds.contains(kind), "no reference frame of type {kind}");
+    }
+}
+
+#[test]
+fn reference_frames_with_an_unknown_field_are_rejected() {
+    for (name, text) in frames() {
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        value["surprise"] = Value::from(1);
+        let err = decode(&value.to_string(), Limits::AUTHENTICATED).expect_err(&name);
+        assert!(
+            err.to_string().contains("unknown field `surprise`"),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
+fn reference_frames_over_the_limit_are_rejected() {
+    let (name, text) = frames().into_iter().max_by_key(|(_, t)| t.len()).unwrap();
+    let limits = Limits {
+        max_frame_bytes: text.len() - 1,
+    };
+    assert!(
+        decode(&text, limits).is_err(),
+        "{name} should exceed a limit one byte smaller"
+    );
+}
+
+#[test]
+fn mutual_auth_vectors_reproduce_byte_for_byte() {
+    let text = std::fs::read_to_string(reference_dir().join("vectors/mutual_auth.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("vector field {k}"));
+    assert_eq!(s("label"), auth::TRANSCRIPT_LABEL);
+
+    let server =
+        SigningKey::from_bytes(&auth::decode_fixed("server seed", s("server_seed_b64")).unwrap());
+    let agent =
+        SigningKey::from_bytes(&auth::decode_fixed("agent seed", s("agent_seed_b64")).unwrap());
+    assert_eq!(
+        auth::encode_b64(server.verifying_key().as_bytes()),
+        s("server_public_key_b64")
+    );
+    assert_eq!(
+        auth::encode_b64(agent.verifying_key().as_bytes()),
+        s("agent_public_key_b64")
+    );
+
+    let client_nonce: [u8; 32] = auth::decode_fixed("client nonce", s("client_nonce_b64")).unwrap();
+    let server_nonce: [u8; 32] = auth::decode_fixed("server nonce", s("server_nonce_b64")).unwrap();
+    let transcript = auth::transcript(s("agent_id"), &client_nonce, &server_nonce);
+    assert_eq!(hex::encode(&transcript), s("transcript_hex"));
+
+    assert_eq!(auth::sign(&server, &transcript), s("server_sig_b64"));
+    assert_eq!(auth::sign(&agent, &transcript), s("agent_sig_b64"));
+    let server_pub = auth::parse_public_key(s("server_public_key_b64")).unwrap();
+    let agent_pub = auth::parse_public_key(s("agent_public_key_b64")).unwrap();
+    auth::verify(&server_pub, &transcript, s("server_sig_b64")).unwrap();
+    auth::verify(&agent_pub, &transcript, s("agent_sig_b64")).unwrap();
+    // The signatures are bound to their signer.
+    assert!(auth::verify(&agent_pub, &transcript, s("server_sig_b64")).is_err());
+
+    // The reference handshake frames carry the same values.
+    let dir = reference_dir();
+    let read = |f: &str| {
+        decode(
+            &std::fs::read_to_string(dir.join(f)).unwrap(),
+            Limits::HANDSHAKE,
+        )
+        .unwrap()
+    };
+    let Frame::Register(reg) = read("register.json") else {
+        panic!("register.json")
+    };
+    assert_eq!(reg.client_nonce.as_deref(), Some(s("client_nonce_b64")));
+    assert_eq!(
+        reg.protocol.as_deref(),
+        Some(kenny_proto::MUTUAL_AUTH_PROTOCOL)
+    );
+    let Frame::Challenge(ch) = read("challenge.json") else {
+        panic!("challenge.json")
+    };
+    assert_eq!(ch.server_sig, s("server_sig_b64"));
+    let Frame::Auth(a) = read("auth.json") else {
+        panic!("auth.json")
+    };
+    assert_eq!(a.agent_sig, s("agent_sig_b64"));
+}
