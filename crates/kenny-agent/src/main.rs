@@ -1,1 +1,107 @@
-fn main() {}
+//! `kenny-agent`: parse the command line and run the agent until SIGTERM or Ctrl-C.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use kenny_agent::{AgentConfig, AuthMode};
+use kenny_proto::frame::Secret;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "kenny-agent",
+    version,
+    about = "kenny agent: runs a kenny server's tool calls on this PC"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Connect to the server and serve tool calls.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The server's URL, e.g. http://127.0.0.1:7420.
+    #[arg(long, env = "KENNY_SERVER")]
+    server: String,
+    /// This PC's agent id, as registered with `kenny-server agent add`.
+    #[arg(long, env = "KENNY_AGENT_ID")]
+    agent_id: String,
+    /// Legacy auth: the per-agent token.
+    #[arg(long, env = "KENNY_TOKEN", conflicts_with_all = ["server_pubkey", "enroll_token"])]
+    token: Option<String>,
+    /// Mutual auth: the server's Ed25519 public key (base64) to pin.
+    #[arg(long, env = "KENNY_SERVER_PUBKEY")]
+    server_pubkey: Option<String>,
+    /// Mutual auth: the enrollment token, needed until this agent's key is enrolled.
+    #[arg(long, env = "KENNY_ENROLL_TOKEN", requires = "server_pubkey")]
+    enroll_token: Option<String>,
+    /// Where the agent keeps its key and enrollment state.
+    #[arg(long, env = "KENNY_STATE_DIR", default_value = "kenny-agent-state")]
+    state_dir: PathBuf,
+    /// Seconds between heartbeats.
+    #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    heartbeat_secs: u64,
+    /// Longest wait between reconnection attempts, in seconds.
+    #[arg(long, env = "KENNY_MAX_BACKOFF_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    max_backoff_secs: u64,
+    /// Seconds between telemetry snapshots pushed to the server.
+    #[arg(long, env = "KENNY_TELEMETRY_INTERVAL_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(10..=86400))]
+    telemetry_interval_secs: u64,
+}
+
+fn main() -> anyhow::Result<()> {
+    let Command::Run(args) = Cli::parse().command;
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let auth = match (args.token, args.server_pubkey) {
+        (Some(token), _) => AuthMode::Token(Secret(token)),
+        (None, Some(server_pubkey)) => AuthMode::Mutual {
+            server_pubkey,
+            enroll_token: args.enroll_token.map(Secret),
+        },
+        (None, None) => anyhow::bail!(
+            "pass --server-pubkey (and --enroll-token the first time), or --token for legacy auth"
+        ),
+    };
+    let mut config = AgentConfig::new(args.server, args.agent_id, auth, args.state_dir);
+    config.heartbeat = Duration::from_secs(args.heartbeat_secs);
+    config.max_backoff = Duration::from_secs(args.max_backoff_secs);
+    config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
+
+    tokio::runtime::Runtime::new()?.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("stopping");
+            stop.cancel();
+        });
+        kenny_agent::run(config, shutdown).await
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,1 +1,215 @@
-fn main() {}
+//! `kenny-server`: parse the command line, then serve or administer a data directory.
+
+use std::io::{IsTerminal, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use kenny_server::principal::Role;
+use kenny_server::store::Store;
+use kenny_server::{ServeConfig, admin};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "kenny-server",
+    version,
+    about = "kenny server: agent tunnel, MCP endpoint and HTTP API"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct DataDir {
+    /// Directory holding the database and the server key (created on first use).
+    #[arg(
+        long,
+        env = "KENNY_DATA_DIR",
+        default_value = "kenny-data",
+        global = true
+    )]
+    data_dir: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server.
+    Serve {
+        #[arg(long, env = "KENNY_LISTEN", default_value = "127.0.0.1:7420")]
+        listen: SocketAddr,
+        /// URL clients use to reach this server (e.g. https://kenny.example.com).
+        #[arg(long, env = "KENNY_PUBLIC_URL")]
+        public_url: Option<String>,
+        /// Seconds between heartbeats to each agent; three silent beats mark it offline.
+        #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        heartbeat_secs: u64,
+        /// Seconds a forwarded call may take when it sets no timeout_s of its own.
+        #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+        call_timeout_secs: u64,
+        /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
+        #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
+        disable_token_auth: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Manage user accounts.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage personal access tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Manage agents.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+}
+
+#[derive(Subcommand)]
+enum UserCommand {
+    /// Create a user. The password is read from stdin, or generated and printed when
+    /// stdin is a terminal or empty.
+    Add {
+        name: String,
+        #[arg(long, value_parser = parse_role)]
+        role: Role,
+        /// For --role user: the agent ids this user may reach.
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a personal access token for a user; prints it alone on stdout.
+    Create {
+        name: String,
+        #[arg(long)]
+        label: Option<String>,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Register an agent id; prints {"agent_id", "token", "server_pubkey"} as JSON.
+    Add {
+        id: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+fn parse_role(s: &str) -> Result<Role, String> {
+    Role::parse(s).ok_or_else(|| format!("unknown role {s:?}: use superuser, operator or user"))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            listen,
+            public_url,
+            heartbeat_secs,
+            call_timeout_secs,
+            disable_token_auth,
+            data,
+        } => {
+            init_tracing();
+            let mut config = ServeConfig::new(listen, data.data_dir);
+            config.public_url = public_url;
+            config.heartbeat = Duration::from_secs(heartbeat_secs);
+            config.call_timeout = Duration::from_secs(call_timeout_secs);
+            config.allow_token_auth = !disable_token_auth;
+            tokio::runtime::Runtime::new()?.block_on(serve(config))
+        }
+        Command::User(UserCommand::Add {
+            name,
+            role,
+            hosts,
+            data,
+        }) => {
+            let store = open(&data)?;
+            let (password, generated) = read_password()?;
+            admin::add_user(&store, &name, role, &hosts, &password)?;
+            println!("created {} {name}", role.as_str());
+            if generated {
+                println!("password (shown once): {password}");
+            }
+            Ok(())
+        }
+        Command::Token(TokenCommand::Create { name, label, data }) => {
+            let store = open(&data)?;
+            println!("{}", admin::create_token(&store, &name, label.as_deref())?);
+            Ok(())
+        }
+        Command::Agent(AgentCommand::Add { id, data }) => {
+            let store = open(&data)?;
+            let enrollment = admin::add_agent(&store, &data.data_dir, &id)?;
+            println!("{}", serde_json::to_string(&enrollment)?);
+            Ok(())
+        }
+    }
+}
+
+async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    let server = kenny_server::start(config, shutdown.clone()).await?;
+    println!("kenny-server listening on http://{}", server.addr);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        shutdown.cancel();
+    });
+    server.finished().await
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn open(data: &DataDir) -> anyhow::Result<Store> {
+    Store::open(&data.data_dir)
+        .with_context(|| format!("opening the data directory {}", data.data_dir.display()))
+}
+
+fn read_password() -> anyhow::Result<(String, bool)> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        let mut text = String::new();
+        stdin
+            .lock()
+            .read_to_string(&mut text)
+            .context("reading the password from stdin")?;
+        let password = text.lines().next().unwrap_or("").to_owned();
+        if !password.is_empty() {
+            return Ok((password, false));
+        }
+    }
+    Ok((kenny_server::secrets::new_password(), true))
+}
+
+fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}

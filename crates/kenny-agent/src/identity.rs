@@ -1,0 +1,111 @@
+//! The agent's own Ed25519 key and its one-time enrollment with the server.
+//!
+//! The key is generated once and kept owner-only in the state directory; a marker
+//! file records that it was enrolled with a given server key, so the enrollment token
+//! is used at most once.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use rand::rngs::OsRng;
+
+pub const KEY_FILE: &str = "agent_ed25519.key";
+pub const ENROLLED_FILE: &str = "enrolled";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("state directory {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not an agent key; delete it and re-enroll the agent with a new enrollment token"
+    )]
+    Corrupt { path: PathBuf },
+}
+
+/// Loads the agent key, creating it (owner-only) on first use.
+pub fn load_or_create_key(state_dir: &Path) -> Result<SigningKey, IdentityError> {
+    let io = |source| IdentityError::Io {
+        path: state_dir.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(state_dir).map_err(io)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+    }
+    let path = state_dir.join(KEY_FILE);
+    let mut seed = [0u8; 32];
+    OsRng.fill_bytes(&mut seed);
+    match write_new_owner_only(&path, URL_SAFE_NO_PAD.encode(seed).as_bytes()) {
+        Ok(()) => return Ok(SigningKey::from_bytes(&seed)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io(e)),
+    }
+    let text = std::fs::read_to_string(&path).map_err(io)?;
+    URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .map(|b| SigningKey::from_bytes(&b))
+        .ok_or(IdentityError::Corrupt { path })
+}
+
+/// Whether this key was enrolled with the server whose key is `server_pubkey`.
+pub fn is_enrolled(state_dir: &Path, server_pubkey: &str) -> bool {
+    std::fs::read_to_string(state_dir.join(ENROLLED_FILE))
+        .is_ok_and(|s| s.trim() == server_pubkey.trim())
+}
+
+pub fn mark_enrolled(state_dir: &Path, server_pubkey: &str) -> std::io::Result<()> {
+    std::fs::write(state_dir.join(ENROLLED_FILE), server_pubkey.trim())
+}
+
+fn write_new_owner_only(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path)?;
+    f.write_all(contents)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_made_once_and_kept_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let a = load_or_create_key(&state).unwrap();
+        let b = load_or_create_key(&state).unwrap();
+        assert_eq!(a.to_bytes(), b.to_bytes());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(state.join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o077, 0, "key must be owner-only, got {mode:o}");
+        }
+        assert!(!is_enrolled(&state, "srv"));
+        mark_enrolled(&state, "srv").unwrap();
+        assert!(is_enrolled(&state, "srv"));
+        assert!(!is_enrolled(&state, "other-server"));
+        std::fs::write(state.join(KEY_FILE), "junk").unwrap();
+        assert!(matches!(
+            load_or_create_key(&state),
+            Err(IdentityError::Corrupt { .. })
+        ));
+    }
+}

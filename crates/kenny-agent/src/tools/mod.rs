@@ -1,0 +1,119 @@
+//! Tool execution: looks a call up in the shared catalog, checks that this OS supports
+//! it and that its arguments fit the schema, then runs the handler.
+
+mod bounded;
+mod diag;
+mod fs;
+mod net;
+mod shell;
+mod telemetry;
+
+use kenny_proto::catalog::{self, Os};
+use kenny_proto::error::ErrorCode;
+use serde_json::{Map, Value};
+
+pub use telemetry::collect as collect_telemetry;
+
+/// A failed call as the agent reports it on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ToolError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_args(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadArgs, message)
+    }
+
+    pub fn exec_failed(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::ExecFailed, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    /// Maps an I/O error on `path` to the code a caller can act on.
+    pub fn io(path: &str, err: &std::io::Error) -> Self {
+        match err.kind() {
+            std::io::ErrorKind::NotFound => {
+                Self::not_found(format!("{path}: no such file or directory"))
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                Self::exec_failed(format!("{path}: permission denied for the agent's account"))
+            }
+            _ => Self::exec_failed(format!("{path}: {err}")),
+        }
+    }
+}
+
+pub type ToolResult = Result<Value, ToolError>;
+
+/// Runs one call. Never panics on bad input: every problem becomes a `ToolError`.
+pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
+    let Some(spec) = catalog::find(tool) else {
+        return Err(ToolError::new(
+            ErrorCode::Unsupported,
+            format!(
+                "this agent (kenny-agent {}) has no tool named `{tool}`",
+                env!("CARGO_PKG_VERSION")
+            ),
+        ));
+    };
+    let os = Os::current();
+    if !os.is_some_and(|os| spec.supports(os)) {
+        let on: Vec<_> = spec.platforms.iter().map(|o| o.as_str()).collect();
+        return Err(ToolError::new(
+            ErrorCode::Unsupported,
+            format!(
+                "{tool} is not available on {}: it runs on {}{}",
+                std::env::consts::OS,
+                on.join(", "),
+                alternative(tool)
+                    .map(|a| format!("; use {a} here instead"))
+                    .unwrap_or_default()
+            ),
+        ));
+    }
+    spec.validate_args(&args).map_err(ToolError::bad_args)?;
+    match tool {
+        "shell_exec" => shell::shell_exec(&args).await,
+        "powershell_exec" => shell::powershell_exec(&args).await,
+        "fs_list" => fs::list(&args).await,
+        "fs_read" => fs::read(&args).await,
+        "fs_search" => fs::search(&args).await,
+        "fs_disk_usage" => fs::disk_usage(&args).await,
+        "diag_processes" => diag::processes(&args).await,
+        "net_config" => net::config(&args).await,
+        "telemetry_collect" => telemetry::collect_tool(&args).await,
+        _ => Err(ToolError::new(
+            ErrorCode::Unsupported,
+            format!("{tool} is in the catalog but this agent build does not implement it yet"),
+        )),
+    }
+}
+
+fn alternative(tool: &str) -> Option<&'static str> {
+    match tool {
+        "shell_exec" => Some("powershell_exec"),
+        "powershell_exec" => Some("shell_exec"),
+        _ => None,
+    }
+}
+
+/// Argument accessors: the catalog has already checked types and bounds.
+pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+pub(crate) fn arg_u64(args: &Map<String, Value>, name: &str, default: u64) -> u64 {
+    args.get(name).and_then(Value::as_u64).unwrap_or(default)
+}

@@ -1,0 +1,298 @@
+//! The connection to the server: enroll if needed, connect, authenticate, then serve
+//! requests concurrently with a heartbeat, reconnecting with backoff until shutdown.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use ed25519_dalek::SigningKey;
+use futures_util::{SinkExt, StreamExt};
+use kenny_proto::auth;
+use kenny_proto::frame::{
+    AgentMeta, Auth, Frame, Limits, Register, Request, Response, Telemetry, decode, encode,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::backoff::Backoff;
+use crate::config::{AgentConfig, AuthMode};
+use crate::identity;
+use crate::tools;
+
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A session that lasted this long was healthy: the next failure starts backing off
+/// from the beginning again.
+const HEALTHY_SESSION: Duration = Duration::from_secs(30);
+const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Runs the agent until `shutdown` fires.
+pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
+    let key = match &config.auth {
+        AuthMode::Mutual { server_pubkey, .. } => {
+            auth::parse_public_key(server_pubkey)
+                .context("--server-pubkey is not a valid Ed25519 public key")?;
+            Some(identity::load_or_create_key(&config.state_dir)?)
+        }
+        AuthMode::Token(_) => None,
+    };
+    let mut backoff = Backoff::new(INITIAL_BACKOFF, config.max_backoff);
+    loop {
+        let started = Instant::now();
+        let outcome = tokio::select! {
+            r = session(&config, &ws_url, key.as_ref(), &shutdown) => r,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        match outcome {
+            Ok(()) if shutdown.is_cancelled() => return Ok(()),
+            Ok(()) => tracing::info!("connection to the server closed"),
+            Err(e) => tracing::warn!(error = format!("{e:#}"), "connection to the server failed"),
+        }
+        if started.elapsed() >= HEALTHY_SESSION {
+            backoff.reset();
+        }
+        let delay = backoff.next_delay();
+        tracing::info!(delay_ms = delay.as_millis() as u64, "reconnecting");
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return Ok(()),
+        }
+    }
+}
+
+async fn session(
+    config: &AgentConfig,
+    ws_url: &str,
+    key: Option<&SigningKey>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    if let (
+        AuthMode::Mutual {
+            server_pubkey,
+            enroll_token,
+        },
+        Some(key),
+    ) = (&config.auth, key)
+        && !identity::is_enrolled(&config.state_dir, server_pubkey)
+    {
+        enroll(config, key, server_pubkey, enroll_token.as_ref()).await?;
+    }
+    let ws_config = WebSocketConfig::default()
+        .max_message_size(Some(Limits::AUTHENTICATED.max_frame_bytes))
+        .max_frame_size(Some(Limits::AUTHENTICATED.max_frame_bytes));
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async_with_config(ws_url, Some(ws_config), true)
+            .await
+            .with_context(|| format!("connecting to {ws_url}"))?;
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
+        .await
+        .map_err(|_| anyhow!("the server did not complete the handshake within 10s"))??;
+    tracing::info!(server = %config.server, agent = %config.agent_id, "connected and authenticated");
+    serve(config, socket, shutdown).await
+}
+
+async fn enroll(
+    config: &AgentConfig,
+    key: &SigningKey,
+    server_pubkey: &str,
+    token: Option<&kenny_proto::frame::Secret>,
+) -> anyhow::Result<()> {
+    let token = token.ok_or_else(|| {
+        anyhow!("this agent is not enrolled yet: pass --enroll-token (from `kenny-server agent add`) once")
+    })?;
+    let url = format!("{}/api/agents/{}/enroll", config.server, config.agent_id);
+    let body =
+        serde_json::json!({ "public_key": auth::encode_b64(key.verifying_key().as_bytes()) });
+    let response = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(&token.0)
+        .json(&body)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .with_context(|| format!("enrolling at {url}"))?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        bail!("enrollment refused ({status}): {text}");
+    }
+    identity::mark_enrolled(&config.state_dir, server_pubkey)
+        .context("recording the enrollment")?;
+    tracing::info!(agent = %config.agent_id, "enrolled this agent's key with the server");
+    Ok(())
+}
+
+fn meta() -> AgentMeta {
+    AgentMeta {
+        hostname: sysinfo::System::host_name().unwrap_or_else(|_| "unknown".into()),
+        os: std::env::consts::OS.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        arch: Some(std::env::consts::ARCH.into()),
+        channel: Some("stable".into()),
+    }
+}
+
+/// Sends `register` and, on the mutual path, checks the server's proof before
+/// proving ourselves. Nothing but the handshake is accepted until it completes.
+async fn authenticate(
+    config: &AgentConfig,
+    key: Option<&SigningKey>,
+    socket: &mut Socket,
+) -> anyhow::Result<()> {
+    let mut register = Register {
+        agent_id: config.agent_id.clone(),
+        token: None,
+        protocol: None,
+        client_nonce: None,
+        meta: Some(meta()),
+    };
+    match (&config.auth, key) {
+        (AuthMode::Token(token), _) => {
+            register.token = Some(token.clone());
+            send(socket, &Frame::Register(register)).await?;
+            Ok(())
+        }
+        (AuthMode::Mutual { server_pubkey, .. }, Some(key)) => {
+            let mut client_nonce = [0u8; 32];
+            rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut client_nonce);
+            register.protocol = Some(kenny_proto::MUTUAL_AUTH_PROTOCOL.into());
+            register.client_nonce = Some(auth::encode_b64(&client_nonce));
+            send(socket, &Frame::Register(register)).await?;
+            let challenge = match recv_frame(socket, Limits::HANDSHAKE).await? {
+                Frame::Challenge(c) => c,
+                other => bail!("expected a challenge from the server, got {}", other.kind()),
+            };
+            let server_nonce: [u8; 32] =
+                auth::decode_fixed("server_nonce", &challenge.server_nonce)?;
+            let transcript = auth::transcript(&config.agent_id, &client_nonce, &server_nonce);
+            let pinned = auth::parse_public_key(server_pubkey)?;
+            auth::verify(&pinned, &transcript, &challenge.server_sig).map_err(|_| {
+                anyhow!(
+                    "the server could not prove it holds the pinned key; refusing to authenticate"
+                )
+            })?;
+            send(
+                socket,
+                &Frame::Auth(Auth {
+                    agent_sig: auth::sign(key, &transcript),
+                }),
+            )
+            .await
+        }
+        (AuthMode::Mutual { .. }, None) => bail!("mutual auth needs the agent key"),
+    }
+}
+
+async fn send(socket: &mut Socket, frame: &Frame) -> anyhow::Result<()> {
+    socket
+        .send(Message::text(encode(frame)))
+        .await
+        .context("sending to the server")
+}
+
+async fn recv_frame(socket: &mut Socket, limits: Limits) -> anyhow::Result<Frame> {
+    loop {
+        match socket.next().await {
+            Some(Ok(Message::Text(t))) => return Ok(decode(t.as_str(), limits)?),
+            Some(Ok(Message::Close(frame))) => {
+                bail!("the server closed the connection: {}", close_reason(frame))
+            }
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e).context("reading from the server"),
+            None => bail!("the server closed the connection"),
+        }
+    }
+}
+
+fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFrame>) -> String {
+    frame.map_or_else(
+        || "no reason given".into(),
+        |f| format!("{} {}", u16::from(f.code), f.reason),
+    )
+}
+
+/// The authenticated session: requests run concurrently; their answers, pings and
+/// telemetry are written from this one loop.
+async fn serve(
+    config: &AgentConfig,
+    socket: Socket,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let (mut sink, mut stream) = socket.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
+    // Dropping the set aborts calls still running: their connection is gone.
+    let mut calls = JoinSet::new();
+    let mut heartbeat = tokio::time::interval_at(
+        tokio::time::Instant::now() + config.heartbeat,
+        config.heartbeat,
+    );
+    let mut telemetry = tokio::time::interval(config.telemetry_interval);
+    let mut last_heard = Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = sink.send(Message::Close(None)).await;
+                return Ok(());
+            }
+            msg = stream.next() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t,
+                    Some(Ok(Message::Close(frame))) => bail!("the server closed the connection: {}", close_reason(frame)),
+                    Some(Ok(_)) => { last_heard = Instant::now(); continue }
+                    Some(Err(e)) => return Err(e).context("reading from the server"),
+                    None => bail!("the connection dropped"),
+                };
+                last_heard = Instant::now();
+                match decode(text.as_str(), Limits::AUTHENTICATED) {
+                    Ok(Frame::Request(req)) => {
+                        let out = out_tx.clone();
+                        calls.spawn(async move { let _ = out.send(Frame::Response(handle(req).await)).await; });
+                    }
+                    Ok(Frame::Ping {}) => sink.send(Message::text(encode(&Frame::Pong))).await?,
+                    Ok(Frame::Pong {}) => {}
+                    Ok(Frame::Policy(p)) => tracing::info!(rules = p.rules.len(), "policy received; operator rules arrive with the guard"),
+                    Ok(other) => tracing::warn!(kind = other.kind(), "unexpected frame from the server dropped"),
+                    Err(e) => tracing::warn!(reason = %e, "frame from the server dropped"),
+                }
+            }
+            Some(frame) = out_rx.recv() => sink.send(Message::text(encode(&frame))).await.context("sending to the server")?,
+            _ = heartbeat.tick() => {
+                if last_heard.elapsed() > config.heartbeat * 3 {
+                    bail!("nothing heard from the server for {}s", last_heard.elapsed().as_secs());
+                }
+                sink.send(Message::text(encode(&Frame::Ping))).await.context("sending a heartbeat")?;
+            }
+            _ = telemetry.tick() => {
+                let out = out_tx.clone();
+                let agent_id = config.agent_id.clone();
+                calls.spawn(async move {
+                    let snapshot = tools::collect_telemetry(None).await;
+                    let frame = Telemetry { agent_id, collected_at: now_rfc3339(), snapshot };
+                    let _ = out.send(Frame::Telemetry(frame)).await;
+                });
+            }
+            Some(_) = calls.join_next(), if !calls.is_empty() => {}
+        }
+    }
+}
+
+async fn handle(req: Request) -> Response {
+    let started = Instant::now();
+    let outcome = tools::execute(&req.tool, req.args).await;
+    tracing::info!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
+    match outcome {
+        Ok(value) => Response::success(req.id, value),
+        Err(e) => Response::failure(req.id, e.code.as_str(), e.message),
+    }
+}
+
+fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

@@ -1,0 +1,141 @@
+//! Administration on a data directory: users, tokens, agents. Used by the CLI and the
+//! quick-start launcher; works while a server runs on the same directory.
+
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use crate::principal::{CredentialKind, Role};
+use crate::secrets;
+use crate::store::Store;
+use crate::tunnel::handshake::valid_agent_id;
+
+/// What an agent needs to enroll: printed by `kenny-server agent add`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentEnrollment {
+    pub agent_id: String,
+    pub token: String,
+    pub server_pubkey: String,
+}
+
+pub fn valid_username(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
+}
+
+pub fn add_user(
+    store: &Store,
+    name: &str,
+    role: Role,
+    hosts: &[String],
+    password: &str,
+) -> anyhow::Result<i64> {
+    if !valid_username(name) {
+        bail!("user name {name:?} is not valid: use 1-64 letters, digits, '.', '_', '-' or '@'");
+    }
+    if password.chars().count() < 8 {
+        bail!("the password is too short: use at least 8 characters");
+    }
+    if role != Role::User && !hosts.is_empty() {
+        bail!(
+            "--hosts only applies to --role user; a {} reaches every host",
+            role.as_str()
+        );
+    }
+    if let Some(bad) = hosts.iter().find(|h| !valid_agent_id(h)) {
+        bail!("host {bad:?} is not a valid agent id");
+    }
+    let hash = secrets::hash_password(password)
+        .map_err(|e| anyhow::anyhow!("hashing the password: {e}"))?;
+    Ok(store.create_user(name, &hash, role, hosts, &crate::clock::now())?)
+}
+
+/// Mints a personal access token for `username`; returns it (it is stored hashed).
+pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyhow::Result<String> {
+    let user_id = store.user_id(username)?;
+    let token = secrets::new_token(secrets::PAT_PREFIX);
+    store.create_token(
+        user_id,
+        CredentialKind::Pat,
+        label,
+        &secrets::token_hash(&token),
+        &crate::clock::now(),
+    )?;
+    Ok(token)
+}
+
+pub fn add_agent(
+    store: &Store,
+    data_dir: &Path,
+    agent_id: &str,
+) -> anyhow::Result<AgentEnrollment> {
+    if !valid_agent_id(agent_id) {
+        bail!("agent id {agent_id:?} is not valid: use 1-64 letters, digits, '.', '_' or '-'");
+    }
+    let key = secrets::load_or_create_server_key(data_dir).context("loading the server key")?;
+    let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
+    store.create_agent(agent_id, &secrets::token_hash(&token), &crate::clock::now())?;
+    Ok(AgentEnrollment {
+        agent_id: agent_id.to_owned(),
+        token,
+        server_pubkey: kenny_proto::auth::encode_b64(key.verifying_key().as_bytes()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_operations_validate_and_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        add_user(&store, "alice", Role::Superuser, &[], "correct horse").unwrap();
+        let err = add_user(&store, "alice", Role::Operator, &[], "correct horse").unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+        assert!(
+            add_user(&store, "bob", Role::User, &[], "short")
+                .unwrap_err()
+                .to_string()
+                .contains("too short")
+        );
+        assert!(add_user(&store, "bad name", Role::User, &[], "long enough").is_err());
+        assert!(add_user(&store, "op", Role::Operator, &["pc".into()], "long enough").is_err());
+        add_user(&store, "kid", Role::User, &["pc-a".into()], "long enough").unwrap();
+
+        let pat = create_token(&store, "kid", Some("laptop")).unwrap();
+        let p = store
+            .principal_for_token(CredentialKind::Pat, &secrets::token_hash(&pat))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (p.username.as_str(), p.role, p.hosts.clone()),
+            ("kid", Role::User, Some(vec!["pc-a".to_owned()]))
+        );
+        assert!(
+            create_token(&store, "nobody", None)
+                .unwrap_err()
+                .to_string()
+                .contains("no user named")
+        );
+
+        let e = add_agent(&store, dir.path(), "pc-a").unwrap();
+        assert!(e.token.starts_with(secrets::AGENT_TOKEN_PREFIX));
+        assert!(
+            add_agent(&store, dir.path(), "pc-a")
+                .unwrap_err()
+                .to_string()
+                .contains("already exists")
+        );
+        assert!(add_agent(&store, dir.path(), "pc a").is_err());
+        let again = add_agent(&store, dir.path(), "pc-b").unwrap();
+        assert_eq!(
+            e.server_pubkey, again.server_pubkey,
+            "one server identity per data dir"
+        );
+    }
+}

@@ -1,0 +1,74 @@
+//! `/api/agents`: the fleet listing and agent enrollment.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::principal::Principal;
+use crate::state::AppState;
+use crate::tunnel::handshake::{check_token, valid_agent_id};
+
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let agents = crate::fleet::list(&state, &who).await?;
+    Ok(Json(json!({ "agents": agents })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrollBody {
+    public_key: String,
+}
+
+/// The agent proves it holds the enrollment token and registers its Ed25519 key.
+pub async fn enroll(
+    State(state): State<Arc<AppState>>,
+    Path(agent_id): Path<String>,
+    headers: HeaderMap,
+    body: Result<Json<EnrollBody>, axum::extract::rejection::JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let unauthorized = || {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "unknown agent or bad enrollment token",
+        )
+    };
+    if !valid_agent_id(&agent_id) {
+        return Err(ApiError::bad_request(
+            "agent id must be 1-64 characters of letters, digits, '.', '_' or '-'",
+        ));
+    }
+    let token = crate::auth::bearer(&headers)
+        .ok_or_else(unauthorized)?
+        .to_owned();
+    let Json(body) = body.map_err(|e| {
+        ApiError::bad_request(format!(
+            "body must be {{\"public_key\": \"<base64>\"}}: {e}"
+        ))
+    })?;
+    kenny_proto::auth::parse_public_key(&body.public_key)
+        .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
+
+    let store = state.store.clone();
+    let id = agent_id.clone();
+    let hash = tokio::task::spawn_blocking(move || store.agent_token_hash(&id)).await??;
+    check_token(hash.as_deref(), &token).map_err(|_| unauthorized())?;
+
+    let store = state.store.clone();
+    let id = agent_id.clone();
+    tokio::task::spawn_blocking(move || {
+        store.enroll_agent(&id, &body.public_key, &crate::clock::now())
+    })
+    .await??;
+    tracing::info!(agent = %agent_id, "agent enrolled its key");
+    Ok(Json(json!({ "agent_id": agent_id, "enrolled": true })))
+}

@@ -1,0 +1,44 @@
+//! `GET /api/audit`: the audit log, newest first, filterable by agent.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::principal::{Principal, Role};
+use crate::state::AppState;
+use crate::store::AuditFilter;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    agent_id: Option<String>,
+    limit: Option<u32>,
+    /// Page backwards: rows with an id below this one.
+    before: Option<i64>,
+}
+
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Query(p): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = p.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be between 1 and 1000"));
+    }
+    let filter = AuditFilter {
+        agent_id: p.agent_id,
+        // A `user` sees the trail of its own calls; operators and superusers see all.
+        user_id: (who.role == Role::User).then_some(who.user_id),
+        before_id: p.before,
+        limit,
+    };
+    let store = state.store.clone();
+    let entries = tokio::task::spawn_blocking(move || store.audit(&filter)).await??;
+    Ok(Json(json!({ "entries": entries })))
+}

@@ -1,0 +1,120 @@
+//! The audit trail: one row per forwarded call and per refusal.
+//!
+//! Callers hand rows to a writer thread that commits whatever has queued up in one
+//! transaction, so concurrent calls never wait on each other for SQLite and a burst
+//! costs one commit instead of hundreds.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use crate::store::{AuditRow, Store};
+
+const QUEUE: usize = 65_536;
+const MAX_BATCH: usize = 1024;
+
+pub enum Record {
+    Audit(AuditRow),
+    /// `last_used_at` for tokens, coalesced in memory and flushed here.
+    TouchTokens(Vec<(i64, String)>),
+}
+
+#[derive(Clone)]
+pub struct AuditLog {
+    tx: mpsc::Sender<Record>,
+}
+
+impl AuditLog {
+    /// Starts the writer thread; it ends when every `AuditLog` clone is dropped.
+    pub fn start(store: Arc<Store>) -> (AuditLog, std::thread::JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("kenny-audit".into())
+            .spawn(move || write_loop(store, rx))
+            .expect("spawning the audit writer thread");
+        (AuditLog { tx }, handle)
+    }
+
+    /// Queues a row. Waits only if the writer is a whole queue behind.
+    pub async fn record(&self, row: AuditRow) {
+        if self.tx.send(Record::Audit(row)).await.is_err() {
+            tracing::error!("audit writer has stopped; a row was not recorded");
+        }
+    }
+
+    pub async fn touch_tokens(&self, touched: Vec<(i64, String)>) {
+        let _ = self.tx.send(Record::TouchTokens(touched)).await;
+    }
+}
+
+fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
+    let mut rows = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        let mut next = Some(first);
+        while let Some(record) = next.take() {
+            match record {
+                Record::Audit(row) => rows.push(row),
+                Record::TouchTokens(t) => {
+                    if let Err(e) = store.touch_tokens(&t) {
+                        tracing::warn!(error = %e, "could not record token use");
+                    }
+                }
+            }
+            if rows.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if rows.is_empty() {
+            continue;
+        }
+        if let Err(e) = store.insert_audit(&rows) {
+            tracing::error!(error = %e, rows = rows.len(), "could not write audit rows");
+        }
+        rows.clear();
+    }
+}
+
+/// A short, stable fingerprint of a call's arguments: it shows whether two calls were
+/// the same without ever storing what they said (commands can hold secrets).
+pub fn args_digest(args: &serde_json::Map<String, serde_json::Value>) -> String {
+    let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone())))
+        .unwrap_or_default();
+    let hash = Sha256::digest(&canonical);
+    format!("sha256:{}", hex::encode(&hash[..12]))
+}
+
+fn canonical(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => {
+            let mut keys: Vec<_> = m.keys().collect();
+            keys.sort();
+            serde_json::Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&m[k])))
+                    .collect(),
+            )
+        }
+        serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn digest_ignores_key_order_and_hides_content() {
+        let a = json!({"command": "echo hunter2", "timeout_s": 5});
+        let b = json!({"timeout_s": 5, "command": "echo hunter2"});
+        let d = args_digest(a.as_object().unwrap());
+        assert_eq!(d, args_digest(b.as_object().unwrap()));
+        assert!(d.starts_with("sha256:") && !d.contains("hunter2"));
+        assert_ne!(
+            d,
+            args_digest(json!({"command": "echo other"}).as_object().unwrap())
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Bearer authentication for `/mcp` and `/api`: resolves a personal access token to a
+//! principal.
+//!
+//! Lookups are cached in memory for a short time so the hot path never touches SQLite,
+//! and `last_used_at` is coalesced and written in the background: a busy client must
+//! not turn every request into a database write.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, header};
+
+use crate::audit::AuditLog;
+use crate::principal::{CredentialKind, Principal};
+use crate::secrets;
+use crate::store::Store;
+
+/// How long a resolved token is trusted without asking the database again.
+const CACHE_TTL: Duration = Duration::from_secs(10);
+const CACHE_MAX: usize = 10_000;
+
+pub struct Authenticator {
+    store: Arc<Store>,
+    cache: RwLock<HashMap<String, (Principal, Instant)>>,
+    touched: Mutex<HashMap<i64, String>>,
+}
+
+impl Authenticator {
+    pub fn new(store: Arc<Store>) -> Self {
+        Authenticator {
+            store,
+            cache: RwLock::new(HashMap::new()),
+            touched: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The principal a bearer token stands for, or `None` if it is not a live token.
+    pub async fn principal(&self, token: &str) -> Option<Principal> {
+        if !token.starts_with(secrets::PAT_PREFIX) {
+            return None;
+        }
+        let hash = secrets::token_hash(token);
+        let cached = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&hash)
+            .cloned();
+        let principal = match cached {
+            Some((p, at)) if at.elapsed() < CACHE_TTL => p,
+            _ => {
+                let store = self.store.clone();
+                let h = hash.clone();
+                let found = tokio::task::spawn_blocking(move || {
+                    store.principal_for_token(CredentialKind::Pat, &h)
+                })
+                .await
+                .ok()?
+                .map_err(|e| tracing::error!(error = %e, "token lookup failed"))
+                .ok()??;
+                let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
+                if cache.len() >= CACHE_MAX {
+                    cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+                }
+                cache.insert(hash, (found.clone(), Instant::now()));
+                found
+            }
+        };
+        if let Ok(id) = principal.credential_id.parse() {
+            self.touched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, crate::clock::now());
+        }
+        Some(principal)
+    }
+
+    /// Hands coalesced token-use times to the audit writer; run periodically.
+    pub async fn flush_touched(&self, audit: &AuditLog) {
+        let touched: Vec<_> =
+            std::mem::take(&mut *self.touched.lock().unwrap_or_else(|p| p.into_inner()))
+                .into_iter()
+                .collect();
+        if !touched.is_empty() {
+            audit.touch_tokens(touched).await;
+        }
+    }
+}
+
+/// The token in `Authorization: Bearer <token>`, if any.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn bearer_parsing() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer kenny_pat_x"),
+        );
+        assert_eq!(bearer(&h), Some("kenny_pat_x"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer   kenny_pat_y "),
+        );
+        assert_eq!(bearer(&h), Some("kenny_pat_y"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert_eq!(bearer(&h), None);
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&h), None);
+    }
+}

@@ -1,0 +1,74 @@
+//! Server settings, from flags or `KENNY_*` environment variables.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    /// The URL clients use to reach this server; defaults to `http://<listen>`.
+    pub public_url: Option<String>,
+    /// How often the server pings each agent; three silent beats mark it dead.
+    pub heartbeat: Duration,
+    /// How long a forwarded call may take when it sets no `timeout_s` of its own.
+    pub call_timeout: Duration,
+    /// Accept the legacy per-agent token handshake as well as mutual Ed25519.
+    pub allow_token_auth: bool,
+}
+
+impl ServeConfig {
+    pub fn new(listen: SocketAddr, data_dir: PathBuf) -> Self {
+        ServeConfig {
+            listen,
+            data_dir,
+            public_url: None,
+            heartbeat: Duration::from_secs(15),
+            call_timeout: Duration::from_secs(60),
+            allow_token_auth: true,
+        }
+    }
+}
+
+/// Hosts the MCP endpoint answers for (its DNS-rebinding guard): loopback names,
+/// plus the public URL's host when one is configured.
+pub fn allowed_hosts(public_url: Option<&str>) -> Vec<String> {
+    let mut hosts: Vec<String> = vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        "[::1]".into(),
+    ];
+    if let Some(host) = public_url.and_then(url_host) {
+        hosts.push(host);
+    }
+    hosts
+}
+
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let host = if authority.starts_with('[') {
+        authority.split_inclusive(']').next()?
+    } else {
+        authority.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_host_is_allowed() {
+        let hosts = allowed_hosts(Some("https://Kenny.Example.com:8443/base"));
+        assert!(hosts.contains(&"kenny.example.com".to_owned()));
+        assert!(hosts.contains(&"127.0.0.1".to_owned()));
+        assert_eq!(url_host("http://[::1]:80/"), Some("[::1]".into()));
+        assert_eq!(url_host("https://user@host.lan"), Some("host.lan".into()));
+        assert_eq!(allowed_hosts(None).len(), 4);
+    }
+}

@@ -1,0 +1,52 @@
+//! The fleet as a principal sees it: known agents merged with their live state.
+
+use serde::Serialize;
+
+use crate::principal::Principal;
+use crate::state::AppState;
+use crate::store::StoreError;
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AgentSummary {
+    pub agent_id: String,
+    pub online: bool,
+    pub os: Option<String>,
+    pub hostname: Option<String>,
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    pub enrolled: bool,
+    /// RFC 3339; for an online agent, its last frame.
+    pub last_seen: Option<String>,
+}
+
+/// Every agent `who` may reach, sorted by id.
+pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
+    let store = state.store.clone();
+    let records = tokio::task::spawn_blocking(move || store.agents())
+        .await
+        .map_err(|e| StoreError::Conflict(format!("listing agents failed: {e}")))??;
+    let live = state.registry.snapshot();
+    Ok(records
+        .into_iter()
+        .filter(|r| who.may_reach(&r.agent_id))
+        .map(|r| {
+            let link = live.get(&r.agent_id);
+            let meta = link.and_then(|l| l.meta.as_ref());
+            AgentSummary {
+                online: link.is_some(),
+                os: meta.map(|m| m.os.clone()).or(r.os),
+                hostname: meta.map(|m| m.hostname.clone()).or(r.hostname),
+                version: meta.map(|m| m.version.clone()).or(r.version),
+                arch: meta.and_then(|m| m.arch.clone()).or(r.arch),
+                enrolled: r.public_key.is_some(),
+                last_seen: match link {
+                    Some(l) => time::OffsetDateTime::from_unix_timestamp(l.last_frame_unix())
+                        .ok()
+                        .map(crate::clock::format),
+                    None => r.last_seen,
+                },
+                agent_id: r.agent_id,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,287 @@
+//! The one path every forwarded call takes: resolve the target from the call's own
+//! `agent_id`, check scope, send it down that agent's connection, audit the outcome.
+//!
+//! Nothing here reads state that another session could have written: the target is a
+//! pure function of the call's arguments and the principal making it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kenny_proto::catalog::{self, AGENT_ID_ARG};
+use kenny_proto::error::ErrorCode;
+use serde_json::{Map, Value};
+
+use crate::audit::{AuditLog, args_digest};
+use crate::principal::Principal;
+use crate::registry::{LinkError, Registry};
+use crate::store::{AuditRow, Store};
+
+/// Extra time the server waits beyond a tool's own `timeout_s`, so the agent's
+/// `timeout` answer (which names the cause) arrives before ours.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+
+/// A call that did not succeed, as callers see it: `code: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFailure {
+    /// A server code, or an agent's code passed through unchanged.
+    pub code: String,
+    pub message: String,
+}
+
+impl CallFailure {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        CallFailure {
+            code: code.as_str().to_owned(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether the server refused the call before any agent saw it.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            ErrorCode::parse(&self.code),
+            Some(
+                ErrorCode::NoAgent
+                    | ErrorCode::UnknownAgent
+                    | ErrorCode::Offline
+                    | ErrorCode::Forbidden
+                    | ErrorCode::BadArgs
+            )
+        )
+    }
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// Takes the routing argument out of `args`. Missing, non-string or blank is
+/// `no_agent`: there is no fallback target.
+pub fn take_target(args: &mut Map<String, Value>) -> Result<String, CallFailure> {
+    match args.remove(AGENT_ID_ARG) {
+        Some(Value::String(id)) if !id.trim().is_empty() => Ok(id),
+        Some(Value::String(_)) => Err(CallFailure::new(
+            ErrorCode::NoAgent,
+            "agent_id is blank; pass the id of the PC to run on (see list_agents)",
+        )),
+        Some(_) => Err(CallFailure::new(
+            ErrorCode::NoAgent,
+            "agent_id must be a string naming the PC to run on (see list_agents)",
+        )),
+        None => Err(CallFailure::new(
+            ErrorCode::NoAgent,
+            "agent_id is required on every call; pass the id of the PC to run on (see list_agents). Nothing is remembered between calls.",
+        )),
+    }
+}
+
+pub struct Forwarder {
+    registry: Arc<Registry>,
+    store: Arc<Store>,
+    audit: AuditLog,
+    default_timeout: Duration,
+}
+
+impl Forwarder {
+    pub fn new(
+        registry: Arc<Registry>,
+        store: Arc<Store>,
+        audit: AuditLog,
+        default_timeout: Duration,
+    ) -> Self {
+        Forwarder {
+            registry,
+            store,
+            audit,
+            default_timeout,
+        }
+    }
+
+    /// Runs `tool` on the agent named by `args.agent_id`, on behalf of `who`.
+    pub async fn forward(
+        &self,
+        who: &Principal,
+        tool: &str,
+        mut args: Map<String, Value>,
+    ) -> Result<Value, CallFailure> {
+        let started = Instant::now();
+        let target = take_target(&mut args);
+        let digest = args_digest(&args);
+        let outcome = match &target {
+            Ok(agent_id) => self.forward_to(who, agent_id, tool, args).await,
+            Err(e) => Err(e.clone()),
+        };
+        self.audit
+            .record(audit_row(
+                who,
+                target.ok(),
+                tool,
+                digest,
+                outcome.as_ref().err(),
+                started.elapsed(),
+            ))
+            .await;
+        outcome
+    }
+
+    async fn forward_to(
+        &self,
+        who: &Principal,
+        agent_id: &str,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Result<Value, CallFailure> {
+        self.check_reach(who, agent_id).await?;
+        let Some(spec) = catalog::find(tool) else {
+            return Err(CallFailure::new(
+                ErrorCode::Unsupported,
+                format!("there is no tool named {tool:?}"),
+            ));
+        };
+        spec.validate_args(&args)
+            .map_err(|m| CallFailure::new(ErrorCode::BadArgs, m))?;
+        let Some(link) = self.registry.get(agent_id) else {
+            return Err(self.not_connected(agent_id).await);
+        };
+        let timeout = args
+            .get("timeout_s")
+            .and_then(Value::as_u64)
+            .map(|s| Duration::from_secs(s) + TIMEOUT_GRACE)
+            .unwrap_or(self.default_timeout);
+        link.call(tool, args, timeout).await.map_err(|e| match e {
+            LinkError::Agent { code, message } => CallFailure { code, message },
+            LinkError::Disconnected(why) => CallFailure::new(
+                ErrorCode::Offline,
+                format!("agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"),
+            ),
+            LinkError::Timeout(t) => CallFailure::new(
+                ErrorCode::Timeout,
+                format!("agent {agent_id} did not answer {tool} within {}s", t.as_secs()),
+            ),
+        })
+    }
+
+    /// Scope first, so a scoped user learns nothing about hosts outside its reach.
+    pub async fn check_reach(&self, who: &Principal, agent_id: &str) -> Result<(), CallFailure> {
+        if who.may_reach(agent_id) {
+            Ok(())
+        } else {
+            Err(CallFailure::new(
+                ErrorCode::Forbidden,
+                format!(
+                    "{} may not reach agent {agent_id}; ask a superuser to assign it",
+                    who.username
+                ),
+            ))
+        }
+    }
+
+    /// Why an agent has no live connection: never enrolled here, or just not online.
+    pub async fn not_connected(&self, agent_id: &str) -> CallFailure {
+        let store = self.store.clone();
+        let id = agent_id.to_owned();
+        let known = tokio::task::spawn_blocking(move || store.agent(&id)).await;
+        match known {
+            Ok(Ok(Some(rec))) => CallFailure::new(
+                ErrorCode::Offline,
+                format!(
+                    "agent {agent_id} is not connected (last seen {}); check that kenny-agent is running on that PC",
+                    rec.last_seen.as_deref().unwrap_or("never")
+                ),
+            ),
+            Ok(Ok(None)) => CallFailure::new(
+                ErrorCode::UnknownAgent,
+                format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
+            ),
+            Ok(Err(e)) => CallFailure::new(
+                ErrorCode::Internal,
+                format!("could not look up agent {agent_id}: {e}"),
+            ),
+            Err(e) => CallFailure::new(
+                ErrorCode::Internal,
+                format!("could not look up agent {agent_id}: {e}"),
+            ),
+        }
+    }
+
+    /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
+    pub async fn audit_refusal(
+        &self,
+        who: &Principal,
+        agent_id: Option<String>,
+        tool: &str,
+        failure: &CallFailure,
+    ) {
+        self.audit
+            .record(audit_row(
+                who,
+                agent_id,
+                tool,
+                args_digest(&Map::new()),
+                Some(failure),
+                Duration::ZERO,
+            ))
+            .await;
+    }
+}
+
+fn audit_row(
+    who: &Principal,
+    agent_id: Option<String>,
+    tool: &str,
+    args_digest: String,
+    failure: Option<&CallFailure>,
+    took: Duration,
+) -> AuditRow {
+    AuditRow {
+        at: crate::clock::now(),
+        user_id: Some(who.user_id),
+        username: Some(who.username.clone()),
+        credential_kind: Some(who.credential_kind.as_str().to_owned()),
+        credential_id: Some(who.credential_id.clone()),
+        agent_id,
+        tool: tool.to_owned(),
+        args_digest,
+        outcome: match failure {
+            None => "ok",
+            Some(f) if f.is_refusal() => "refused",
+            Some(_) => "error",
+        },
+        error_code: failure.map(|f| f.code.clone()),
+        duration_ms: took.as_millis() as i64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn target_of(v: Value) -> Result<String, String> {
+        let mut args = v.as_object().unwrap().clone();
+        let t = take_target(&mut args).map_err(|e| e.code);
+        assert!(
+            !args.contains_key(AGENT_ID_ARG),
+            "agent_id must always be consumed"
+        );
+        t
+    }
+
+    #[test]
+    fn target_comes_only_from_the_call() {
+        assert_eq!(
+            target_of(json!({"agent_id": "pc-a", "command": "x"})),
+            Ok("pc-a".into())
+        );
+        assert_eq!(target_of(json!({"command": "x"})), Err("no_agent".into()));
+        assert_eq!(target_of(json!({"agent_id": ""})), Err("no_agent".into()));
+        assert_eq!(
+            target_of(json!({"agent_id": " \t "})),
+            Err("no_agent".into())
+        );
+        assert_eq!(target_of(json!({"agent_id": 7})), Err("no_agent".into()));
+        assert_eq!(target_of(json!({"agent_id": null})), Err("no_agent".into()));
+    }
+}

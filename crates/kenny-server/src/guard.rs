@@ -1,0 +1,53 @@
+//! Bearer authentication in front of `/mcp` and `/api`: no principal, no access.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::state::AppState;
+
+pub async fn require_bearer(
+    State(state): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let principal = match crate::auth::bearer(request.headers()) {
+        Some(token) => state.auth.principal(token).await,
+        None => None,
+    };
+    match principal {
+        Some(p) => {
+            request.extensions_mut().insert(p);
+            next.run(request).await
+        }
+        None => unauthorized(request.headers().contains_key(header::AUTHORIZATION)),
+    }
+}
+
+/// 401 with a challenge that tells the client what to send.
+pub fn unauthorized(had_credentials: bool) -> Response {
+    let (challenge, message) = if had_credentials {
+        (
+            r#"Bearer realm="kenny", error="invalid_token", error_description="the token is unknown, revoked or expired""#,
+            "the bearer token is unknown, revoked or expired; create one with `kenny-server token create <user>`",
+        )
+    } else {
+        (
+            r#"Bearer realm="kenny""#,
+            "authentication required: send Authorization: Bearer <personal access token>",
+        )
+    };
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(serde_json::json!({"error": {"code": "unauthorized", "message": message}})),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    response
+}

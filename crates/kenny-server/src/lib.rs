@@ -1,0 +1,26 @@
+//! kenny-server: one process, one port. Agents dial in over `/agent/ws`; MCP clients
+//! call them by name over `/mcp`; the HTTP API lives under `/api`.
+//!
+//! Start at [`server::start`]; the path of a forwarded call is
+//! [`mcp`] → [`forward::Forwarder::forward`] → [`registry::AgentLink::call`] → [`tunnel`].
+
+pub mod admin;
+pub mod api;
+pub mod audit;
+pub mod auth;
+pub mod clock;
+pub mod config;
+pub mod fleet;
+pub mod forward;
+pub mod guard;
+pub mod mcp;
+pub mod principal;
+pub mod registry;
+pub mod secrets;
+pub mod server;
+pub mod state;
+pub mod store;
+pub mod tunnel;
+
+pub use config::ServeConfig;
+pub use server::{RunningServer, start};

@@ -1,0 +1,149 @@
+//! `/mcp`: the MCP endpoint, served statelessly through the official SDK (`rmcp`).
+//! This is the only module that knows rmcp; it turns MCP calls into fleet listings
+//! and forwarded calls, and their outcomes into tool results.
+
+mod results;
+mod tools;
+
+use std::sync::Arc;
+
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use crate::forward::{CallFailure, take_target};
+use crate::principal::Principal;
+use crate::state::AppState;
+use kenny_proto::error::ErrorCode;
+
+const INSTRUCTIONS: &str = "kenny runs administration tools on the PCs of a small fleet. \
+Every tool that acts on a PC takes a required `agent_id`; call list_agents to see the ids and which PCs are online. \
+Nothing is remembered between calls: select_agent only checks that an id exists and is online, it does not set a default.";
+
+#[derive(Clone)]
+pub struct KennyMcp {
+    state: Arc<AppState>,
+    tools: Arc<Vec<Tool>>,
+}
+
+/// The tower service mounted at `/mcp` (behind [`crate::guard::require_bearer`]).
+pub fn service(state: Arc<AppState>) -> StreamableHttpService<KennyMcp, NeverSessionManager> {
+    let handler = KennyMcp {
+        tools: Arc::new(tools::all()),
+        state: state.clone(),
+    };
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_allowed_hosts(crate::config::allowed_hosts(
+            state.config.public_url.as_deref(),
+        ));
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+impl ServerHandler for KennyMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("kenny", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, rmcp::ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let Some(who) = principal(&context) else {
+            // The guard in front of /mcp makes this unreachable; fail closed anyway.
+            return Ok(results::failure(&CallFailure::new(
+                ErrorCode::Forbidden,
+                "no authenticated principal",
+            ))
+            .into());
+        };
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            tools::LIST_AGENTS => self.list_agents(&who).await,
+            tools::SELECT_AGENT => self.select_agent(&who, args).await,
+            name => results::outcome(self.state.forwarder.forward(&who, name, args).await),
+        };
+        Ok(result.into())
+    }
+}
+
+impl KennyMcp {
+    async fn list_agents(&self, who: &Principal) -> CallToolResult {
+        match crate::fleet::list(&self.state, who).await {
+            Ok(agents) => results::success(json!({ "agents": agents })),
+            Err(e) => results::failure(&CallFailure::new(
+                ErrorCode::Internal,
+                format!("listing agents failed: {e}"),
+            )),
+        }
+    }
+
+    /// Advisory only: reports on the id and changes nothing anywhere.
+    async fn select_agent(
+        &self,
+        who: &Principal,
+        mut args: serde_json::Map<String, Value>,
+    ) -> CallToolResult {
+        let agent_id = match take_target(&mut args) {
+            Ok(id) => id,
+            Err(f) => return results::failure(&f),
+        };
+        if let Err(f) = self.state.forwarder.check_reach(who, &agent_id).await {
+            self.state
+                .forwarder
+                .audit_refusal(who, Some(agent_id), tools::SELECT_AGENT, &f)
+                .await;
+            return results::failure(&f);
+        }
+        if let Some(link) = self.state.registry.get(&agent_id) {
+            return results::success(json!({
+                "agent_id": agent_id,
+                "online": true,
+                "hostname": link.meta.as_ref().map(|m| m.hostname.clone()),
+                "os": link.meta.as_ref().map(|m| m.os.clone()),
+                "note": "select_agent sets nothing: pass agent_id on every call.",
+            }));
+        }
+        let failure = self.state.forwarder.not_connected(&agent_id).await;
+        if failure.code == ErrorCode::Offline.as_str() {
+            results::success(json!({
+                "agent_id": agent_id,
+                "online": false,
+                "note": failure.message,
+            }))
+        } else {
+            results::failure(&failure)
+        }
+    }
+}
+
+fn principal(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+}

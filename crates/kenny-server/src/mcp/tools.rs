@@ -1,0 +1,114 @@
+//! The MCP tool list: two server-side tools plus every forwarded tool of the catalog.
+
+use std::sync::Arc;
+
+use kenny_proto::catalog::{TOOLS, ToolClass, ToolSpec};
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+pub const LIST_AGENTS: &str = "list_agents";
+pub const SELECT_AGENT: &str = "select_agent";
+
+pub fn all() -> Vec<Tool> {
+    let mut tools = vec![
+        tool(
+            LIST_AGENTS,
+            "List PCs",
+            "List the PCs you can reach: agent_id, online, os, hostname, version, last_seen. Use an agent_id from here on every other call.",
+            json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ToolAnnotations::with_title("List PCs")
+                .read_only(true)
+                .destructive(false),
+        ),
+        tool(
+            SELECT_AGENT,
+            "Check a PC",
+            "Check that an agent_id exists and whether it is online. Advisory only: it sets no default target, so every other call still needs agent_id.",
+            json!({
+                "type": "object",
+                "properties": {"agent_id": {"type": "string", "minLength": 1, "description": "Id of the PC to check."}},
+                "required": ["agent_id"],
+                "additionalProperties": false,
+            }),
+            ToolAnnotations::with_title("Check a PC")
+                .read_only(true)
+                .destructive(false),
+        ),
+    ];
+    tools.extend(TOOLS.iter().map(forwarded));
+    tools
+}
+
+fn forwarded(spec: &ToolSpec) -> Tool {
+    let description = format!(
+        "{} Requires agent_id: the PC to run on (from list_agents); it is never inferred. Runs on: {}.",
+        spec.description,
+        spec.platforms
+            .iter()
+            .map(|o| o.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let annotations = ToolAnnotations::with_title(spec.title)
+        .read_only(spec.read_only())
+        .destructive(spec.class == ToolClass::NormalChange);
+    tool(
+        spec.name,
+        spec.title,
+        &description,
+        spec.mcp_input_schema(),
+        annotations,
+    )
+}
+
+fn tool(
+    name: &'static str,
+    title: &str,
+    description: &str,
+    schema: Value,
+    annotations: ToolAnnotations,
+) -> Tool {
+    let Value::Object(schema) = schema else {
+        unreachable!("tool schemas are objects")
+    };
+    Tool::new(name, description.to_owned(), Arc::new(schema))
+        .with_title(title)
+        .with_annotations(annotations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_forwarded_tool_requires_agent_id_and_is_annotated() {
+        let tools = all();
+        assert_eq!(tools.len(), TOOLS.len() + 2);
+        for t in tools.iter().filter(|t| t.name != LIST_AGENTS) {
+            let required = t
+                .input_schema
+                .get("required")
+                .and_then(Value::as_array)
+                .unwrap();
+            assert!(required.iter().any(|r| r == "agent_id"), "{}", t.name);
+            let ann = t.annotations.as_ref().unwrap();
+            assert!(
+                ann.read_only_hint.is_some() && ann.destructive_hint.is_some(),
+                "{}",
+                t.name
+            );
+        }
+        let shell = tools.iter().find(|t| t.name == "shell_exec").unwrap();
+        assert_eq!(
+            shell.annotations.as_ref().unwrap().destructive_hint,
+            Some(true)
+        );
+        assert!(
+            shell
+                .description
+                .as_ref()
+                .unwrap()
+                .contains("Requires agent_id")
+        );
+    }
+}

@@ -1,0 +1,88 @@
+//! Who is making a request: a user, by which credential, with which reach.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    User,
+    Operator,
+    Superuser,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Operator => "operator",
+            Role::Superuser => "superuser",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "user" => Some(Role::User),
+            "operator" => Some(Role::Operator),
+            "superuser" => Some(Role::Superuser),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    /// Personal access token (`kenny_pat_`).
+    Pat,
+}
+
+impl CredentialKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::Pat => "pat",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub user_id: i64,
+    pub username: String,
+    pub role: Role,
+    /// The hosts a `user` may reach; `None` for roles that reach every host.
+    pub hosts: Option<Vec<String>>,
+    pub credential_kind: CredentialKind,
+    pub credential_id: String,
+}
+
+impl Principal {
+    pub fn may_reach(&self, agent_id: &str) -> bool {
+        match &self.hosts {
+            None => true,
+            Some(hosts) => hosts.iter().any(|h| h == agent_id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_scoped_principals_are_limited() {
+        let mut p = Principal {
+            user_id: 1,
+            username: "kim".into(),
+            role: Role::User,
+            hosts: Some(vec!["pc-a".into()]),
+            credential_kind: CredentialKind::Pat,
+            credential_id: "1".into(),
+        };
+        assert!(p.may_reach("pc-a"));
+        assert!(!p.may_reach("pc-b"));
+        assert!(!p.may_reach("pc-a "));
+        p.hosts = None;
+        assert!(p.may_reach("pc-b"));
+        assert!(Role::Superuser > Role::Operator && Role::Operator > Role::User);
+    }
+}

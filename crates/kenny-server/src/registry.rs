@@ -1,0 +1,333 @@
+//! Live agent connections: which agent is online on which connection, and the calls
+//! waiting for an answer on each.
+//!
+//! Each connection has a unique `conn_id`. A reconnect replaces the entry; the old
+//! connection can only remove the entry that is still its own, so a late close of a
+//! replaced socket never marks the new one offline.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kenny_proto::frame::{AgentMeta, Frame, Request, Response, encode};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Frames queued for one connection before a sender waits.
+pub const OUTBOX_CAPACITY: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkError {
+    #[error("the agent disconnected while the call was running ({0})")]
+    Disconnected(String),
+    #[error("no answer from the agent within {}s", .0.as_secs())]
+    Timeout(Duration),
+    /// The agent answered with an error of its own.
+    #[error("{code}: {message}")]
+    Agent { code: String, message: String },
+}
+
+type Reply = oneshot::Sender<Result<Value, LinkError>>;
+
+/// One authenticated agent connection, as the rest of the server sees it.
+pub struct AgentLink {
+    pub agent_id: String,
+    pub conn_id: u64,
+    pub meta: Option<AgentMeta>,
+    pub connected_at: String,
+    outbox: mpsc::Sender<String>,
+    pending: Mutex<HashMap<String, Reply>>,
+    closed: AtomicBool,
+    last_frame_unix: AtomicI64,
+    /// Fires when the link is closed from outside (replaced, server shutdown).
+    shutdown: CancellationToken,
+}
+
+impl AgentLink {
+    pub fn new(
+        agent_id: String,
+        conn_id: u64,
+        meta: Option<AgentMeta>,
+        connected_at: String,
+    ) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
+        let (outbox, rx) = mpsc::channel(OUTBOX_CAPACITY);
+        let link = AgentLink {
+            agent_id,
+            conn_id,
+            meta,
+            connected_at,
+            outbox,
+            pending: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            last_frame_unix: AtomicI64::new(unix_now()),
+            shutdown: CancellationToken::new(),
+        };
+        (Arc::new(link), rx)
+    }
+
+    pub fn last_frame_unix(&self) -> i64 {
+        self.last_frame_unix.load(Ordering::Relaxed)
+    }
+
+    pub fn saw_frame(&self) {
+        self.last_frame_unix.store(unix_now(), Ordering::Relaxed);
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Sends a request down this connection and waits for its response.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Value, LinkError> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if self.closed.load(Ordering::Acquire) {
+                return Err(LinkError::Disconnected("connection closed".into()));
+            }
+            pending.insert(id.clone(), tx);
+        }
+        // Whatever happens next (answer, timeout, or the caller giving up), the entry
+        // must not outlive this call.
+        let _forget = ForgetOnDrop {
+            link: self,
+            id: &id,
+        };
+        let frame = encode(&Frame::Request(Request {
+            id: id.clone(),
+            tool: tool.to_owned(),
+            args,
+        }));
+        if self.outbox.send(frame).await.is_err() {
+            return Err(LinkError::Disconnected("connection closed".into()));
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(LinkError::Disconnected("connection closed".into())),
+            Err(_) => Err(LinkError::Timeout(timeout)),
+        }
+    }
+
+    /// Queues a frame that expects no answer (ping, pong, policy).
+    pub fn try_send(&self, frame: &Frame) -> bool {
+        self.outbox.try_send(encode(frame)).is_ok()
+    }
+
+    /// Delivers a response to the call waiting for it. Returns false for an id no
+    /// call is waiting on (late, duplicate or invented).
+    pub fn complete(&self, response: Response) -> bool {
+        let waiter = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&response.id);
+        let Some(waiter) = waiter else { return false };
+        let outcome = if response.ok {
+            Ok(response.result.unwrap_or(Value::Null))
+        } else {
+            let err = response
+                .error
+                .unwrap_or_else(|| kenny_proto::frame::WireError {
+                    code: "internal".into(),
+                    message: "the agent reported a failure without details".into(),
+                });
+            Err(LinkError::Agent {
+                code: err.code,
+                message: err.message,
+            })
+        };
+        let _ = waiter.send(outcome);
+        true
+    }
+
+    /// Fails one waiting call, e.g. when its response arrived malformed.
+    pub fn fail(&self, id: &str, error: LinkError) -> bool {
+        let waiter = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        waiter.map(|w| w.send(Err(error))).is_some()
+    }
+
+    /// Marks the link closed and fails every call still waiting on it, at once.
+    pub fn close(&self, reason: &str) {
+        let drained: Vec<Reply> = {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            self.closed.store(true, Ordering::Release);
+            pending.drain().map(|(_, w)| w).collect()
+        };
+        for waiter in drained {
+            let _ = waiter.send(Err(LinkError::Disconnected(reason.to_owned())));
+        }
+        self.shutdown.cancel();
+    }
+
+    /// Resolves once `close` has been called.
+    pub async fn closed(&self) {
+        self.shutdown.cancelled().await
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+struct ForgetOnDrop<'a> {
+    link: &'a AgentLink,
+    id: &'a str,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.link
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(self.id);
+    }
+}
+
+#[derive(Default)]
+pub struct Registry {
+    links: RwLock<HashMap<String, Arc<AgentLink>>>,
+    next_conn_id: AtomicU64,
+}
+
+impl Registry {
+    pub fn next_conn_id(&self) -> u64 {
+        self.next_conn_id.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Makes `link` the agent's live connection; returns the one it replaced.
+    pub fn insert(&self, link: Arc<AgentLink>) -> Option<Arc<AgentLink>> {
+        self.links
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(link.agent_id.clone(), link)
+    }
+
+    /// Removes the agent's entry only if it is still connection `conn_id`.
+    pub fn remove_if_current(&self, agent_id: &str, conn_id: u64) -> bool {
+        let mut links = self.links.write().unwrap_or_else(|p| p.into_inner());
+        if links.get(agent_id).is_some_and(|l| l.conn_id == conn_id) {
+            links.remove(agent_id);
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn get(&self, agent_id: &str) -> Option<Arc<AgentLink>> {
+        self.links
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent_id)
+            .cloned()
+    }
+
+    pub fn online_count(&self) -> usize {
+        self.links.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// A copy of the live links, for listings.
+    pub fn snapshot(&self) -> HashMap<String, Arc<AgentLink>> {
+        self.links.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn link(agent: &str, conn_id: u64) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
+        AgentLink::new(agent.into(), conn_id, None, "t".into())
+    }
+
+    #[test]
+    fn a_replaced_connection_cannot_remove_its_successor() {
+        let reg = Registry::default();
+        let (old, _rx1) = link("pc", 1);
+        let (new, _rx2) = link("pc", 2);
+        assert!(reg.insert(old).is_none());
+        assert_eq!(reg.insert(new).map(|l| l.conn_id), Some(1));
+        assert!(
+            !reg.remove_if_current("pc", 1),
+            "late close of the old socket"
+        );
+        assert_eq!(reg.get("pc").map(|l| l.conn_id), Some(2));
+        assert!(reg.remove_if_current("pc", 2));
+        assert!(reg.get("pc").is_none());
+    }
+
+    #[tokio::test]
+    async fn closing_fails_only_this_links_calls_at_once() {
+        let (a, mut rx_a) = link("a", 1);
+        let (b, mut rx_b) = link("b", 2);
+        let call_a = tokio::spawn({
+            let a = a.clone();
+            async move {
+                a.call("shell_exec", Map::new(), Duration::from_secs(60))
+                    .await
+            }
+        });
+        let call_b = tokio::spawn({
+            let b = b.clone();
+            async move {
+                b.call("shell_exec", Map::new(), Duration::from_secs(60))
+                    .await
+            }
+        });
+        let _ = rx_a.recv().await.unwrap();
+        let sent_b = rx_b.recv().await.unwrap();
+        a.close("socket closed");
+        let err = call_a.await.unwrap().unwrap_err();
+        assert_eq!(err, LinkError::Disconnected("socket closed".into()));
+        assert!(!b.is_closed());
+        let Frame::Request(req) =
+            kenny_proto::frame::decode(&sent_b, kenny_proto::frame::Limits::AUTHENTICATED).unwrap()
+        else {
+            panic!("expected a request frame")
+        };
+        assert!(b.complete(Response::success(req.id.clone(), json!({"ok": 1}))));
+        assert_eq!(call_b.await.unwrap().unwrap(), json!({"ok": 1}));
+        assert!(
+            !b.complete(Response::success(req.id, json!(null))),
+            "duplicate responses are ignored"
+        );
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_call_leaves_nothing_pending() {
+        let (a, _rx) = link("a", 1);
+        let err = a
+            .call("t", Map::new(), Duration::from_millis(20))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LinkError::Timeout(_)));
+        assert_eq!(a.in_flight(), 0);
+        a.close("bye");
+        let err = a
+            .call("t", Map::new(), Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, LinkError::Disconnected(_)));
+    }
+}

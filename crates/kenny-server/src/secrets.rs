@@ -1,0 +1,123 @@
+//! Generating, hashing and checking secrets: tokens, passwords, the server key.
+
+use std::path::Path;
+
+use argon2::password_hash::{PasswordHasher, SaltString};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::SigningKey;
+use rand::RngCore;
+use rand::rngs::OsRng;
+use sha2::{Digest, Sha256};
+
+pub const PAT_PREFIX: &str = "kenny_pat_";
+pub const AGENT_TOKEN_PREFIX: &str = "kenny_agt_";
+pub const SERVER_KEY_FILE: &str = "server_ed25519.key";
+
+/// A fresh random token with a recognisable prefix (so a leaked one is easy to spot).
+pub fn new_token(prefix: &str) -> String {
+    let mut bytes = [0u8; 32];
+    OsRng.fill_bytes(&mut bytes);
+    format!("{prefix}{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// Tokens carry 256 random bits, so a plain SHA-256 is enough to store them: unlike
+/// passwords there is nothing to brute-force.
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
+    let salt = SaltString::generate(&mut OsRng);
+    Ok(argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)?
+        .to_string())
+}
+
+pub fn new_password() -> String {
+    let mut bytes = [0u8; 18];
+    OsRng.fill_bytes(&mut bytes);
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+pub fn random_nonce() -> [u8; 32] {
+    let mut n = [0u8; 32];
+    OsRng.fill_bytes(&mut n);
+    n
+}
+
+/// Loads the server's Ed25519 identity from the data directory, creating it on first
+/// use. Creation is exclusive, so a server and an admin command racing on a fresh
+/// data directory end up with the same key.
+pub fn load_or_create_server_key(data_dir: &Path) -> std::io::Result<SigningKey> {
+    let path = data_dir.join(SERVER_KEY_FILE);
+    let mut seed = [0u8; 32];
+    OsRng.fill_bytes(&mut seed);
+    match write_new_secret(&path, URL_SAFE_NO_PAD.encode(seed).as_bytes()) {
+        Ok(()) => return Ok(SigningKey::from_bytes(&seed)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let text = std::fs::read_to_string(&path)?;
+    let bytes = URL_SAFE_NO_PAD
+        .decode(text.trim())
+        .ok()
+        .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "{} is not a kenny server key; restore it from a backup (agents pin it)",
+                    path.display()
+                ),
+            )
+        })?;
+    Ok(SigningKey::from_bytes(&bytes))
+}
+
+/// Writes a new owner-only file; fails with `AlreadyExists` if it is there.
+pub fn write_new_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts.open(path)?;
+    f.write_all(contents)?;
+    f.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_prefixed_unique_and_hash_stably() {
+        let a = new_token(PAT_PREFIX);
+        let b = new_token(PAT_PREFIX);
+        assert!(a.starts_with(PAT_PREFIX) && a.len() == PAT_PREFIX.len() + 43);
+        assert_ne!(a, b);
+        assert_eq!(token_hash(&a), token_hash(&a));
+        assert_ne!(token_hash(&a), token_hash(&b));
+    }
+
+    #[test]
+    fn server_key_is_created_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let k1 = load_or_create_server_key(dir.path()).unwrap();
+        let k2 = load_or_create_server_key(dir.path()).unwrap();
+        assert_eq!(k1.to_bytes(), k2.to_bytes());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(SERVER_KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(dir.path().join(SERVER_KEY_FILE), "garbage").unwrap();
+        let err = load_or_create_server_key(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("not a kenny server key"));
+    }
+}

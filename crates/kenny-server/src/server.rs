@@ -1,0 +1,124 @@
+//! Assembling and running the server: storage, background workers, routes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::AuditLog;
+use crate::auth::Authenticator;
+use crate::config::ServeConfig;
+use crate::forward::Forwarder;
+use crate::guard::require_bearer;
+use crate::registry::Registry;
+use crate::state::AppState;
+use crate::store::Store;
+
+const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
+
+/// A server that is listening. Dropping it does not stop it; cancel the token given
+/// to [`start`] and await [`RunningServer::finished`].
+pub struct RunningServer {
+    pub addr: SocketAddr,
+    pub state: Arc<AppState>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl RunningServer {
+    pub async fn finished(self) -> anyhow::Result<()> {
+        self.task.await.context("server task panicked")?
+    }
+}
+
+/// Opens storage, binds the listener and starts serving until `shutdown` fires.
+pub async fn start(
+    config: ServeConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<RunningServer> {
+    let data_dir = config.data_dir.clone();
+    let store = tokio::task::spawn_blocking(move || Store::open(&data_dir))
+        .await?
+        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let store = Arc::new(store);
+    let server_key = crate::secrets::load_or_create_server_key(&config.data_dir)
+        .context("loading the server key")?;
+    let (audit, audit_thread) = AuditLog::start(store.clone());
+    let registry = Arc::new(Registry::default());
+    let state = Arc::new(AppState {
+        forwarder: Forwarder::new(
+            registry.clone(),
+            store.clone(),
+            audit.clone(),
+            config.call_timeout,
+        ),
+        auth: Authenticator::new(store.clone()),
+        registry,
+        store,
+        audit,
+        server_key,
+        config,
+    });
+
+    let listener = tokio::net::TcpListener::bind(state.config.listen)
+        .await
+        .with_context(|| format!("listening on {}", state.config.listen))?;
+    let addr = listener.local_addr()?;
+    let app = router(state.clone());
+
+    tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
+    tokio::spawn(close_links_on(state.clone(), shutdown.clone()));
+    let task = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .context("serving HTTP")?;
+        // The audit writer drains its queue and exits once the state is gone.
+        tokio::task::spawn_blocking(move || audit_thread.join())
+            .await
+            .ok();
+        Ok(())
+    });
+    Ok(RunningServer { addr, state, task })
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    let guarded = Router::new()
+        .nest_service("/mcp", crate::mcp::service(state.clone()))
+        .merge(crate::api::authenticated())
+        .layer(from_fn_with_state(state.clone(), require_bearer));
+    Router::new()
+        .merge(guarded)
+        .merge(crate::api::public())
+        .route("/agent/ws", get(crate::tunnel::upgrade))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(state)
+}
+
+async fn touch_tokens(state: Arc<AppState>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(TOKEN_TOUCH_INTERVAL);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => state.auth.flush_touched(&state.audit).await,
+            _ = shutdown.cancelled() => {
+                state.auth.flush_touched(&state.audit).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Agent sockets never end on their own; close them so graceful shutdown completes.
+async fn close_links_on(state: Arc<AppState>, shutdown: CancellationToken) {
+    shutdown.cancelled().await;
+    for link in state.registry.snapshot().into_values() {
+        link.close("the server is shutting down");
+    }
+}

@@ -1,0 +1,23 @@
+//! What every handler shares: configuration, storage, the live agents and the
+//! services built on them.
+
+use std::sync::Arc;
+
+use ed25519_dalek::SigningKey;
+
+use crate::audit::AuditLog;
+use crate::auth::Authenticator;
+use crate::config::ServeConfig;
+use crate::forward::Forwarder;
+use crate::registry::Registry;
+use crate::store::Store;
+
+pub struct AppState {
+    pub config: ServeConfig,
+    pub store: Arc<Store>,
+    pub registry: Arc<Registry>,
+    pub forwarder: Forwarder,
+    pub auth: Authenticator,
+    pub audit: AuditLog,
+    pub server_key: SigningKey,
+}

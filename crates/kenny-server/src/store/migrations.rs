@@ -1,0 +1,76 @@
+//! Schema migrations, applied in order and recorded in `PRAGMA user_version`.
+
+use rusqlite::Connection;
+
+const MIGRATIONS: &[&str] = &[
+    // 1: accounts, credentials, agents, audit, telemetry.
+    "CREATE TABLE users (
+        id INTEGER PRIMARY KEY,
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('superuser', 'operator', 'user')),
+        disabled INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE user_hosts (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        agent_id TEXT NOT NULL,
+        PRIMARY KEY (user_id, agent_id)
+    );
+    CREATE TABLE tokens (
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        label TEXT,
+        token_hash TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL,
+        last_used_at TEXT,
+        revoked_at TEXT
+    );
+    CREATE TABLE agents (
+        agent_id TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL,
+        public_key TEXT,
+        enrolled_at TEXT,
+        created_at TEXT NOT NULL,
+        hostname TEXT,
+        os TEXT,
+        version TEXT,
+        arch TEXT,
+        last_seen TEXT
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        user_id INTEGER,
+        username TEXT,
+        credential_kind TEXT,
+        credential_id TEXT,
+        agent_id TEXT,
+        tool TEXT NOT NULL,
+        args_digest TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        error_code TEXT,
+        duration_ms INTEGER NOT NULL
+    );
+    CREATE INDEX audit_by_agent ON audit (agent_id, id);
+    CREATE INDEX audit_by_user ON audit (user_id, id);
+    CREATE TABLE telemetry (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        collected_at TEXT NOT NULL,
+        received_at TEXT NOT NULL,
+        snapshot TEXT NOT NULL
+    );
+    CREATE INDEX telemetry_by_agent ON telemetry (agent_id, id);",
+];
+
+pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+    }
+    tx.commit()
+}

@@ -1,0 +1,437 @@
+//! Storage: the only module that knows SQL. One SQLite file (WAL) under the data
+//! directory; admin commands open the same file while the server runs.
+
+mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::principal::{CredentialKind, Principal, Role};
+
+pub const DB_FILE: &str = "kenny.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// A handle on the database. Calls are synchronous; async callers go through
+/// `spawn_blocking`. Reads on the hot path are served from caches above this layer.
+pub struct Store {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRecord {
+    pub agent_id: String,
+    pub public_key: Option<String>,
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    pub last_seen: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRow {
+    pub at: String,
+    pub user_id: Option<i64>,
+    pub username: Option<String>,
+    pub credential_kind: Option<String>,
+    pub credential_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub tool: String,
+    pub args_digest: String,
+    pub outcome: &'static str,
+    pub error_code: Option<String>,
+    pub duration_ms: i64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AuditEntry {
+    pub id: i64,
+    pub at: String,
+    pub user: Option<String>,
+    pub credential_kind: Option<String>,
+    pub credential_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub tool: String,
+    pub args_digest: String,
+    pub outcome: String,
+    pub error_code: Option<String>,
+    pub duration_ms: i64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    pub agent_id: Option<String>,
+    pub user_id: Option<i64>,
+    pub before_id: Option<i64>,
+    pub limit: u32,
+}
+
+/// Opens a connection with the settings every kenny connection uses.
+pub fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // WAL with NORMAL survives a killed process; only a power cut may lose the last
+    // commits, which is the usual trade for an embedded server.
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `data_dir` and applies migrations.
+    pub fn open(data_dir: &Path) -> Result<Store> {
+        std::fs::create_dir_all(data_dir).map_err(|source| StoreError::DataDir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
+        restrict_permissions(data_dir);
+        let path = data_dir.join(DB_FILE);
+        let mut conn = open_connection(&path)?;
+        migrations::apply(&mut conn)?;
+        Ok(Store {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    }
+
+    // ---- users -------------------------------------------------------------
+
+    pub fn create_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: Role,
+        hosts: &[String],
+        now: &str,
+    ) -> Result<i64> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let exists: bool = tx.query_row("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", [username], |r| r.get(0))?;
+            if exists {
+                return Err(StoreError::Conflict(format!("a user named {username:?} already exists")));
+            }
+            tx.execute(
+                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![username, password_hash, role.as_str(), now],
+            )?;
+            let id = tx.last_insert_rowid();
+            for host in hosts {
+                tx.execute("INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)", params![id, host])?;
+            }
+            tx.commit()?;
+            Ok(id)
+        })
+    }
+
+    pub fn count_superusers(&self) -> Result<i64> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    pub fn user_id(&self, username: &str) -> Result<i64> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT id FROM users WHERE username = ?1",
+                [username],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "no user named {username:?}; create it with `kenny-server user add`"
+                ))
+            })
+        })
+    }
+
+    // ---- tokens ------------------------------------------------------------
+
+    pub fn create_token(
+        &self,
+        user_id: i64,
+        kind: CredentialKind,
+        label: Option<&str>,
+        token_hash: &str,
+        now: &str,
+    ) -> Result<i64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO tokens (user_id, kind, label, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![user_id, kind.as_str(), label, token_hash, now],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// The principal a live token of `kind` belongs to, if any.
+    pub fn principal_for_token(
+        &self,
+        kind: CredentialKind,
+        token_hash: &str,
+    ) -> Result<Option<Principal>> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
+                     WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
+                    params![token_hash, kind.as_str()],
+                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)),
+                )
+                .optional()?;
+            let Some((token_id, user_id, username, role)) = row else { return Ok(None) };
+            let Some(role) = Role::parse(&role) else { return Ok(None) };
+            let hosts = if role == Role::User { Some(load_hosts(c, user_id)?) } else { None };
+            Ok(Some(Principal {
+                user_id,
+                username,
+                role,
+                hosts,
+                credential_kind: kind,
+                credential_id: token_id.to_string(),
+            }))
+        })
+    }
+
+    pub fn touch_tokens(&self, touched: &[(i64, String)]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            for (id, at) in touched {
+                tx.execute(
+                    "UPDATE tokens SET last_used_at = ?2 WHERE id = ?1",
+                    params![id, at],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    // ---- agents ------------------------------------------------------------
+
+    pub fn create_agent(&self, agent_id: &str, token_hash: &str, now: &str) -> Result<()> {
+        self.with(|c| {
+            let inserted = c.execute(
+                "INSERT OR IGNORE INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)",
+                params![agent_id, token_hash, now],
+            )?;
+            if inserted == 0 {
+                return Err(StoreError::Conflict(format!("an agent with id {agent_id:?} already exists")));
+            }
+            Ok(())
+        })
+    }
+
+    pub fn agent_token_hash(&self, agent_id: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT token_hash FROM agents WHERE agent_id = ?1",
+                [agent_id],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn agent(&self, agent_id: &str) -> Result<Option<AgentRecord>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                &format!("{AGENT_COLUMNS} WHERE agent_id = ?1"),
+                [agent_id],
+                agent_record,
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn agents(&self) -> Result<Vec<AgentRecord>> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(&format!("{AGENT_COLUMNS} ORDER BY agent_id"))?;
+            let rows = stmt
+                .query_map([], agent_record)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Records the agent's public key. Enrollment happens once: the same key again is
+    /// accepted (a retried request), a different key is refused.
+    pub fn enroll_agent(&self, agent_id: &str, public_key: &str, now: &str) -> Result<()> {
+        self.with(|c| {
+            let current: Option<Option<String>> =
+                c.query_row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id], |r| r.get(0)).optional()?;
+            match current {
+                None => Err(StoreError::NotFound(format!("no agent with id {agent_id:?}"))),
+                Some(Some(k)) if k == public_key => Ok(()),
+                Some(Some(_)) => Err(StoreError::Conflict(format!(
+                    "agent {agent_id:?} is already enrolled with another key; remove and re-add the agent to enroll a new one"
+                ))),
+                Some(None) => {
+                    c.execute(
+                        "UPDATE agents SET public_key = ?2, enrolled_at = ?3 WHERE agent_id = ?1",
+                        params![agent_id, public_key, now],
+                    )?;
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    pub fn record_agent_seen(
+        &self,
+        agent_id: &str,
+        meta: Option<&kenny_proto::frame::AgentMeta>,
+        now: &str,
+    ) -> Result<()> {
+        self.with(|c| {
+            match meta {
+                Some(m) => c.execute(
+                    "UPDATE agents SET hostname = ?2, os = ?3, version = ?4, arch = ?5, last_seen = ?6 WHERE agent_id = ?1",
+                    params![agent_id, m.hostname, m.os, m.version, m.arch, now],
+                )?,
+                None => c.execute("UPDATE agents SET last_seen = ?2 WHERE agent_id = ?1", params![agent_id, now])?,
+            };
+            Ok(())
+        })
+    }
+
+    pub fn insert_telemetry(
+        &self,
+        agent_id: &str,
+        collected_at: &str,
+        snapshot: &str,
+        now: &str,
+    ) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
+                params![agent_id, collected_at, now, snapshot],
+            )?;
+            Ok(())
+        })
+    }
+
+    // ---- audit -------------------------------------------------------------
+
+    /// Appends rows in one transaction (the audit writer batches them).
+    pub fn insert_audit(&self, rows: &[AuditRow]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO audit (at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )?;
+                for r in rows {
+                    stmt.execute(params![
+                        r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool, r.args_digest, r.outcome,
+                        r.error_code, r.duration_ms
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms
+                 FROM audit
+                 WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR id < ?3)
+                 ORDER BY id DESC LIMIT ?4",
+            )?;
+            let rows = stmt
+                .query_map(params![filter.agent_id, filter.user_id, filter.before_id, filter.limit], |r| {
+                    Ok(AuditEntry {
+                        id: r.get(0)?,
+                        at: r.get(1)?,
+                        user: r.get(2)?,
+                        credential_kind: r.get(3)?,
+                        credential_id: r.get(4)?,
+                        agent_id: r.get(5)?,
+                        tool: r.get(6)?,
+                        args_digest: r.get(7)?,
+                        outcome: r.get(8)?,
+                        error_code: r.get(9)?,
+                        duration_ms: r.get(10)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+}
+
+const AGENT_COLUMNS: &str =
+    "SELECT agent_id, public_key, hostname, os, version, arch, last_seen FROM agents";
+
+fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
+    Ok(AgentRecord {
+        agent_id: r.get(0)?,
+        public_key: r.get(1)?,
+        hostname: r.get(2)?,
+        os: r.get(3)?,
+        version: r.get(4)?,
+        arch: r.get(5)?,
+        last_seen: r.get(6)?,
+    })
+}
+
+fn load_hosts(c: &Connection, user_id: i64) -> Result<Vec<String>> {
+    let mut stmt =
+        c.prepare_cached("SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id")?;
+    let hosts = stmt
+        .query_map([user_id], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<String>>>()?;
+    Ok(hosts)
+}
+
+#[cfg(unix)]
+fn restrict_permissions(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Err(e) = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+        tracing::warn!(dir = %dir.display(), error = %e, "could not make the data directory owner-only");
+    }
+}
+
+#[cfg(not(unix))]
+fn restrict_permissions(_dir: &Path) {}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+use super::*;
+
+#[test]
+fn audit_rows_page_newest_first_and_filter_by_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let row = |agent: &str, n: i64| AuditRow {
+        at: format!("2026-01-01T00:00:{n:02}Z"),
+        user_id: Some(1),
+        username: Some("u".into()),
+        credential_kind: Some("pat".into()),
+        credential_id: Some("1".into()),
+        agent_id: Some(agent.into()),
+        tool: "shell_exec".into(),
+        args_digest: "sha256:x".into(),
+        outcome: "ok",
+        error_code: None,
+        duration_ms: n,
+    };
+    store
+        .insert_audit(&[row("a", 1), row("b", 2), row("a", 3)])
+        .unwrap();
+    let all = store
+        .audit(&AuditFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        all.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
+        vec![3, 2, 1]
+    );
+    let a = store
+        .audit(&AuditFilter {
+            agent_id: Some("a".into()),
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(
+        a.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
+        vec![3, 1]
+    );
+    let page = store
+        .audit(&AuditFilter {
+            before_id: Some(a[0].id),
+            limit: 1,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0].duration_ms, 2);
+}
+
+#[test]
+fn reopening_keeps_data_and_migrations_are_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path()).unwrap();
+        store.create_agent("pc", "h", "t").unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.agents().unwrap().len(), 1);
+    store.enroll_agent("pc", "k1", "t").unwrap();
+    store.enroll_agent("pc", "k1", "t").unwrap();
+    assert!(matches!(
+        store.enroll_agent("pc", "k2", "t"),
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(matches!(
+        store.enroll_agent("nope", "k", "t"),
+        Err(StoreError::NotFound(_))
+    ));
+}

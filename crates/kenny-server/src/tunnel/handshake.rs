@@ -1,0 +1,242 @@
+//! Authenticating a freshly connected agent: mutual Ed25519 after enrollment, or the
+//! legacy per-agent token while the server allows it.
+
+use ed25519_dalek::SigningKey;
+use kenny_proto::MUTUAL_AUTH_PROTOCOL;
+use kenny_proto::auth;
+use kenny_proto::frame::{AgentMeta, Challenge, Register};
+use subtle::ConstantTimeEq;
+
+use crate::secrets;
+use crate::store::AgentRecord;
+
+/// Close codes of the 0.17 contract.
+pub const CLOSE_BAD_FRAME: u16 = 4400;
+pub const CLOSE_UNAUTHORIZED: u16 = 4401;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    pub close_code: u16,
+    pub reason: String,
+}
+
+impl Reject {
+    pub fn bad_frame(reason: impl Into<String>) -> Self {
+        Reject {
+            close_code: CLOSE_BAD_FRAME,
+            reason: reason.into(),
+        }
+    }
+
+    pub fn unauthorized(reason: impl Into<String>) -> Self {
+        Reject {
+            close_code: CLOSE_UNAUTHORIZED,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Which path a `register` frame asks for.
+#[derive(Debug)]
+pub enum Method {
+    Mutual { client_nonce: [u8; 32] },
+    Token(String),
+}
+
+pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> {
+    if !valid_agent_id(&reg.agent_id) {
+        return Err(Reject::bad_frame(
+            "agent_id must be 1-64 characters of letters, digits, '.', '_' or '-'",
+        ));
+    }
+    match (&reg.protocol, &reg.client_nonce, &reg.token) {
+        (Some(p), Some(nonce), None) if p == MUTUAL_AUTH_PROTOCOL => {
+            let client_nonce = auth::decode_fixed::<32>("client_nonce", nonce)
+                .map_err(|e| Reject::bad_frame(format!("register: {e}")))?;
+            Ok(Method::Mutual { client_nonce })
+        }
+        (Some(p), _, _) if p != MUTUAL_AUTH_PROTOCOL => Err(Reject::bad_frame(format!(
+            "unsupported auth protocol {p:?}; this server speaks {MUTUAL_AUTH_PROTOCOL}"
+        ))),
+        (None, None, Some(token)) if allow_token_auth => Ok(Method::Token(token.0.clone())),
+        (None, None, Some(_)) => Err(Reject::unauthorized(
+            "token auth is disabled on this server; enroll the agent and use mutual auth",
+        )),
+        _ => Err(Reject::bad_frame(
+            "register must carry either protocol and client_nonce (mutual auth) or token (legacy), not both",
+        )),
+    }
+}
+
+/// Legacy path: the token must hash to the agent's stored token hash.
+pub fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject> {
+    let expected = record_hash.ok_or_else(|| Reject::unauthorized("unknown agent or bad token"))?;
+    let got = secrets::token_hash(token);
+    if bool::from(got.as_bytes().ct_eq(expected.as_bytes())) {
+        Ok(())
+    } else {
+        Err(Reject::unauthorized("unknown agent or bad token"))
+    }
+}
+
+/// Mutual path, server half: sign the transcript for the agent to verify.
+pub fn challenge(
+    key: &SigningKey,
+    agent_id: &str,
+    client_nonce: &[u8; 32],
+    server_nonce: &[u8; 32],
+) -> Challenge {
+    let transcript = auth::transcript(agent_id, client_nonce, server_nonce);
+    Challenge {
+        server_nonce: auth::encode_b64(server_nonce),
+        server_sig: auth::sign(key, &transcript),
+    }
+}
+
+/// Mutual path, agent half: its signature over the same transcript.
+pub fn check_agent_sig(
+    record: Option<&AgentRecord>,
+    client_nonce: &[u8; 32],
+    server_nonce: &[u8; 32],
+    agent_sig: &str,
+) -> Result<(), Reject> {
+    let record = record.ok_or_else(|| Reject::unauthorized("unknown agent"))?;
+    let key_b64 = record.public_key.as_deref().ok_or_else(|| {
+        Reject::unauthorized(
+            "agent is not enrolled; it must POST its key to /api/agents/{id}/enroll first",
+        )
+    })?;
+    let key = auth::parse_public_key(key_b64)
+        .map_err(|e| Reject::unauthorized(format!("stored key unusable: {e}")))?;
+    let transcript = auth::transcript(&record.agent_id, client_nonce, server_nonce);
+    auth::verify(&key, &transcript, agent_sig)
+        .map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))
+}
+
+pub fn valid_agent_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Meta as reported, bounded so a hostile agent cannot bloat the registry.
+pub fn sanitize_meta(meta: Option<AgentMeta>) -> Option<AgentMeta> {
+    fn cut(s: String) -> String {
+        s.chars().take(128).collect()
+    }
+    meta.map(|m| AgentMeta {
+        hostname: cut(m.hostname),
+        os: cut(m.os),
+        version: cut(m.version),
+        arch: m.arch.map(cut),
+        channel: m.channel.map(cut),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kenny_proto::frame::Secret;
+
+    fn register(protocol: Option<&str>, nonce: Option<&str>, token: Option<&str>) -> Register {
+        Register {
+            agent_id: "pc-1".into(),
+            token: token.map(|t| Secret(t.into())),
+            protocol: protocol.map(Into::into),
+            client_nonce: nonce.map(Into::into),
+            meta: None,
+        }
+    }
+
+    #[test]
+    fn method_selection() {
+        let nonce = auth::encode_b64(&[9; 32]);
+        assert!(matches!(
+            method(&register(Some("0.8"), Some(&nonce), None), true),
+            Ok(Method::Mutual { .. })
+        ));
+        assert!(matches!(
+            method(&register(None, None, Some("t")), true),
+            Ok(Method::Token(_))
+        ));
+        assert_eq!(
+            method(&register(None, None, Some("t")), false)
+                .unwrap_err()
+                .close_code,
+            CLOSE_UNAUTHORIZED
+        );
+        assert_eq!(
+            method(&register(None, None, None), true)
+                .unwrap_err()
+                .close_code,
+            CLOSE_BAD_FRAME
+        );
+        assert_eq!(
+            method(&register(Some("0.9"), Some(&nonce), None), true)
+                .unwrap_err()
+                .close_code,
+            CLOSE_BAD_FRAME
+        );
+        assert_eq!(
+            method(&register(Some("0.8"), Some("short"), None), true)
+                .unwrap_err()
+                .close_code,
+            CLOSE_BAD_FRAME
+        );
+        let mut bad_id = register(None, None, Some("t"));
+        bad_id.agent_id = "../etc".into();
+        assert_eq!(
+            method(&bad_id, true).unwrap_err().close_code,
+            CLOSE_BAD_FRAME
+        );
+    }
+
+    #[test]
+    fn mutual_auth_round_trip_and_failures() {
+        let server = SigningKey::from_bytes(&[1; 32]);
+        let agent = SigningKey::from_bytes(&[2; 32]);
+        let record = AgentRecord {
+            agent_id: "pc-1".into(),
+            public_key: Some(auth::encode_b64(agent.verifying_key().as_bytes())),
+            hostname: None,
+            os: None,
+            version: None,
+            arch: None,
+            last_seen: None,
+        };
+        let (cn, sn) = ([3; 32], [4; 32]);
+        let ch = challenge(&server, "pc-1", &cn, &sn);
+        let t = auth::transcript("pc-1", &cn, &sn);
+        auth::verify(&server.verifying_key(), &t, &ch.server_sig).unwrap();
+        let sig = auth::sign(&agent, &t);
+        assert_eq!(check_agent_sig(Some(&record), &cn, &sn, &sig), Ok(()));
+        // Replayed against a different server nonce, the signature fails.
+        assert_eq!(
+            check_agent_sig(Some(&record), &cn, &[5; 32], &sig)
+                .unwrap_err()
+                .close_code,
+            CLOSE_UNAUTHORIZED
+        );
+        let unenrolled = AgentRecord {
+            public_key: None,
+            ..record
+        };
+        assert!(
+            check_agent_sig(Some(&unenrolled), &cn, &sn, &sig)
+                .unwrap_err()
+                .reason
+                .contains("not enrolled")
+        );
+        assert!(check_agent_sig(None, &cn, &sn, &sig).is_err());
+    }
+
+    #[test]
+    fn token_check() {
+        let hash = secrets::token_hash("kenny_agt_abc");
+        assert_eq!(check_token(Some(&hash), "kenny_agt_abc"), Ok(()));
+        assert!(check_token(Some(&hash), "kenny_agt_abd").is_err());
+        assert!(check_token(None, "kenny_agt_abc").is_err());
+    }
+}

@@ -1,0 +1,46 @@
+"""A server killed with SIGKILL comes back on the same port and data dir: agents
+reconnect by themselves, calls work again, nothing recorded before is lost."""
+
+from __future__ import annotations
+
+from conftest import call, shell_stdout
+
+RECONNECT_TIMEOUT = 15.0
+
+
+async def test_sigkill_restart_same_port_and_data_dir(kenny):
+    agents = await kenny.start_agents(["pc-a", "pc-b"])  # mutual auth: keys enrolled in state dirs
+    legacy = kenny.start_agent("pc-legacy", legacy=True)
+    await kenny.wait_agents(["pc-legacy"])
+    async with kenny.mcp() as client:
+        for aid in ("pc-a", "pc-b", "pc-legacy", "pc-a"):
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": aid, "command": 'echo "$MARK"'}))
+            assert out == kenny.agents[aid].mark + "\n"
+    before = kenny.audit(limit=1000)
+    before_ids = [e["id"] for e in before]
+    assert len(before) >= 4, f"expected >= 4 audit rows before the kill, got {before}"
+
+    port = kenny.port
+    kenny.kill_server()
+    kenny.start_server(port=port)
+    assert kenny.port == port
+
+    # Same PAT still valid; agents come back by themselves (no agent restarted here).
+    await kenny.wait_agents(["pc-a", "pc-b", "pc-legacy"], timeout=RECONNECT_TIMEOUT)
+    for a in (*agents.values(), legacy):
+        assert a.proc.alive(), f"agent {a.agent_id} exited instead of reconnecting\n{a.proc.logs()}"
+
+    async with kenny.mcp() as client:
+        for aid in ("pc-b", "pc-a", "pc-legacy"):
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": aid, "command": 'echo "$MARK"'}))
+            assert out == kenny.agents[aid].mark + "\n"
+
+    after = kenny.audit(limit=1000)
+    after_ids = [e["id"] for e in after]
+    missing = set(before_ids) - set(after_ids)
+    assert not missing, f"audit rows lost across the restart: {missing}"
+    assert len(after) >= len(before) + 3, f"{len(before)} rows before, {len(after)} after 3 more calls"
+    old_rows = {e["id"]: e for e in before}
+    for e in after:
+        if e["id"] in old_rows:
+            assert e == old_rows[e["id"]], f"audit row changed across the restart: {old_rows[e['id']]} -> {e}"

@@ -1,0 +1,143 @@
+"""The agent wire protocol, seen from a hand-driven fake agent on a real WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from conftest import FakeAgent, call, expect_ok, shell_stdout
+
+OVERSIZED_BYTES = 9 * 1024 * 1024  # above the 8 MiB bound for authenticated frames
+
+
+async def _fake(kenny, agent_id: str = "fake") -> FakeAgent:
+    creds = kenny.add_agent(agent_id)
+    fake = FakeAgent(kenny.ws_url, agent_id, creds["token"])
+    await fake.register()
+    await kenny.wait_agents([agent_id])
+    return fake
+
+
+async def _round_trip(kenny, fake: FakeAgent, command: str) -> tuple[dict, object]:
+    """MCP shell_exec on the fake agent; returns (request frame seen, MCP result)."""
+    async with kenny.mcp() as client:
+        pending = asyncio.create_task(call(client, "shell_exec", {"agent_id": fake.agent_id, "command": command}))
+        req = await fake.next_request(timeout=15, pending=pending)
+        await fake.respond(
+            req["id"], ok=True, result={"stdout": f"fake ran {command}\n", "stderr": "", "exit_code": 0, "truncated": False}
+        )
+        res = await asyncio.wait_for(pending, 20)
+    return req, res
+
+
+async def test_request_frame_shape_and_agent_id_stripped(kenny):
+    fake = await _fake(kenny)
+    try:
+        req, res = await _round_trip(kenny, fake, "x")
+        assert set(req) == {"type", "id", "tool", "args"}, f"request frame keys: {sorted(req)}"
+        assert req["type"] == "request" and req["tool"] == "shell_exec"
+        assert isinstance(req["id"], str) and req["id"]
+        assert "agent_id" not in req["args"], f"agent_id leaked to the wire: {req['args']}"
+        assert req["args"] == {"command": "x"}, f"args on the wire: {req['args']}"
+        assert "fake" not in json.dumps(req), f"the frame must carry no agent identifier: {req}"
+        assert shell_stdout(res) == "fake ran x\n"
+    finally:
+        await fake.close()
+
+
+async def test_request_ids_are_unique_per_call(kenny):
+    fake = await _fake(kenny)
+    try:
+        async with kenny.mcp() as client:
+            calls = [
+                asyncio.create_task(call(client, "shell_exec", {"agent_id": "fake", "command": f"cmd-{i}"}))
+                for i in range(5)
+            ]
+            reqs = [await fake.next_request(timeout=15) for _ in calls]
+            assert len({r["id"] for r in reqs}) == 5, reqs
+            # answer out of order; each answer must reach the call that asked
+            for r in reversed(reqs):
+                cmd = r["args"]["command"]
+                await fake.respond(r["id"], result={"stdout": cmd, "stderr": "", "exit_code": 0, "truncated": False})
+            outs = await asyncio.wait_for(asyncio.gather(*calls), 20)
+        assert [shell_stdout(o) for o in outs] == [f"cmd-{i}" for i in range(5)]
+    finally:
+        await fake.close()
+
+
+@pytest.mark.parametrize("which", ["wrong-token", "unknown-agent"])
+async def test_bad_token_closes_4401(kenny, which):
+    creds = kenny.add_agent("fake")
+    if which == "wrong-token":
+        fake = FakeAgent(kenny.ws_url, "fake", creds["token"] + "x")
+    else:
+        fake = FakeAgent(kenny.ws_url, "nobody", creds["token"])
+    await fake.register()
+    try:
+        code, reason = await fake.wait_closed(10)
+        assert code == 4401, f"close code {code} ({reason!r}), expected 4401"
+    finally:
+        await fake.close()
+    async with kenny.mcp() as client:
+        listed = await kenny.list_agents(client)
+        assert not listed.get("fake", {}).get("online"), listed
+
+
+@pytest.mark.parametrize(
+    "first", [{"type": "ping"}, {"type": "pong"}, "not json at all"], ids=["ping", "pong", "garbage"]
+)
+async def test_first_frame_not_register_closes_4400(kenny, first):
+    fake = FakeAgent(kenny.ws_url, "fake", "unused")
+    await fake.open()
+    try:
+        await fake.ws.send(first if isinstance(first, str) else json.dumps(first))
+        code, reason = await fake.wait_closed(10)
+        assert code == 4400, f"close code {code} ({reason!r}), expected 4400"
+    finally:
+        await fake.close()
+
+
+async def test_oversized_frame_after_auth(kenny):
+    agents = await kenny.start_agents(["pc-a"])
+    fake = await _fake(kenny)
+    try:
+        huge = json.dumps(
+            {
+                "type": "log",
+                "agent_id": "fake",
+                "at": "2026-01-01T00:00:00Z",
+                "level": "info",
+                "target": "e2e",
+                "message": "A" * OVERSIZED_BYTES,
+            }
+        )
+        try:
+            await asyncio.wait_for(fake.ws.send(huge), 20)
+        except Exception:
+            pass  # the server may cut us off mid-frame
+        try:
+            code, reason = await fake.wait_closed(5)
+            closed = True
+        except asyncio.TimeoutError:
+            closed = False
+        if closed:
+            # Connection dropped: a fresh connection of the same agent works again.
+            await fake.close()
+            fake = FakeAgent(kenny.ws_url, "fake", fake.token)
+            await fake.register()
+            await kenny.wait_agents(["fake"])
+        # Either way the (re)connected fake agent still serves calls: the frame was dropped.
+        _, res = await _round_trip(kenny, fake, "after-oversize")
+        assert shell_stdout(res) == "fake ran after-oversize\n"
+    finally:
+        await fake.close()
+    # The server is up and other agents are unaffected.
+    with httpx.Client(timeout=5) as http:
+        assert http.get(f"{kenny.base_url}/healthz").status_code == 200
+    async with kenny.mcp() as client:
+        out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 'echo "$MARK"'}))
+        assert out == agents["pc-a"].mark + "\n"
+        assert (await kenny.list_agents(client))["pc-a"]["online"] is True
