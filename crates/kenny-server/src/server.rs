@@ -31,7 +31,11 @@ pub struct RunningServer {
 
 impl RunningServer {
     pub async fn finished(self) -> anyhow::Result<()> {
-        self.task.await.context("server task panicked")?
+        // Our handle on the state keeps the audit writer alive; release it first or
+        // the server would wait for itself.
+        let RunningServer { task, state, .. } = self;
+        drop(state);
+        task.await.context("server task panicked")?
     }
 }
 

@@ -395,6 +395,7 @@ mod windows {
 mod tests {
     use super::*;
 
+    #[cfg_attr(windows, allow(dead_code))] // every caller is a Unix-only test
     fn args(value: Value) -> Map<String, Value> {
         match value {
             Value::Object(map) => map,

@@ -163,6 +163,13 @@ impl Store {
         })
     }
 
+    pub fn first_superuser(&self) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row("SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1", [], |r| r.get(0))
+                .optional()?)
+        })
+    }
+
     pub fn user_id(&self, username: &str) -> Result<i64> {
         self.with(|c| {
             c.query_row(
