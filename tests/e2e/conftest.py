@@ -204,7 +204,9 @@ def expect_error(res: ToolResult, code: str) -> str:
 def shell_stdout(res: ToolResult) -> str:
     sc = expect_ok(res)
     assert isinstance(sc, dict), f"shell_exec structuredContent not an object: {sc!r}"
-    assert sc.get("exit_code") == 0, f"command failed: {sc!r}"
+    missing = {"stdout", "stderr", "exit_code", "truncated"} - set(sc)
+    assert not missing, f"shell_exec structuredContent lacks {missing}: {sc!r}"
+    assert sc["exit_code"] == 0, f"command failed: {sc!r}"
     return sc["stdout"]
 
 
@@ -222,6 +224,8 @@ class FakeAgent:
         self.ws: Any = None
         self.requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.other_frames: list[Any] = []
+        self.pings = 0
+        self.answer_pings = True
         self.closed: asyncio.Future[tuple[int | None, str]] | None = None
         self._reader: asyncio.Task | None = None
 
@@ -253,7 +257,9 @@ class FakeAgent:
                     self.other_frames.append(raw)
                     continue
                 if isinstance(frame, dict) and frame.get("type") == "ping":
-                    await self.send_json({"type": "pong"})
+                    self.pings += 1
+                    if self.answer_pings:
+                        await self.send_json({"type": "pong"})
                 elif isinstance(frame, dict) and frame.get("type") == "request":
                     await self.requests.put(frame)
                 else:
@@ -360,16 +366,24 @@ class Kenny:
         self.all_procs.append(proc)
         return proc
 
-    def start_server(self, port: int = 0, heartbeat_secs: int | None = None, bind_retry_secs: float = 10.0) -> None:
+    def start_server(
+        self, port: int = 0, heartbeat_secs: int | None = None, bind_retry_secs: float = 10.0, via_env: bool = False
+    ) -> None:
         """Start `kenny-server serve`; wait for its listening line. With a fixed `port`
-        (restart), retry while the port is still being released."""
+        (restart), retry while the port is still being released. `via_env` passes the
+        listen address and data dir as KENNY_LISTEN / KENNY_DATA_DIR instead of flags."""
         assert self.server is None or not self.server.alive(), "server already running"
         deadline = time.monotonic() + bind_retry_secs
         while True:
-            argv = [str(SERVER_BIN), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir)]
+            env = None
+            if via_env:
+                argv = [str(SERVER_BIN), "serve"]
+                env = {"KENNY_LISTEN": f"127.0.0.1:{port}", "KENNY_DATA_DIR": str(self.data_dir)}
+            else:
+                argv = [str(SERVER_BIN), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir)]
             if heartbeat_secs is not None:
                 argv += ["--heartbeat-secs", str(heartbeat_secs)]
-            proc = self._spawn("server", argv)
+            proc = self._spawn("server", argv, env=env)
             try:
                 url, got_port = self._await_listening(proc)
                 break
@@ -461,9 +475,12 @@ class Kenny:
         legacy: bool = False,
         env: dict[str, str] | None = None,
         creds: dict[str, Any] | None = None,
+        enroll: bool = True,
     ) -> Agent:
         """`agent add` (unless creds given) then `kenny-agent run`. Each agent gets a
-        distinct MARK env var so a command's output proves where it ran."""
+        distinct MARK env var so a command's output proves where it ran. With
+        `enroll=False` a mutual-auth agent gets no enrollment token: it must rely on the
+        key already enrolled from its state dir."""
         assert self.base_url
         creds = creds or self.add_agent(agent_id)
         state_dir = self.root / "agents" / agent_id
@@ -479,7 +496,9 @@ class Kenny:
         if legacy:
             argv += ["--token", creds["token"]]
         else:
-            argv += ["--server-pubkey", creds["server_pubkey"], "--enroll-token", creds["token"]]
+            argv += ["--server-pubkey", creds["server_pubkey"]]
+            if enroll:
+                argv += ["--enroll-token", creds["token"]]
         proc = self._spawn(f"agent-{agent_id}", argv, env={"MARK": mark, **(env or {})})
         agent = Agent(agent_id, mark, proc, state_dir, creds, legacy)
         self.agents[agent_id] = agent

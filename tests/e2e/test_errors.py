@@ -77,6 +77,7 @@ async def test_bad_args(kenny):
             await call(client, "shell_exec", {"agent_id": "pc-a", "command": "echo hi", "bogus_arg": 1}), "bad_args"
         )
         expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 42}), "bad_args")
+        expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "echo hi", "timeout_s": 0}), "bad_args")
         # Still healthy after refusals.
         out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 'echo "$MARK"'}))
         assert out == agents["pc-a"].mark + "\n"

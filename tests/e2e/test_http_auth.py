@@ -86,8 +86,11 @@ async def test_audit_filter_order_and_redaction(kenny):
 
     rows = kenny.audit(agent_id="pc-a", limit=100)
     assert rows, "no audit rows for pc-a"
+    for e in kenny.audit(limit=1000):
+        assert kenny.admin_pat not in str(e) and bob not in str(e), f"a bearer token leaked into the audit log: {e}"
     for e in rows:
         assert AUDIT_FIELDS <= set(e), f"audit row lacks {AUDIT_FIELDS - set(e)}: {e}"
+        assert isinstance(e["credential_kind"], str) and e["credential_kind"], e
         assert e["agent_id"] == "pc-a", f"filter agent_id=pc-a returned {e}"
         for s in [*secret_a, secret_b]:
             assert s not in str(e["args_digest"]), f"raw argument in args_digest: {e}"
@@ -111,3 +114,13 @@ async def test_audit_filter_order_and_redaction(kenny):
     assert len(kenny.audit(limit=2)) == 2
     assert len(kenny.audit(agent_id="pc-a", limit=1)) == 1
     assert kenny.audit(agent_id="pc-a", limit=1)[0]["id"] == rows[0]["id"]
+
+
+def test_server_configured_by_env(kenny):
+    """KENNY_LISTEN / KENNY_DATA_DIR work in place of --listen / --data-dir."""
+    kenny.stop_server()
+    kenny.start_server(via_env=True)  # same data dir: the admin PAT still works
+    with httpx.Client(timeout=10) as http:
+        assert http.get(f"{kenny.base_url}/healthz").status_code == 200
+        r = http.get(f"{kenny.base_url}/api/audit", headers={"Authorization": f"Bearer {kenny.admin_pat}"})
+        assert r.status_code == 200, r.text

@@ -3,6 +3,8 @@ reconnect by themselves, calls work again, nothing recorded before is lost."""
 
 from __future__ import annotations
 
+import signal
+
 from conftest import call, shell_stdout
 
 RECONNECT_TIMEOUT = 15.0
@@ -44,3 +46,19 @@ async def test_sigkill_restart_same_port_and_data_dir(kenny):
     for e in after:
         if e["id"] in old_rows:
             assert e == old_rows[e["id"]], f"audit row changed across the restart: {old_rows[e['id']]} -> {e}"
+
+
+async def test_agent_restart_reuses_enrolled_key(kenny):
+    """Mutual auth enrolls once: a restarted agent with no enrollment token connects with
+    the key it kept in its state dir."""
+    first = (await kenny.start_agents(["pc-a"]))["pc-a"]
+    assert any(first.state_dir.iterdir()), "the agent kept nothing in its state dir"
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.proc.wait(15) is not None, "agent did not exit on SIGTERM"
+    await kenny.wait_agents(["pc-a"], online=False)
+
+    again = kenny.start_agent("pc-a", creds=first.creds, enroll=False)
+    await kenny.wait_agents(["pc-a"])
+    async with kenny.mcp() as client:
+        out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 'echo "$MARK"'}))
+    assert out == again.mark + "\n" and again.mark != first.mark

@@ -17,8 +17,11 @@ ROUNDS = 30
 BURST = 50
 
 
-async def _echo_mark(client, agent_id: str) -> str:
-    return shell_stdout(await call(client, "shell_exec", {"agent_id": agent_id, "command": 'echo "$MARK"'}))
+async def _echo_mark(client, agent_id: str, delay_ms: int = 0) -> str:
+    """`echo "$MARK"` on `agent_id`; a small delay keeps several calls in flight at once
+    and makes answers come back out of order."""
+    command = f'sleep {delay_ms / 1000:.3f}; echo "$MARK"' if delay_ms else 'echo "$MARK"'
+    return shell_stdout(await call(client, "shell_exec", {"agent_id": agent_id, "command": command}))
 
 
 async def test_two_sessions_same_credential_interleaving_select_and_exec(kenny):
@@ -35,7 +38,7 @@ async def test_two_sessions_same_credential_interleaving_select_and_exec(kenny):
                 target = rng.choice([a for a in AGENTS if a != selected])
                 sel = expect_ok(await call(client, "select_agent", {"agent_id": selected}))
                 assert sel["agent_id"] == selected and sel["online"] is True, sel
-                out = await _echo_mark(client, target)
+                out = await _echo_mark(client, target, delay_ms=rng.randint(0, 40))
                 seen.append((selected, target, out))
                 assert out == marks[target] + "\n", (
                     f"call for {target} (after select_agent {selected}) ran elsewhere: got {out!r}, marks {marks}"
@@ -71,7 +74,7 @@ async def test_concurrent_burst_routes_each_call_to_its_agent(kenny):
             if i % 5 == 0:  # sprinkle selections of some other agent into the burst
                 other = AGENTS[(AGENTS.index(target) + 1) % len(AGENTS)]
                 expect_ok(await call(client, "select_agent", {"agent_id": other}))
-            return await _echo_mark(client, target)
+            return await _echo_mark(client, target, delay_ms=rng.randint(0, 300))
 
         outs = await asyncio.wait_for(asyncio.gather(*(one(i, t) for i, t in enumerate(targets))), timeout=100)
     wrong = [(t, o) for t, o in zip(targets, outs) if o != marks[t] + "\n"]

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from conftest import FakeAgent, call, expect_ok, shell_stdout
+from conftest import FakeAgent, call, shell_stdout
 
 OVERSIZED_BYTES = 9 * 1024 * 1024  # above the 8 MiB bound for authenticated frames
 
@@ -44,6 +44,24 @@ async def test_request_frame_shape_and_agent_id_stripped(kenny):
         assert req["args"] == {"command": "x"}, f"args on the wire: {req['args']}"
         assert "fake" not in json.dumps(req), f"the frame must carry no agent identifier: {req}"
         assert shell_stdout(res) == "fake ran x\n"
+    finally:
+        await fake.close()
+
+
+async def test_register_meta_is_listed(kenny):
+    agents = await kenny.start_agents(["pc-a"])
+    fake = await _fake(kenny)
+    try:
+        async with kenny.mcp() as client:
+            listed = await kenny.list_agents(client)
+        fields = {"agent_id", "online", "os", "hostname", "version", "last_seen"}
+        for aid in ("pc-a", "fake"):
+            assert fields <= set(listed[aid]), f"list_agents entry lacks {fields - set(listed[aid])}: {listed[aid]}"
+            assert listed[aid]["online"] is True and listed[aid]["last_seen"], listed[aid]
+        f = listed["fake"]
+        assert (f["hostname"], f["os"], f["version"]) == ("fake-host", "linux", "0.0.1"), f
+        assert listed["pc-a"]["os"] == "linux", listed["pc-a"]
+        assert agents["pc-a"].mark not in str(listed)
     finally:
         await fake.close()
 
@@ -141,3 +159,22 @@ async def test_oversized_frame_after_auth(kenny):
         out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 'echo "$MARK"'}))
         assert out == agents["pc-a"].mark + "\n"
         assert (await kenny.list_agents(client))["pc-a"]["online"] is True
+
+
+async def test_heartbeat_pings(kenny):
+    """With --heartbeat-secs 1 the server pings a connected agent; an agent that answers
+    with pongs stays online."""
+    kenny.stop_server()
+    kenny.start_server(heartbeat_secs=1)
+    fake = await _fake(kenny)
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while fake.pings < 3:
+            assert asyncio.get_running_loop().time() < deadline, f"only {fake.pings} pings in 10 s at --heartbeat-secs 1"
+            await asyncio.sleep(0.1)
+        async with kenny.mcp() as client:
+            assert (await kenny.list_agents(client))["fake"]["online"] is True
+        _, res = await _round_trip(kenny, fake, "after-pings")
+        assert shell_stdout(res) == "fake ran after-pings\n"
+    finally:
+        await fake.close()

@@ -30,12 +30,7 @@ pub struct AgentConfig {
 }
 
 impl AgentConfig {
-    pub fn new(
-        server: impl Into<String>,
-        agent_id: impl Into<String>,
-        auth: AuthMode,
-        state_dir: PathBuf,
-    ) -> Self {
+    pub fn new(server: impl Into<String>, agent_id: impl Into<String>, auth: AuthMode, state_dir: PathBuf) -> Self {
         AgentConfig {
             server: server.into().trim_end_matches('/').to_owned(),
             agent_id: agent_id.into(),
@@ -57,9 +52,7 @@ impl AgentConfig {
         } else if base.starts_with("ws://") || base.starts_with("wss://") {
             base.clone()
         } else {
-            return Err(format!(
-                "server URL {base:?} must start with http:// or https://"
-            ));
+            return Err(format!("server URL {base:?} must start with http:// or https://"));
         };
         Ok(format!("{rest}/agent/ws"))
     }
@@ -71,13 +64,8 @@ mod tests {
 
     #[test]
     fn ws_url_from_server_url() {
-        let c = |s: &str| {
-            AgentConfig::new(s, "pc", AuthMode::Token(Secret("t".into())), "/tmp".into()).ws_url()
-        };
-        assert_eq!(
-            c("http://127.0.0.1:7420").unwrap(),
-            "ws://127.0.0.1:7420/agent/ws"
-        );
+        let c = |s: &str| AgentConfig::new(s, "pc", AuthMode::Token(Secret("t".into())), "/tmp".into()).ws_url();
+        assert_eq!(c("http://127.0.0.1:7420").unwrap(), "ws://127.0.0.1:7420/agent/ws");
         assert_eq!(
             c("https://kenny.example.com/").unwrap(),
             "wss://kenny.example.com/agent/ws"

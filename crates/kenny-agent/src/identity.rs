@@ -18,13 +18,8 @@ pub const ENROLLED_FILE: &str = "enrolled";
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     #[error("state directory {path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(
-        "{path} is not an agent key; delete it and re-enroll the agent with a new enrollment token"
-    )]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not an agent key; delete it and re-enroll the agent with a new enrollment token")]
     Corrupt { path: PathBuf },
 }
 
@@ -59,8 +54,7 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<SigningKey, IdentityError>
 
 /// Whether this key was enrolled with the server whose key is `server_pubkey`.
 pub fn is_enrolled(state_dir: &Path, server_pubkey: &str) -> bool {
-    std::fs::read_to_string(state_dir.join(ENROLLED_FILE))
-        .is_ok_and(|s| s.trim() == server_pubkey.trim())
+    std::fs::read_to_string(state_dir.join(ENROLLED_FILE)).is_ok_and(|s| s.trim() == server_pubkey.trim())
 }
 
 pub fn mark_enrolled(state_dir: &Path, server_pubkey: &str) -> std::io::Result<()> {
@@ -92,10 +86,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(state.join(KEY_FILE))
-                .unwrap()
-                .permissions()
-                .mode();
+            let mode = std::fs::metadata(state.join(KEY_FILE)).unwrap().permissions().mode();
             assert_eq!(mode & 0o077, 0, "key must be owner-only, got {mode:o}");
         }
         assert!(!is_enrolled(&state, "srv"));
@@ -103,9 +94,6 @@ mod tests {
         assert!(is_enrolled(&state, "srv"));
         assert!(!is_enrolled(&state, "other-server"));
         std::fs::write(state.join(KEY_FILE), "junk").unwrap();
-        assert!(matches!(
-            load_or_create_key(&state),
-            Err(IdentityError::Corrupt { .. })
-        ));
+        assert!(matches!(load_or_create_key(&state), Err(IdentityError::Corrupt { .. })));
     }
 }

@@ -59,10 +59,7 @@ struct RunArgs {
 fn main() -> anyhow::Result<()> {
     let Command::Run(args) = Cli::parse().command;
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
     let auth = match (args.token, args.server_pubkey) {
@@ -71,9 +68,9 @@ fn main() -> anyhow::Result<()> {
             server_pubkey,
             enroll_token: args.enroll_token.map(Secret),
         },
-        (None, None) => anyhow::bail!(
-            "pass --server-pubkey (and --enroll-token the first time), or --token for legacy auth"
-        ),
+        (None, None) => {
+            anyhow::bail!("pass --server-pubkey (and --enroll-token the first time), or --token for legacy auth")
+        }
     };
     let mut config = AgentConfig::new(args.server, args.agent_id, auth, args.state_dir);
     config.heartbeat = Duration::from_secs(args.heartbeat_secs);

@@ -7,9 +7,7 @@ use anyhow::{Context, anyhow, bail};
 use ed25519_dalek::SigningKey;
 use futures_util::{SinkExt, StreamExt};
 use kenny_proto::auth;
-use kenny_proto::frame::{
-    AgentMeta, Auth, Frame, Limits, Register, Request, Response, Telemetry, decode, encode,
-};
+use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, Register, Request, Response, Telemetry, decode, encode};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
@@ -27,16 +25,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
     let key = match &config.auth {
         AuthMode::Mutual { server_pubkey, .. } => {
-            auth::parse_public_key(server_pubkey)
-                .context("--server-pubkey is not a valid Ed25519 public key")?;
+            auth::parse_public_key(server_pubkey).context("--server-pubkey is not a valid Ed25519 public key")?;
             Some(identity::load_or_create_key(&config.state_dir)?)
         }
         AuthMode::Token(_) => None,
@@ -85,10 +81,9 @@ async fn session(
     let ws_config = WebSocketConfig::default()
         .max_message_size(Some(Limits::AUTHENTICATED.max_frame_bytes))
         .max_frame_size(Some(Limits::AUTHENTICATED.max_frame_bytes));
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async_with_config(ws_url, Some(ws_config), true)
-            .await
-            .with_context(|| format!("connecting to {ws_url}"))?;
+    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(ws_url, Some(ws_config), true)
+        .await
+        .with_context(|| format!("connecting to {ws_url}"))?;
     tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
         .await
         .map_err(|_| anyhow!("the server did not complete the handshake within 10s"))??;
@@ -106,8 +101,7 @@ async fn enroll(
         anyhow!("this agent is not enrolled yet: pass --enroll-token (from `kenny-server agent add`) once")
     })?;
     let url = format!("{}/api/agents/{}/enroll", config.server, config.agent_id);
-    let body =
-        serde_json::json!({ "public_key": auth::encode_b64(key.verifying_key().as_bytes()) });
+    let body = serde_json::json!({ "public_key": auth::encode_b64(key.verifying_key().as_bytes()) });
     let response = reqwest::Client::new()
         .post(&url)
         .bearer_auth(&token.0)
@@ -121,8 +115,7 @@ async fn enroll(
         let text = response.text().await.unwrap_or_default();
         bail!("enrollment refused ({status}): {text}");
     }
-    identity::mark_enrolled(&config.state_dir, server_pubkey)
-        .context("recording the enrollment")?;
+    identity::mark_enrolled(&config.state_dir, server_pubkey).context("recording the enrollment")?;
     tracing::info!(agent = %config.agent_id, "enrolled this agent's key with the server");
     Ok(())
 }
@@ -139,11 +132,7 @@ fn meta() -> AgentMeta {
 
 /// Sends `register` and, on the mutual path, checks the server's proof before
 /// proving ourselves. Nothing but the handshake is accepted until it completes.
-async fn authenticate(
-    config: &AgentConfig,
-    key: Option<&SigningKey>,
-    socket: &mut Socket,
-) -> anyhow::Result<()> {
+async fn authenticate(config: &AgentConfig, key: Option<&SigningKey>, socket: &mut Socket) -> anyhow::Result<()> {
     let mut register = Register {
         agent_id: config.agent_id.clone(),
         token: None,
@@ -167,15 +156,11 @@ async fn authenticate(
                 Frame::Challenge(c) => c,
                 other => bail!("expected a challenge from the server, got {}", other.kind()),
             };
-            let server_nonce: [u8; 32] =
-                auth::decode_fixed("server_nonce", &challenge.server_nonce)?;
+            let server_nonce: [u8; 32] = auth::decode_fixed("server_nonce", &challenge.server_nonce)?;
             let transcript = auth::transcript(&config.agent_id, &client_nonce, &server_nonce);
             let pinned = auth::parse_public_key(server_pubkey)?;
-            auth::verify(&pinned, &transcript, &challenge.server_sig).map_err(|_| {
-                anyhow!(
-                    "the server could not prove it holds the pinned key; refusing to authenticate"
-                )
-            })?;
+            auth::verify(&pinned, &transcript, &challenge.server_sig)
+                .map_err(|_| anyhow!("the server could not prove it holds the pinned key; refusing to authenticate"))?;
             send(
                 socket,
                 &Frame::Auth(Auth {
@@ -218,19 +203,12 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 
 /// The authenticated session: requests run concurrently; their answers, pings and
 /// telemetry are written from this one loop.
-async fn serve(
-    config: &AgentConfig,
-    socket: Socket,
-    shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
+async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let (mut sink, mut stream) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
     // Dropping the set aborts calls still running: their connection is gone.
     let mut calls = JoinSet::new();
-    let mut heartbeat = tokio::time::interval_at(
-        tokio::time::Instant::now() + config.heartbeat,
-        config.heartbeat,
-    );
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + config.heartbeat, config.heartbeat);
     let mut telemetry = tokio::time::interval(config.telemetry_interval);
     let mut last_heard = Instant::now();
     loop {

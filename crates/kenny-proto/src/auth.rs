@@ -29,15 +29,11 @@ pub enum AuthError {
 
 /// Decodes base64 and checks the length, naming `what` in errors.
 pub fn decode_fixed<const N: usize>(what: &'static str, b64: &str) -> Result<[u8; N], AuthError> {
-    let bytes = B64
-        .decode(b64.trim())
-        .map_err(|_| AuthError::BadBase64 { what })?;
+    let bytes = B64.decode(b64.trim()).map_err(|_| AuthError::BadBase64 { what })?;
     let got = bytes.len();
-    bytes.try_into().map_err(|_| AuthError::BadLength {
-        what,
-        expected: N,
-        got,
-    })
+    bytes
+        .try_into()
+        .map_err(|_| AuthError::BadLength { what, expected: N, got })
 }
 
 pub fn encode_b64(bytes: &[u8]) -> String {
@@ -45,9 +41,8 @@ pub fn encode_b64(bytes: &[u8]) -> String {
 }
 
 pub fn transcript(agent_id: &str, client_nonce: &[u8], server_nonce: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(
-        TRANSCRIPT_LABEL.len() + agent_id.len() + 3 + client_nonce.len() + server_nonce.len(),
-    );
+    let mut t =
+        Vec::with_capacity(TRANSCRIPT_LABEL.len() + agent_id.len() + 3 + client_nonce.len() + server_nonce.len());
     t.extend_from_slice(TRANSCRIPT_LABEL.as_bytes());
     t.push(0);
     t.extend_from_slice(agent_id.as_bytes());
@@ -85,10 +80,7 @@ mod tests {
         let sig = sign(&key, &t);
         assert_eq!(verify(&key.verifying_key(), &t, &sig), Ok(()));
         let other = transcript("pc2", &[1; 32], &[2; 32]);
-        assert_eq!(
-            verify(&key.verifying_key(), &other, &sig),
-            Err(AuthError::BadSignature)
-        );
+        assert_eq!(verify(&key.verifying_key(), &other, &sig), Err(AuthError::BadSignature));
         assert!(matches!(
             decode_fixed::<32>("nonce", "AAAA"),
             Err(AuthError::BadLength { got: 3, .. })

@@ -85,12 +85,7 @@ const ALL_OS: &[Os] = &[Os::Linux, Os::Windows, Os::Macos];
 const UNIX: &[Os] = &[Os::Linux, Os::Macos];
 const WINDOWS: &[Os] = &[Os::Windows];
 
-const fn p(
-    name: &'static str,
-    kind: ParamKind,
-    required: bool,
-    description: &'static str,
-) -> Param {
+const fn p(name: &'static str, kind: ParamKind, required: bool, description: &'static str) -> Param {
     Param {
         name,
         kind,
@@ -170,19 +165,13 @@ pub const TOOLS: &[ToolSpec] = &[
             p("path", PATH, true, "Absolute path of the file."),
             p(
                 "offset",
-                ParamKind::Integer {
-                    min: 0,
-                    max: i64::MAX,
-                },
+                ParamKind::Integer { min: 0, max: i64::MAX },
                 false,
                 "Byte offset to start at (default 0).",
             ),
             p(
                 "max_bytes",
-                ParamKind::Integer {
-                    min: 1,
-                    max: 1_048_576,
-                },
+                ParamKind::Integer { min: 1, max: 1_048_576 },
                 false,
                 "Most bytes to return (default 65536).",
             ),
@@ -380,17 +369,12 @@ fn check_value(param: &Param, v: &Value) -> Result<(), String> {
     match param.kind {
         ParamKind::String { max_len } => match v.as_str() {
             Some(s) if s.len() <= max_len => Ok(()),
-            Some(s) => Err(format!(
-                "`{name}` is {} bytes; at most {max_len} allowed",
-                s.len()
-            )),
+            Some(s) => Err(format!("`{name}` is {} bytes; at most {max_len} allowed", s.len())),
             None => Err(format!("`{name}` must be a string")),
         },
         ParamKind::Integer { min, max } => match v.as_i64() {
             Some(n) if (min..=max).contains(&n) => Ok(()),
-            Some(n) => Err(format!(
-                "`{name}` is {n}; it must be between {min} and {max}"
-            )),
+            Some(n) => Err(format!("`{name}` is {n}; it must be between {min} and {max}")),
             None => Err(format!("`{name}` must be an integer")),
         },
         ParamKind::Boolean => v
@@ -443,14 +427,8 @@ mod tests {
         check(json!({"command": "true", "timeout_s": 5}), None);
         check(json!({}), Some("missing required argument `command`"));
         check(json!({"command": 5}), Some("must be a string"));
-        check(
-            json!({"command": "x", "timeout_s": 0}),
-            Some("between 1 and 3600"),
-        );
-        check(
-            json!({"command": "x", "cwd": "/"}),
-            Some("unknown argument `cwd`"),
-        );
+        check(json!({"command": "x", "timeout_s": 0}), Some("between 1 and 3600"));
+        check(json!({"command": "x", "cwd": "/"}), Some("unknown argument `cwd`"));
         let tel = find("telemetry_collect").unwrap();
         assert!(
             tel.validate_args(json!({"sections": ["disk", 1]}).as_object().unwrap())

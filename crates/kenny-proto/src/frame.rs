@@ -262,19 +262,13 @@ mod tests {
 
     fn check_rejects(text: &str, needle: &str) {
         let err = decode(text, Limits::AUTHENTICATED).unwrap_err().to_string();
-        assert!(
-            err.contains(needle),
-            "{text}: got {err:?}, wanted {needle:?}"
-        );
+        assert!(err.contains(needle), "{text}: got {err:?}, wanted {needle:?}");
     }
 
     #[test]
     fn ping_and_pong_are_bare() {
         assert_eq!(encode(&Frame::Ping), r#"{"type":"ping"}"#);
-        assert_eq!(
-            decode(r#"{"type":"pong"}"#, Limits::HANDSHAKE).unwrap(),
-            Frame::Pong
-        );
+        assert_eq!(decode(r#"{"type":"pong"}"#, Limits::HANDSHAKE).unwrap(), Frame::Pong);
     }
 
     #[test]
@@ -286,10 +280,7 @@ mod tests {
         );
         check_rejects(r#"{"type":"teleport"}"#, "unknown variant");
         check_rejects(r#"{"id":"1"}"#, "missing field `type`");
-        check_rejects(
-            r#"{"type":"request","id":"1","tool":"t","args":[]}"#,
-            "invalid type",
-        );
+        check_rejects(r#"{"type":"request","id":"1","tool":"t","args":[]}"#, "invalid type");
         check_rejects("not json", "malformed");
     }
 
@@ -297,10 +288,7 @@ mod tests {
     fn oversized_frames_are_rejected_before_parsing() {
         let big = format!(r#"{{"type":"log","pad":"{}"}}"#, "x".repeat(20_000));
         let err = decode(&big, Limits::HANDSHAKE).unwrap_err();
-        assert!(
-            matches!(err, DecodeError::TooLarge { max: 16384, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, DecodeError::TooLarge { max: 16384, .. }), "{err}");
     }
 
     #[test]

@@ -13,10 +13,7 @@ use serde_json::Value;
 fn reference_dir() -> PathBuf {
     let dir = std::env::var_os("KENNY_WIRE_REFERENCE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../../shared/reference/kenny-wire-0.17")
-        });
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kenny-wire-0.17"));
     assert!(
         dir.is_dir(),
         "reference frames not found at {}: check out shared/ beside the repository or set KENNY_WIRE_REFERENCE",
@@ -79,10 +76,7 @@ fn reference_frames_with_an_unknown_field_are_rejected() {
         let mut value: Value = serde_json::from_str(&text).unwrap();
         value["surprise"] = Value::from(1);
         let err = decode(&value.to_string(), Limits::AUTHENTICATED).expect_err(&name);
-        assert!(
-            err.to_string().contains("unknown field `surprise`"),
-            "{name}: {err}"
-        );
+        assert!(err.to_string().contains("unknown field `surprise`"), "{name}: {err}");
     }
 }
 
@@ -105,10 +99,8 @@ fn mutual_auth_vectors_reproduce_byte_for_byte() {
     let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("vector field {k}"));
     assert_eq!(s("label"), auth::TRANSCRIPT_LABEL);
 
-    let server =
-        SigningKey::from_bytes(&auth::decode_fixed("server seed", s("server_seed_b64")).unwrap());
-    let agent =
-        SigningKey::from_bytes(&auth::decode_fixed("agent seed", s("agent_seed_b64")).unwrap());
+    let server = SigningKey::from_bytes(&auth::decode_fixed("server seed", s("server_seed_b64")).unwrap());
+    let agent = SigningKey::from_bytes(&auth::decode_fixed("agent seed", s("agent_seed_b64")).unwrap());
     assert_eq!(
         auth::encode_b64(server.verifying_key().as_bytes()),
         s("server_public_key_b64")
@@ -134,21 +126,12 @@ fn mutual_auth_vectors_reproduce_byte_for_byte() {
 
     // The reference handshake frames carry the same values.
     let dir = reference_dir();
-    let read = |f: &str| {
-        decode(
-            &std::fs::read_to_string(dir.join(f)).unwrap(),
-            Limits::HANDSHAKE,
-        )
-        .unwrap()
-    };
+    let read = |f: &str| decode(&std::fs::read_to_string(dir.join(f)).unwrap(), Limits::HANDSHAKE).unwrap();
     let Frame::Register(reg) = read("register.json") else {
         panic!("register.json")
     };
     assert_eq!(reg.client_nonce.as_deref(), Some(s("client_nonce_b64")));
-    assert_eq!(
-        reg.protocol.as_deref(),
-        Some(kenny_proto::MUTUAL_AUTH_PROTOCOL)
-    );
+    assert_eq!(reg.protocol.as_deref(), Some(kenny_proto::MUTUAL_AUTH_PROTOCOL));
     let Frame::Challenge(ch) = read("challenge.json") else {
         panic!("challenge.json")
     };

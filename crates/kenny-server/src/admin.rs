@@ -27,13 +27,7 @@ pub fn valid_username(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
 }
 
-pub fn add_user(
-    store: &Store,
-    name: &str,
-    role: Role,
-    hosts: &[String],
-    password: &str,
-) -> anyhow::Result<i64> {
+pub fn add_user(store: &Store, name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<i64> {
     if !valid_username(name) {
         bail!("user name {name:?} is not valid: use 1-64 letters, digits, '.', '_', '-' or '@'");
     }
@@ -49,8 +43,7 @@ pub fn add_user(
     if let Some(bad) = hosts.iter().find(|h| !valid_agent_id(h)) {
         bail!("host {bad:?} is not a valid agent id");
     }
-    let hash = secrets::hash_password(password)
-        .map_err(|e| anyhow::anyhow!("hashing the password: {e}"))?;
+    let hash = secrets::hash_password(password).map_err(|e| anyhow::anyhow!("hashing the password: {e}"))?;
     Ok(store.create_user(name, &hash, role, hosts, &crate::clock::now())?)
 }
 
@@ -68,11 +61,7 @@ pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyho
     Ok(token)
 }
 
-pub fn add_agent(
-    store: &Store,
-    data_dir: &Path,
-    agent_id: &str,
-) -> anyhow::Result<AgentEnrollment> {
+pub fn add_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
     if !valid_agent_id(agent_id) {
         bail!("agent id {agent_id:?} is not valid: use 1-64 letters, digits, '.', '_' or '-'");
     }
@@ -133,9 +122,6 @@ mod tests {
         );
         assert!(add_agent(&store, dir.path(), "pc a").is_err());
         let again = add_agent(&store, dir.path(), "pc-b").unwrap();
-        assert_eq!(
-            e.server_pubkey, again.server_pubkey,
-            "one server identity per data dir"
-        );
+        assert_eq!(e.server_pubkey, again.server_pubkey, "one server identity per data dir");
     }
 }

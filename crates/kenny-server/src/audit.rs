@@ -15,7 +15,7 @@ const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
 
 pub enum Record {
-    Audit(AuditRow),
+    Audit(Box<AuditRow>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
 }
@@ -38,7 +38,7 @@ impl AuditLog {
 
     /// Queues a row. Waits only if the writer is a whole queue behind.
     pub async fn record(&self, row: AuditRow) {
-        if self.tx.send(Record::Audit(row)).await.is_err() {
+        if self.tx.send(Record::Audit(Box::new(row))).await.is_err() {
             tracing::error!("audit writer has stopped; a row was not recorded");
         }
     }
@@ -54,7 +54,7 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
         let mut next = Some(first);
         while let Some(record) = next.take() {
             match record {
-                Record::Audit(row) => rows.push(row),
+                Record::Audit(row) => rows.push(*row),
                 Record::TouchTokens(t) => {
                     if let Err(e) = store.touch_tokens(&t) {
                         tracing::warn!(error = %e, "could not record token use");
@@ -78,8 +78,7 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
 /// A short, stable fingerprint of a call's arguments: it shows whether two calls were
 /// the same without ever storing what they said (commands can hold secrets).
 pub fn args_digest(args: &serde_json::Map<String, serde_json::Value>) -> String {
-    let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone())))
-        .unwrap_or_default();
+    let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone()))).unwrap_or_default();
     let hash = Sha256::digest(&canonical);
     format!("sha256:{}", hex::encode(&hash[..12]))
 }
@@ -89,11 +88,7 @@ fn canonical(v: &serde_json::Value) -> serde_json::Value {
         serde_json::Value::Object(m) => {
             let mut keys: Vec<_> = m.keys().collect();
             keys.sort();
-            serde_json::Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), canonical(&m[k])))
-                    .collect(),
-            )
+            serde_json::Value::Object(keys.into_iter().map(|k| (k.clone(), canonical(&m[k]))).collect())
         }
         serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(canonical).collect()),
         other => other.clone(),
@@ -112,9 +107,6 @@ mod tests {
         let d = args_digest(a.as_object().unwrap());
         assert_eq!(d, args_digest(b.as_object().unwrap()));
         assert!(d.starts_with("sha256:") && !d.contains("hunter2"));
-        assert_ne!(
-            d,
-            args_digest(json!({"command": "echo other"}).as_object().unwrap())
-        );
+        assert_ne!(d, args_digest(json!({"command": "echo other"}).as_object().unwrap()));
     }
 }

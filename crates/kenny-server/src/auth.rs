@@ -41,24 +41,17 @@ impl Authenticator {
             return None;
         }
         let hash = secrets::token_hash(token);
-        let cached = self
-            .cache
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&hash)
-            .cloned();
+        let cached = self.cache.read().unwrap_or_else(|p| p.into_inner()).get(&hash).cloned();
         let principal = match cached {
             Some((p, at)) if at.elapsed() < CACHE_TTL => p,
             _ => {
                 let store = self.store.clone();
                 let h = hash.clone();
-                let found = tokio::task::spawn_blocking(move || {
-                    store.principal_for_token(CredentialKind::Pat, &h)
-                })
-                .await
-                .ok()?
-                .map_err(|e| tracing::error!(error = %e, "token lookup failed"))
-                .ok()??;
+                let found = tokio::task::spawn_blocking(move || store.principal_for_token(CredentialKind::Pat, &h))
+                    .await
+                    .ok()?
+                    .map_err(|e| tracing::error!(error = %e, "token lookup failed"))
+                    .ok()??;
                 let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());
                 if cache.len() >= CACHE_MAX {
                     cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
@@ -78,10 +71,9 @@ impl Authenticator {
 
     /// Hands coalesced token-use times to the audit writer; run periodically.
     pub async fn flush_touched(&self, audit: &AuditLog) {
-        let touched: Vec<_> =
-            std::mem::take(&mut *self.touched.lock().unwrap_or_else(|p| p.into_inner()))
-                .into_iter()
-                .collect();
+        let touched: Vec<_> = std::mem::take(&mut *self.touched.lock().unwrap_or_else(|p| p.into_inner()))
+            .into_iter()
+            .collect();
         if !touched.is_empty() {
             audit.touch_tokens(touched).await;
         }
@@ -107,15 +99,9 @@ mod tests {
     fn bearer_parsing() {
         let mut h = HeaderMap::new();
         assert_eq!(bearer(&h), None);
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer kenny_pat_x"),
-        );
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer kenny_pat_x"));
         assert_eq!(bearer(&h), Some("kenny_pat_x"));
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("bearer   kenny_pat_y "),
-        );
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("bearer   kenny_pat_y "));
         assert_eq!(bearer(&h), Some("kenny_pat_y"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(bearer(&h), None);

@@ -8,9 +8,6 @@ pub fn now() -> String {
 }
 
 pub fn format(t: OffsetDateTime) -> String {
-    let t = t
-        .replace_nanosecond(t.millisecond() as u32 * 1_000_000)
-        .unwrap_or(t);
-    t.format(&Rfc3339)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
+    let t = t.replace_nanosecond(t.millisecond() as u32 * 1_000_000).unwrap_or(t);
+    t.format(&Rfc3339).unwrap_or_else(|_| t.unix_timestamp().to_string())
 }

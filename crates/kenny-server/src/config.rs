@@ -34,12 +34,7 @@ impl ServeConfig {
 /// Hosts the MCP endpoint answers for (its DNS-rebinding guard): loopback names,
 /// plus the public URL's host when one is configured.
 pub fn allowed_hosts(public_url: Option<&str>) -> Vec<String> {
-    let mut hosts: Vec<String> = vec![
-        "localhost".into(),
-        "127.0.0.1".into(),
-        "::1".into(),
-        "[::1]".into(),
-    ];
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into(), "[::1]".into()];
     if let Some(host) = public_url.and_then(url_host) {
         hosts.push(host);
     }

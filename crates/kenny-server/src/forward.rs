@@ -85,12 +85,7 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    pub fn new(
-        registry: Arc<Registry>,
-        store: Arc<Store>,
-        audit: AuditLog,
-        default_timeout: Duration,
-    ) -> Self {
+    pub fn new(registry: Arc<Registry>, store: Arc<Store>, audit: AuditLog, default_timeout: Duration) -> Self {
         Forwarder {
             registry,
             store,
@@ -195,25 +190,13 @@ impl Forwarder {
                 ErrorCode::UnknownAgent,
                 format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
             ),
-            Ok(Err(e)) => CallFailure::new(
-                ErrorCode::Internal,
-                format!("could not look up agent {agent_id}: {e}"),
-            ),
-            Err(e) => CallFailure::new(
-                ErrorCode::Internal,
-                format!("could not look up agent {agent_id}: {e}"),
-            ),
+            Ok(Err(e)) => CallFailure::new(ErrorCode::Internal, format!("could not look up agent {agent_id}: {e}")),
+            Err(e) => CallFailure::new(ErrorCode::Internal, format!("could not look up agent {agent_id}: {e}")),
         }
     }
 
     /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
-    pub async fn audit_refusal(
-        &self,
-        who: &Principal,
-        agent_id: Option<String>,
-        tool: &str,
-        failure: &CallFailure,
-    ) {
+    pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
         self.audit
             .record(audit_row(
                 who,
@@ -262,10 +245,7 @@ mod tests {
     fn target_of(v: Value) -> Result<String, String> {
         let mut args = v.as_object().unwrap().clone();
         let t = take_target(&mut args).map_err(|e| e.code);
-        assert!(
-            !args.contains_key(AGENT_ID_ARG),
-            "agent_id must always be consumed"
-        );
+        assert!(!args.contains_key(AGENT_ID_ARG), "agent_id must always be consumed");
         t
     }
 
@@ -277,10 +257,7 @@ mod tests {
         );
         assert_eq!(target_of(json!({"command": "x"})), Err("no_agent".into()));
         assert_eq!(target_of(json!({"agent_id": ""})), Err("no_agent".into()));
-        assert_eq!(
-            target_of(json!({"agent_id": " \t "})),
-            Err("no_agent".into())
-        );
+        assert_eq!(target_of(json!({"agent_id": " \t "})), Err("no_agent".into()));
         assert_eq!(target_of(json!({"agent_id": 7})), Err("no_agent".into()));
         assert_eq!(target_of(json!({"agent_id": null})), Err("no_agent".into()));
     }

@@ -9,11 +9,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::state::AppState;
 
-pub async fn require_bearer(
-    State(state): State<Arc<AppState>>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
     let principal = match crate::auth::bearer(request.headers()) {
         Some(token) => state.auth.principal(token).await,
         None => None,
@@ -45,9 +41,8 @@ pub fn unauthorized(had_credentials: bool) -> Response {
         axum::Json(serde_json::json!({"error": {"code": "unauthorized", "message": message}})),
     )
         .into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(challenge),
-    );
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     response
 }

@@ -26,12 +26,7 @@ struct Cli {
 #[derive(Args, Clone)]
 struct DataDir {
     /// Directory holding the database and the server key (created on first use).
-    #[arg(
-        long,
-        env = "KENNY_DATA_DIR",
-        default_value = "kenny-data",
-        global = true
-    )]
+    #[arg(long, env = "KENNY_DATA_DIR", default_value = "kenny-data", global = true)]
     data_dir: PathBuf,
 }
 
@@ -184,8 +179,7 @@ async fn wait_for_signal() {
 }
 
 fn open(data: &DataDir) -> anyhow::Result<Store> {
-    Store::open(&data.data_dir)
-        .with_context(|| format!("opening the data directory {}", data.data_dir.display()))
+    Store::open(&data.data_dir).with_context(|| format!("opening the data directory {}", data.data_dir.display()))
 }
 
 fn read_password() -> anyhow::Result<(String, bool)> {
@@ -207,8 +201,7 @@ fn read_password() -> anyhow::Result<(String, bool)> {
 fn init_tracing() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG")
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "info,rmcp=warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -80,12 +80,7 @@ impl AgentLink {
     }
 
     /// Sends a request down this connection and waits for its response.
-    pub async fn call(
-        &self,
-        tool: &str,
-        args: Map<String, Value>,
-        timeout: Duration,
-    ) -> Result<Value, LinkError> {
+    pub async fn call(&self, tool: &str, args: Map<String, Value>, timeout: Duration) -> Result<Value, LinkError> {
         let id = uuid::Uuid::new_v4().to_string();
         let (tx, rx) = oneshot::channel();
         {
@@ -97,10 +92,7 @@ impl AgentLink {
         }
         // Whatever happens next (answer, timeout, or the caller giving up), the entry
         // must not outlive this call.
-        let _forget = ForgetOnDrop {
-            link: self,
-            id: &id,
-        };
+        let _forget = ForgetOnDrop { link: self, id: &id };
         let frame = encode(&Frame::Request(Request {
             id: id.clone(),
             tool: tool.to_owned(),
@@ -133,12 +125,10 @@ impl AgentLink {
         let outcome = if response.ok {
             Ok(response.result.unwrap_or(Value::Null))
         } else {
-            let err = response
-                .error
-                .unwrap_or_else(|| kenny_proto::frame::WireError {
-                    code: "internal".into(),
-                    message: "the agent reported a failure without details".into(),
-                });
+            let err = response.error.unwrap_or_else(|| kenny_proto::frame::WireError {
+                code: "internal".into(),
+                message: "the agent reported a failure without details".into(),
+            });
             Err(LinkError::Agent {
                 code: err.code,
                 message: err.message,
@@ -150,11 +140,7 @@ impl AgentLink {
 
     /// Fails one waiting call, e.g. when its response arrived malformed.
     pub fn fail(&self, id: &str, error: LinkError) -> bool {
-        let waiter = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(id);
+        let waiter = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         waiter.map(|w| w.send(Err(error))).is_some()
     }
 
@@ -267,10 +253,7 @@ mod tests {
         let (new, _rx2) = link("pc", 2);
         assert!(reg.insert(old).is_none());
         assert_eq!(reg.insert(new).map(|l| l.conn_id), Some(1));
-        assert!(
-            !reg.remove_if_current("pc", 1),
-            "late close of the old socket"
-        );
+        assert!(!reg.remove_if_current("pc", 1), "late close of the old socket");
         assert_eq!(reg.get("pc").map(|l| l.conn_id), Some(2));
         assert!(reg.remove_if_current("pc", 2));
         assert!(reg.get("pc").is_none());
@@ -282,17 +265,11 @@ mod tests {
         let (b, mut rx_b) = link("b", 2);
         let call_a = tokio::spawn({
             let a = a.clone();
-            async move {
-                a.call("shell_exec", Map::new(), Duration::from_secs(60))
-                    .await
-            }
+            async move { a.call("shell_exec", Map::new(), Duration::from_secs(60)).await }
         });
         let call_b = tokio::spawn({
             let b = b.clone();
-            async move {
-                b.call("shell_exec", Map::new(), Duration::from_secs(60))
-                    .await
-            }
+            async move { b.call("shell_exec", Map::new(), Duration::from_secs(60)).await }
         });
         let _ = rx_a.recv().await.unwrap();
         let sent_b = rx_b.recv().await.unwrap();
@@ -317,17 +294,11 @@ mod tests {
     #[tokio::test]
     async fn a_timed_out_call_leaves_nothing_pending() {
         let (a, _rx) = link("a", 1);
-        let err = a
-            .call("t", Map::new(), Duration::from_millis(20))
-            .await
-            .unwrap_err();
+        let err = a.call("t", Map::new(), Duration::from_millis(20)).await.unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)));
         assert_eq!(a.in_flight(), 0);
         a.close("bye");
-        let err = a
-            .call("t", Map::new(), Duration::from_secs(1))
-            .await
-            .unwrap_err();
+        let err = a.call("t", Map::new(), Duration::from_secs(1)).await.unwrap_err();
         assert!(matches!(err, LinkError::Disconnected(_)));
     }
 }

@@ -40,26 +40,17 @@ impl RunningServer {
 }
 
 /// Opens storage, binds the listener and starts serving until `shutdown` fires.
-pub async fn start(
-    config: ServeConfig,
-    shutdown: CancellationToken,
-) -> anyhow::Result<RunningServer> {
+pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::Result<RunningServer> {
     let data_dir = config.data_dir.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&data_dir))
         .await?
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let store = Arc::new(store);
-    let server_key = crate::secrets::load_or_create_server_key(&config.data_dir)
-        .context("loading the server key")?;
+    let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let (audit, audit_thread) = AuditLog::start(store.clone());
     let registry = Arc::new(Registry::default());
     let state = Arc::new(AppState {
-        forwarder: Forwarder::new(
-            registry.clone(),
-            store.clone(),
-            audit.clone(),
-            config.call_timeout,
-        ),
+        forwarder: Forwarder::new(registry.clone(), store.clone(), audit.clone(), config.call_timeout),
         auth: Authenticator::new(store.clone()),
         registry,
         store,
@@ -77,17 +68,12 @@ pub async fn start(
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
     tokio::spawn(close_links_on(state.clone(), shutdown.clone()));
     let task = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .context("serving HTTP")?;
-        // The audit writer drains its queue and exits once the state is gone.
-        tokio::task::spawn_blocking(move || audit_thread.join())
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(shutdown.cancelled_owned())
             .await
-            .ok();
+            .context("serving HTTP")?;
+        // The audit writer drains its queue and exits once the state is gone.
+        tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
         Ok(())
     });
     Ok(RunningServer { addr, state, task })

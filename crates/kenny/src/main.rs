@@ -43,10 +43,7 @@ fn main() -> anyhow::Result<()> {
         agent_id,
     } = Cli::parse().command;
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG")
-                .unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
     let agent_id = agent_id.unwrap_or_else(setup::default_agent_id);
@@ -54,11 +51,7 @@ fn main() -> anyhow::Result<()> {
     tokio::runtime::Runtime::new()?.block_on(up(listen, data_dir, prepared))
 }
 
-async fn up(
-    listen: SocketAddr,
-    data_dir: PathBuf,
-    prepared: setup::Prepared,
-) -> anyhow::Result<()> {
+async fn up(listen: SocketAddr, data_dir: PathBuf, prepared: setup::Prepared) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let config = kenny_server::ServeConfig::new(listen, data_dir.clone());
     let server = kenny_server::start(config, shutdown.clone()).await?;
@@ -76,11 +69,7 @@ async fn up(
     server.finished().await
 }
 
-async fn wait_online(
-    server: &kenny_server::RunningServer,
-    agent_id: &str,
-    within: Duration,
-) -> bool {
+async fn wait_online(server: &kenny_server::RunningServer, agent_id: &str, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < deadline {
         if server.state.registry.get(agent_id).is_some() {

@@ -97,12 +97,7 @@ pub fn prepare(data_dir: &Path, agent_id: &str) -> anyhow::Result<Prepared> {
         })?;
         serde_json::from_str(&text).context("reading the local agent's enrollment")?
     };
-    let field = |k: &str| {
-        enrollment
-            .get(k)
-            .and_then(|v| v.as_str())
-            .map(str::to_owned)
-    };
+    let field = |k: &str| enrollment.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     if field("agent_id").as_deref() != Some(agent_id) {
         anyhow::bail!(
             "{} belongs to another agent id; pass --agent-id {}",
@@ -133,8 +128,7 @@ fn quickstart_token(store: &Store, data_dir: &Path, username: &str) -> anyhow::R
         std::fs::remove_file(&path).ok();
     }
     let token = kenny_server::admin::create_token(store, username, Some("kenny up"))?;
-    secrets::write_new_secret(&path, token.as_bytes())
-        .with_context(|| format!("saving {}", path.display()))?;
+    secrets::write_new_secret(&path, token.as_bytes()).with_context(|| format!("saving {}", path.display()))?;
     Ok(token)
 }
 

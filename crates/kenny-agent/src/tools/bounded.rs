@@ -56,11 +56,7 @@ impl BoundedBuf {
 /// from the middle of a stream, a character split by the cut is dropped instead of
 /// turning into a replacement character that was never in the data.
 pub(super) fn lossy_text(bytes: &[u8], cut: bool) -> String {
-    let keep = if cut {
-        complete_utf8_len(bytes)
-    } else {
-        bytes.len()
-    };
+    let keep = if cut { complete_utf8_len(bytes) } else { bytes.len() };
     String::from_utf8_lossy(&bytes[..keep]).into_owned()
 }
 
@@ -187,9 +183,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(panicked.code, ErrorCode::Internal);
         assert!(
-            panicked
-                .message
-                .contains("exploding failed: panicked: boom"),
+            panicked.message.contains("exploding failed: panicked: boom"),
             "{}",
             panicked.message
         );

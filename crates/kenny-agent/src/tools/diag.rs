@@ -184,12 +184,7 @@ mod tests {
 
     #[test]
     fn sorts_biggest_first_and_cuts_at_the_limit() {
-        let rows = vec![
-            row(1, 5.0, 100),
-            row(2, 50.0, 10),
-            row(3, 0.04, 1000),
-            row(4, 50.0, 20),
-        ];
+        let rows = vec![row(1, 5.0, 100), row(2, 50.0, 10), row(3, 0.04, 1000), row(4, 50.0, 20)];
         let by_memory = render(rows.clone(), SortBy::Memory, 10);
         assert_eq!(pids(&by_memory), [3, 1, 4, 2]);
         assert_eq!(by_memory["truncated"], false);
@@ -210,9 +205,7 @@ mod tests {
 
     #[tokio::test]
     async fn sort_by_accepts_only_cpu_or_memory() {
-        let err = processes(&args(json!({"sort_by": "name"})))
-            .await
-            .unwrap_err();
+        let err = processes(&args(json!({"sort_by": "name"}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("`cpu` or `memory`"), "{}", err.message);
     }
@@ -235,14 +228,8 @@ mod tests {
 
         assert!(out["total"].as_u64().unwrap() >= 1);
         let listed = out["processes"].as_array().unwrap();
-        let cpus: Vec<f64> = listed
-            .iter()
-            .map(|p| p["cpu_percent"].as_f64().unwrap())
-            .collect();
-        assert!(
-            cpus.windows(2).all(|w| w[0] >= w[1]),
-            "sorted by cpu: {cpus:?}"
-        );
+        let cpus: Vec<f64> = listed.iter().map(|p| p["cpu_percent"].as_f64().unwrap()).collect();
+        assert!(cpus.windows(2).all(|w| w[0] >= w[1]), "sorted by cpu: {cpus:?}");
         let me = listed
             .iter()
             .find(|p| p["pid"] == std::process::id())

@@ -37,26 +37,19 @@ pub async fn read(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
     let offset = arg_u64(args, "offset", 0);
     let max_bytes = usize_arg(args, "max_bytes", DEFAULT_READ_BYTES);
-    blocking("fs_read", BACKSTOP, move || {
-        read_chunk(&path, offset, max_bytes)
-    })
-    .await?
+    blocking("fs_read", BACKSTOP, move || read_chunk(&path, offset, max_bytes)).await?
 }
 
 pub async fn search(args: &Map<String, Value>) -> ToolResult {
     let root = absolute_path(args)?;
-    let pattern = arg_str(args, "pattern")
-        .ok_or_else(|| ToolError::bad_args("missing required argument `pattern`"))?;
+    let pattern = arg_str(args, "pattern").ok_or_else(|| ToolError::bad_args("missing required argument `pattern`"))?;
     let query = SearchQuery {
         matcher: NameMatcher::new(pattern),
         max_results: usize_arg(args, "max_results", DEFAULT_MAX_RESULTS),
         max_depth: usize_arg(args, "max_depth", DEFAULT_MAX_DEPTH),
     };
     let budget = Budget::new(SEARCH_VISIT_CAP, WALK_TIME);
-    blocking("fs_search", BACKSTOP, move || {
-        search_tree(&root, &query, budget)
-    })
-    .await?
+    blocking("fs_search", BACKSTOP, move || search_tree(&root, &query, budget)).await?
 }
 
 pub async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
@@ -70,23 +63,17 @@ pub async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
     let top = usize_arg(args, "top", DEFAULT_TOP);
     let budget = Budget::new(SIZE_VISIT_CAP, WALK_TIME);
-    blocking("fs_disk_usage", BACKSTOP, move || {
-        size_tree(&path, top, budget)
-    })
-    .await?
+    blocking("fs_disk_usage", BACKSTOP, move || size_tree(&path, top, budget)).await?
 }
 
 fn absolute_path(args: &Map<String, Value>) -> Result<PathBuf, ToolError> {
-    let raw = arg_str(args, "path")
-        .ok_or_else(|| ToolError::bad_args("missing required argument `path`"))?;
+    let raw = arg_str(args, "path").ok_or_else(|| ToolError::bad_args("missing required argument `path`"))?;
     let path = Path::new(raw);
     if path.is_absolute() {
         Ok(path.to_path_buf())
     } else {
         // Relative to what? The agent's working directory means nothing to the caller.
-        Err(ToolError::bad_args(format!(
-            "path must be absolute, got `{raw}`"
-        )))
+        Err(ToolError::bad_args(format!("path must be absolute, got `{raw}`")))
     }
 }
 
@@ -201,9 +188,7 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
     let name = shown(path);
     let meta = std::fs::metadata(path).map_err(|e| ToolError::io(&name, &e))?;
     if meta.is_dir() {
-        return Err(ToolError::bad_args(format!(
-            "{name} is a directory; use fs_list"
-        )));
+        return Err(ToolError::bad_args(format!("{name} is a directory; use fs_list")));
     }
     refuse_blocking_special(&name, &meta)?;
     let mut file = std::fs::File::open(path).map_err(|e| ToolError::io(&name, &e))?;
@@ -213,9 +198,7 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
     }
     // One byte more than asked tells whether anything follows, even for files whose
     // size the kernel reports as 0 (/proc, /sys).
-    let want = u64::try_from(max_bytes)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
+    let want = u64::try_from(max_bytes).unwrap_or(u64::MAX).saturating_add(1);
     let mut buf = Vec::with_capacity(max_bytes.min(1 << 20).saturating_add(1));
     file.take(want)
         .read_to_end(&mut buf)
@@ -493,11 +476,7 @@ fn size_tree(root: &Path, top: usize, mut budget: Budget) -> ToolResult {
         };
         let bytes = entry_bytes(&entry.path(), &meta, root_dev, &mut budget, &mut tally);
         let kind = kind_of(meta.file_type());
-        children.push((
-            entry.file_name().to_string_lossy().into_owned(),
-            kind,
-            bytes,
-        ));
+        children.push((entry.file_name().to_string_lossy().into_owned(), kind, bytes));
     }
     let total: u64 = children.iter().map(|(_, _, bytes)| bytes).sum();
     children.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
@@ -520,13 +499,7 @@ fn size_tree(root: &Path, top: usize, mut budget: Budget) -> ToolResult {
 
 /// Apparent size (file lengths, as `du --apparent-size`) of one entry: a file's length,
 /// or everything under a directory on the same filesystem. Symlinks are not followed.
-fn entry_bytes(
-    path: &Path,
-    meta: &Metadata,
-    root_dev: Option<u64>,
-    budget: &mut Budget,
-    tally: &mut Tally,
-) -> u64 {
+fn entry_bytes(path: &Path, meta: &Metadata, root_dev: Option<u64>, budget: &mut Budget, tally: &mut Tally) -> u64 {
     if !meta.is_dir() {
         tally.files += 1;
         return meta.len();
@@ -608,11 +581,7 @@ mod tests {
         ] {
             let err = call.unwrap_err();
             assert_eq!(err.code, ErrorCode::BadArgs);
-            assert!(
-                err.message.contains("path must be absolute"),
-                "{}",
-                err.message
-            );
+            assert!(err.message.contains("path must be absolute"), "{}", err.message);
         }
     }
 
@@ -626,9 +595,7 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink("b.txt", dir.path().join("c-link")).unwrap();
 
-        let out = list(&args(json!({"path": path_str(dir.path())})))
-            .await
-            .unwrap();
+        let out = list(&args(json!({"path": path_str(dir.path())}))).await.unwrap();
         let names: Vec<&str> = out["entries"]
             .as_array()
             .unwrap()
@@ -650,10 +617,7 @@ mod tests {
         assert_eq!(entries[2]["kind"], "file");
         assert_eq!(entries[2]["size"], 5);
         let modified = entries[2]["modified"].as_str().unwrap();
-        assert!(
-            modified.ends_with('Z') && modified.contains('T'),
-            "{modified}"
-        );
+        assert!(modified.ends_with('Z') && modified.contains('T'), "{modified}");
         #[cfg(unix)]
         assert_eq!(entries[4]["kind"], "symlink");
 
@@ -671,9 +635,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         write(&file, 1);
-        let err = list(&args(json!({"path": path_str(&file)})))
-            .await
-            .unwrap_err();
+        let err = list(&args(json!({"path": path_str(&file)}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         let err = list(&args(json!({"path": path_str(&dir.path().join("nope"))})))
             .await
@@ -689,11 +651,9 @@ mod tests {
         let page = |offset: u64, max_bytes: u64| {
             let file = path_str(&file);
             async move {
-                read(&args(
-                    json!({"path": file, "offset": offset, "max_bytes": max_bytes}),
-                ))
-                .await
-                .unwrap()
+                read(&args(json!({"path": file, "offset": offset, "max_bytes": max_bytes})))
+                    .await
+                    .unwrap()
             }
         };
 
@@ -715,10 +675,7 @@ mod tests {
 
         let exact = page(6, 4).await;
         assert_eq!(exact["content"], "6789");
-        assert_eq!(
-            exact["truncated"], false,
-            "nothing remains after the last byte"
-        );
+        assert_eq!(exact["truncated"], false, "nothing remains after the last byte");
 
         let past = page(20, 4).await;
         assert_eq!(past["content"], "");
@@ -741,11 +698,9 @@ mod tests {
         assert_eq!(page["content"], "ab");
         assert_eq!(page["bytes_read"], 2, "the next page starts at the €");
         assert_eq!(page["truncated"], true);
-        let next = read(&args(
-            json!({"path": path_str(&text), "offset": 2, "max_bytes": 3}),
-        ))
-        .await
-        .unwrap();
+        let next = read(&args(json!({"path": path_str(&text), "offset": 2, "max_bytes": 3})))
+            .await
+            .unwrap();
         assert_eq!(next["content"], "€");
 
         let bin = dir.path().join("blob.bin");
@@ -758,16 +713,12 @@ mod tests {
     #[tokio::test]
     async fn read_reports_missing_files_and_refuses_directories() {
         let dir = tempfile::tempdir().unwrap();
-        let err = read(&args(
-            json!({"path": path_str(&dir.path().join("missing.txt"))}),
-        ))
-        .await
-        .unwrap_err();
-        assert_eq!(err.code, ErrorCode::NotFound);
-        assert!(err.message.contains("missing.txt"), "{}", err.message);
-        let err = read(&args(json!({"path": path_str(dir.path())})))
+        let err = read(&args(json!({"path": path_str(&dir.path().join("missing.txt"))})))
             .await
             .unwrap_err();
+        assert_eq!(err.code, ErrorCode::NotFound);
+        assert!(err.message.contains("missing.txt"), "{}", err.message);
+        let err = read(&args(json!({"path": path_str(dir.path())}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("directory"), "{}", err.message);
     }
@@ -843,14 +794,7 @@ mod tests {
         );
 
         let (found, _) = search_paths(root, json!({"pattern": "*.log"})).await;
-        assert_eq!(
-            found,
-            [
-                p("other.LOG"),
-                p("sub/Report-2024.log"),
-                p("sub/deeper/x.log")
-            ]
-        );
+        assert_eq!(found, [p("other.LOG"), p("sub/Report-2024.log"), p("sub/deeper/x.log")]);
 
         let (found, out) = search_paths(root, json!({"pattern": "?.log"})).await;
         assert_eq!(found, [p("sub/deeper/x.log")]);
@@ -868,8 +812,7 @@ mod tests {
     #[tokio::test]
     async fn search_stops_at_max_results_shallowest_first() {
         let dir = search_fixture();
-        let (found, out) =
-            search_paths(dir.path(), json!({"pattern": "*.log", "max_results": 1})).await;
+        let (found, out) = search_paths(dir.path(), json!({"pattern": "*.log", "max_results": 1})).await;
         assert_eq!(out["truncated"], true);
         assert_eq!(found.len(), 1);
         assert!(found[0].ends_with("other.LOG"), "{found:?}");
@@ -911,9 +854,7 @@ mod tests {
         write(&root.join("sub/c"), 1000);
         write(&root.join("sub/deeper/d"), 5);
 
-        let out = disk_usage(&args(json!({"path": path_str(root)})))
-            .await
-            .unwrap();
+        let out = disk_usage(&args(json!({"path": path_str(root)}))).await.unwrap();
         assert_eq!(out["total_bytes"], 1355);
         assert_eq!(out["files"], 4);
         assert_eq!(out["dirs"], 3);
@@ -924,20 +865,14 @@ mod tests {
             .iter()
             .map(|c| (c["name"].as_str().unwrap(), c["bytes"].as_u64().unwrap()))
             .collect();
-        assert_eq!(
-            ranked,
-            [("sub", 1005), ("b", 250), ("a", 100), ("empty", 0)]
-        );
+        assert_eq!(ranked, [("sub", 1005), ("b", 250), ("a", 100), ("empty", 0)]);
         assert_eq!(top[0]["kind"], "dir");
 
         let two = disk_usage(&args(json!({"path": path_str(root), "top": 2})))
             .await
             .unwrap();
         assert_eq!(two["top"].as_array().unwrap().len(), 2);
-        assert_eq!(
-            two["total_bytes"], 1355,
-            "`top` limits the list, not the sum"
-        );
+        assert_eq!(two["total_bytes"], 1355, "`top` limits the list, not the sum");
     }
 
     #[test]

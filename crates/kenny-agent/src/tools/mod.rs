@@ -44,9 +44,7 @@ impl ToolError {
     /// Maps an I/O error on `path` to the code a caller can act on.
     pub fn io(path: &str, err: &std::io::Error) -> Self {
         match err.kind() {
-            std::io::ErrorKind::NotFound => {
-                Self::not_found(format!("{path}: no such file or directory"))
-            }
+            std::io::ErrorKind::NotFound => Self::not_found(format!("{path}: no such file or directory")),
             std::io::ErrorKind::PermissionDenied => {
                 Self::exec_failed(format!("{path}: permission denied for the agent's account"))
             }

@@ -17,8 +17,7 @@ pub async fn config(_args: &Map<String, Value>) -> ToolResult {
 }
 
 fn snapshot() -> Result<Value, String> {
-    let networks = Networks::new_with_refreshed_list()
-        .map_err(|e| format!("cannot list network interfaces: {e}"))?;
+    let networks = Networks::new_with_refreshed_list().map_err(|e| format!("cannot list network interfaces: {e}"))?;
     let mut interfaces: Vec<(String, &NetworkData)> = networks
         .iter()
         .map(|(name, data)| (name.to_string_lossy().into_owned(), data))
@@ -61,10 +60,7 @@ mod tests {
         let out = config(&Map::new()).await.unwrap();
         assert!(out["hostname"].is_string() || out["hostname"].is_null());
         let interfaces = out["interfaces"].as_array().unwrap();
-        let names: Vec<&str> = interfaces
-            .iter()
-            .map(|i| i["name"].as_str().unwrap())
-            .collect();
+        let names: Vec<&str> = interfaces.iter().map(|i| i["name"].as_str().unwrap()).collect();
         let mut sorted = names.clone();
         sorted.sort_unstable();
         assert_eq!(names, sorted);

@@ -63,8 +63,7 @@ pub async fn powershell_exec(args: &Map<String, Value>) -> ToolResult {
 }
 
 fn required_str<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ToolError> {
-    arg_str(args, name)
-        .ok_or_else(|| ToolError::bad_args(format!("missing required argument `{name}`")))
+    arg_str(args, name).ok_or_else(|| ToolError::bad_args(format!("missing required argument `{name}`")))
 }
 
 fn timeout_arg(args: &Map<String, Value>) -> Duration {
@@ -136,14 +135,10 @@ struct Captured {
 /// `limit` passes. The whole process tree is killed on timeout and if this future is
 /// dropped before the command finished.
 async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     isolate(&mut cmd);
 
     let started = Instant::now();
@@ -170,19 +165,14 @@ async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolR
             tree.disarm();
             Ok(result_json(captured, started.elapsed()))
         }
-        Ok(Err(e)) => Err(ToolError::exec_failed(format!(
-            "waiting for the command failed: {e}"
-        ))),
+        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
         Err(_) => {
             let what = tree.describe();
             tree.kill();
             let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
             Err(ToolError::new(
                 ErrorCode::Timeout,
-                format!(
-                    "command exceeded {}s and was killed ({what})",
-                    limit.as_secs()
-                ),
+                format!("command exceeded {}s and was killed ({what})", limit.as_secs()),
             ))
         }
     }
@@ -215,11 +205,7 @@ async fn capture(child: &mut Child) -> std::io::Result<Captured> {
         }
     }
     let status = status.ok_or_else(|| std::io::Error::other("no exit status"))?;
-    Ok(Captured {
-        stdout,
-        stderr,
-        status,
-    })
+    Ok(Captured { stdout, stderr, status })
 }
 
 /// Reads from an open pipe, or waits forever on a closed one so `select!` ignores it.
@@ -379,10 +365,7 @@ mod windows {
             .stderr(Stdio::null());
         std::os::windows::process::CommandExt::creation_flags(&mut cmd, CREATE_NO_WINDOW);
         if let Err(e) = cmd.status() {
-            tracing::warn!(
-                pid,
-                "could not run taskkill to end a command's process tree: {e}"
-            );
+            tracing::warn!(pid, "could not run taskkill to end a command's process tree: {e}");
         }
     }
 
@@ -428,9 +411,7 @@ mod tests {
         for script in HOSTILE_SCRIPTS {
             let encoded = encode_powershell_command(script);
             assert!(
-                encoded
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c)),
+                encoded.chars().all(|c| c.is_ascii_alphanumeric() || "+/=".contains(c)),
                 "only base64 characters reach the command line: {encoded}"
             );
             assert_eq!(&decode_powershell_command(&encoded), script);
@@ -470,9 +451,7 @@ mod tests {
     #[cfg(not(windows))]
     #[tokio::test]
     async fn powershell_is_unsupported_off_windows() {
-        let err = powershell_exec(&args(json!({"script": "Get-Date"})))
-            .await
-            .unwrap_err();
+        let err = powershell_exec(&args(json!({"script": "Get-Date"}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::Unsupported);
     }
 
@@ -599,10 +578,7 @@ mod tests {
             let command = format!("sleep 30 & echo $! > '{}'; sleep 30", pid_file.display());
             let call = sh(&command, 60);
             let cancelled = tokio::time::timeout(Duration::from_millis(1500), call).await;
-            assert!(
-                cancelled.is_err(),
-                "the command should still have been running"
-            );
+            assert!(cancelled.is_err(), "the command should still have been running");
             let background = read_pid(&pid_file);
             assert!(
                 gone_within(background, Duration::from_secs(5)).await,

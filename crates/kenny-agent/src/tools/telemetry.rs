@@ -71,9 +71,7 @@ fn requested_sections(args: &Map<String, Value>) -> Result<Option<Vec<String>>, 
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(items)) => items,
         Some(_) => {
-            return Err(ToolError::bad_args(
-                "`sections` must be a list of section names",
-            ));
+            return Err(ToolError::bad_args("`sections` must be a list of section names"));
         }
     };
     let mut names = Vec::with_capacity(items.len());
@@ -124,11 +122,7 @@ async fn run_collectors(jobs: Vec<(&'static str, Collector)>) -> Map<String, Val
 }
 
 fn failed_section(reason: &str) -> Section {
-    section(
-        Status::Crit,
-        format!("collector failed: {reason}"),
-        json!({}),
-    )
+    section(Status::Crit, format!("collector failed: {reason}"), json!({}))
 }
 
 /// A section object: `fields` plus the `status` and `summary` every section has.
@@ -225,11 +219,7 @@ fn uptime_section() -> Result<Section, String> {
 }
 
 fn uptime_text(seconds: u64) -> String {
-    let (days, hours, minutes) = (
-        seconds / 86_400,
-        seconds % 86_400 / 3_600,
-        seconds % 3_600 / 60,
-    );
+    let (days, hours, minutes) = (seconds / 86_400, seconds % 86_400 / 3_600, seconds % 3_600 / 60);
     if days > 0 {
         format!("up {days}d {hours}h")
     } else if hours > 0 {
@@ -317,10 +307,7 @@ mod tests {
 
     fn assert_section_shape(name: &str, section: &Value) {
         let status = section["status"].as_str().unwrap_or_default();
-        assert!(
-            ["ok", "warn", "crit"].contains(&status),
-            "{name}: {section}"
-        );
+        assert!(["ok", "warn", "crit"].contains(&status), "{name}: {section}");
         assert!(
             section["summary"].as_str().is_some_and(|s| !s.is_empty()),
             "{name}: {section}"
@@ -371,11 +358,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("`cpu`"), "{}", err.message);
-        assert!(
-            err.message.contains("disk, memory, uptime, os"),
-            "{}",
-            err.message
-        );
+        assert!(err.message.contains("disk, memory, uptime, os"), "{}", err.message);
     }
 
     #[tokio::test]
@@ -386,8 +369,7 @@ mod tests {
         fn errors() -> Result<Section, String> {
             Err("no such counter".to_owned())
         }
-        let snapshot =
-            run_collectors(vec![("boom", panics), ("bad", errors), ("os", os_section)]).await;
+        let snapshot = run_collectors(vec![("boom", panics), ("bad", errors), ("os", os_section)]).await;
         assert_eq!(snapshot["boom"]["status"], "crit");
         let boom = snapshot["boom"]["summary"].as_str().unwrap();
         assert!(
@@ -415,17 +397,14 @@ mod tests {
 
     #[test]
     fn disk_status_follows_the_fullest_writable_volume() {
-        let at = |percent: u64| {
-            disk_verdict(&[volume("/", 100, 100 - percent), volume("/data", 100, 50)]).0
-        };
+        let at = |percent: u64| disk_verdict(&[volume("/", 100, 100 - percent), volume("/data", 100, 50)]).0;
         assert_eq!(at(42), Status::Ok);
         assert_eq!(at(89), Status::Ok);
         assert_eq!(at(90), Status::Warn);
         assert_eq!(at(96), Status::Warn);
         assert_eq!(at(97), Status::Crit);
 
-        let (status, summary) =
-            disk_verdict(&[volume("/", 1 << 30, 1 << 29), volume("/data", 100, 20)]);
+        let (status, summary) = disk_verdict(&[volume("/", 1 << 30, 1 << 29), volume("/data", 100, 20)]);
         assert_eq!(status, Status::Ok);
         assert_eq!(summary, "/data 80% used (20 B free)");
 

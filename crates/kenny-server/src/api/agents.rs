@@ -47,14 +47,9 @@ pub async fn enroll(
             "agent id must be 1-64 characters of letters, digits, '.', '_' or '-'",
         ));
     }
-    let token = crate::auth::bearer(&headers)
-        .ok_or_else(unauthorized)?
-        .to_owned();
-    let Json(body) = body.map_err(|e| {
-        ApiError::bad_request(format!(
-            "body must be {{\"public_key\": \"<base64>\"}}: {e}"
-        ))
-    })?;
+    let token = crate::auth::bearer(&headers).ok_or_else(unauthorized)?.to_owned();
+    let Json(body) =
+        body.map_err(|e| ApiError::bad_request(format!("body must be {{\"public_key\": \"<base64>\"}}: {e}")))?;
     kenny_proto::auth::parse_public_key(&body.public_key)
         .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
 
@@ -65,10 +60,7 @@ pub async fn enroll(
 
     let store = state.store.clone();
     let id = agent_id.clone();
-    tokio::task::spawn_blocking(move || {
-        store.enroll_agent(&id, &body.public_key, &crate::clock::now())
-    })
-    .await??;
+    tokio::task::spawn_blocking(move || store.enroll_agent(&id, &body.public_key, &crate::clock::now())).await??;
     tracing::info!(agent = %agent_id, "agent enrolled its key");
     Ok(Json(json!({ "agent_id": agent_id, "enrolled": true })))
 }

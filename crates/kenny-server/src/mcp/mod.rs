@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -42,9 +42,7 @@ pub fn service(state: Arc<AppState>) -> StreamableHttpService<KennyMcp, NeverSes
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
-        .with_allowed_hosts(crate::config::allowed_hosts(
-            state.config.public_url.as_deref(),
-        ));
+        .with_allowed_hosts(crate::config::allowed_hosts(state.config.public_url.as_deref()));
     StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
@@ -74,11 +72,7 @@ impl ServerHandler for KennyMcp {
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
         let Some(who) = principal(&context) else {
             // The guard in front of /mcp makes this unreachable; fail closed anyway.
-            return Ok(results::failure(&CallFailure::new(
-                ErrorCode::Forbidden,
-                "no authenticated principal",
-            ))
-            .into());
+            return Ok(results::failure(&CallFailure::new(ErrorCode::Forbidden, "no authenticated principal")).into());
         };
         let args = request.arguments.unwrap_or_default();
         let result = match request.name.as_ref() {
@@ -102,11 +96,7 @@ impl KennyMcp {
     }
 
     /// Advisory only: reports on the id and changes nothing anywhere.
-    async fn select_agent(
-        &self,
-        who: &Principal,
-        mut args: serde_json::Map<String, Value>,
-    ) -> CallToolResult {
+    async fn select_agent(&self, who: &Principal, mut args: serde_json::Map<String, Value>) -> CallToolResult {
         let agent_id = match take_target(&mut args) {
             Ok(id) => id,
             Err(f) => return results::failure(&f),

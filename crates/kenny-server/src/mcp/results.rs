@@ -37,17 +37,11 @@ mod tests {
 
     #[test]
     fn failures_carry_code_in_text_and_structure() {
-        let r = failure(&CallFailure::new(
-            ErrorCode::NoAgent,
-            "agent_id is required",
-        ));
+        let r = failure(&CallFailure::new(ErrorCode::NoAgent, "agent_id is required"));
         assert_eq!(r.is_error, Some(true));
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["content"][0]["text"], "no_agent: agent_id is required");
         assert_eq!(v["structuredContent"]["error"]["code"], "no_agent");
-        assert_eq!(
-            success(json!(3)).structured_content,
-            Some(json!({"value": 3}))
-        );
+        assert_eq!(success(json!(3)).structured_content, Some(json!({"value": 3})));
     }
 }

@@ -43,11 +43,7 @@ fn forwarded(spec: &ToolSpec) -> Tool {
     let description = format!(
         "{} Requires agent_id: the PC to run on (from list_agents); it is never inferred. Runs on: {}.",
         spec.description,
-        spec.platforms
-            .iter()
-            .map(|o| o.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        spec.platforms.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(", ")
     );
     let annotations = ToolAnnotations::with_title(spec.title)
         .read_only(spec.read_only())
@@ -61,13 +57,7 @@ fn forwarded(spec: &ToolSpec) -> Tool {
     )
 }
 
-fn tool(
-    name: &'static str,
-    title: &str,
-    description: &str,
-    schema: Value,
-    annotations: ToolAnnotations,
-) -> Tool {
+fn tool(name: &'static str, title: &str, description: &str, schema: Value, annotations: ToolAnnotations) -> Tool {
     let Value::Object(schema) = schema else {
         unreachable!("tool schemas are objects")
     };
@@ -85,11 +75,7 @@ mod tests {
         let tools = all();
         assert_eq!(tools.len(), TOOLS.len() + 2);
         for t in tools.iter().filter(|t| t.name != LIST_AGENTS) {
-            let required = t
-                .input_schema
-                .get("required")
-                .and_then(Value::as_array)
-                .unwrap();
+            let required = t.input_schema.get("required").and_then(Value::as_array).unwrap();
             assert!(required.iter().any(|r| r == "agent_id"), "{}", t.name);
             let ann = t.annotations.as_ref().unwrap();
             assert!(
@@ -99,16 +85,7 @@ mod tests {
             );
         }
         let shell = tools.iter().find(|t| t.name == "shell_exec").unwrap();
-        assert_eq!(
-            shell.annotations.as_ref().unwrap().destructive_hint,
-            Some(true)
-        );
-        assert!(
-            shell
-                .description
-                .as_ref()
-                .unwrap()
-                .contains("Requires agent_id")
-        );
+        assert_eq!(shell.annotations.as_ref().unwrap().destructive_hint, Some(true));
+        assert!(shell.description.as_ref().unwrap().contains("Requires agent_id"));
     }
 }

@@ -22,10 +22,7 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("cannot use data directory {path}: {source}")]
-    DataDir {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    DataDir { path: PathBuf, source: std::io::Error },
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -136,9 +133,15 @@ impl Store {
     ) -> Result<i64> {
         self.with(|c| {
             let tx = c.transaction()?;
-            let exists: bool = tx.query_row("SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)", [username], |r| r.get(0))?;
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
+                [username],
+                |r| r.get(0),
+            )?;
             if exists {
-                return Err(StoreError::Conflict(format!("a user named {username:?} already exists")));
+                return Err(StoreError::Conflict(format!(
+                    "a user named {username:?} already exists"
+                )));
             }
             tx.execute(
                 "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
@@ -146,7 +149,10 @@ impl Store {
             )?;
             let id = tx.last_insert_rowid();
             for host in hosts {
-                tx.execute("INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)", params![id, host])?;
+                tx.execute(
+                    "INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)",
+                    params![id, host],
+                )?;
             }
             tx.commit()?;
             Ok(id)
@@ -165,24 +171,24 @@ impl Store {
 
     pub fn first_superuser(&self) -> Result<Option<String>> {
         self.with(|c| {
-            Ok(c.query_row("SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1", [], |r| r.get(0))
-                .optional()?)
+            Ok(c.query_row(
+                "SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
         })
     }
 
     pub fn user_id(&self, username: &str) -> Result<i64> {
         self.with(|c| {
-            c.query_row(
-                "SELECT id FROM users WHERE username = ?1",
-                [username],
-                |r| r.get(0),
-            )
-            .optional()?
-            .ok_or_else(|| {
-                StoreError::NotFound(format!(
-                    "no user named {username:?}; create it with `kenny-server user add`"
-                ))
-            })
+            c.query_row("SELECT id FROM users WHERE username = ?1", [username], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| {
+                    StoreError::NotFound(format!(
+                        "no user named {username:?}; create it with `kenny-server user add`"
+                    ))
+                })
         })
     }
 
@@ -206,23 +212,34 @@ impl Store {
     }
 
     /// The principal a live token of `kind` belongs to, if any.
-    pub fn principal_for_token(
-        &self,
-        kind: CredentialKind,
-        token_hash: &str,
-    ) -> Result<Option<Principal>> {
+    pub fn principal_for_token(&self, kind: CredentialKind, token_hash: &str) -> Result<Option<Principal>> {
         self.with(|c| {
             let row = c
                 .query_row(
                     "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
                      WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
                     params![token_hash, kind.as_str()],
-                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?)),
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                        ))
+                    },
                 )
                 .optional()?;
-            let Some((token_id, user_id, username, role)) = row else { return Ok(None) };
-            let Some(role) = Role::parse(&role) else { return Ok(None) };
-            let hosts = if role == Role::User { Some(load_hosts(c, user_id)?) } else { None };
+            let Some((token_id, user_id, username, role)) = row else {
+                return Ok(None);
+            };
+            let Some(role) = Role::parse(&role) else {
+                return Ok(None);
+            };
+            let hosts = if role == Role::User {
+                Some(load_hosts(c, user_id)?)
+            } else {
+                None
+            };
             Ok(Some(Principal {
                 user_id,
                 username,
@@ -238,10 +255,7 @@ impl Store {
         self.with(|c| {
             let tx = c.transaction()?;
             for (id, at) in touched {
-                tx.execute(
-                    "UPDATE tokens SET last_used_at = ?2 WHERE id = ?1",
-                    params![id, at],
-                )?;
+                tx.execute("UPDATE tokens SET last_used_at = ?2 WHERE id = ?1", params![id, at])?;
             }
             tx.commit()?;
             Ok(())
@@ -257,7 +271,9 @@ impl Store {
                 params![agent_id, token_hash, now],
             )?;
             if inserted == 0 {
-                return Err(StoreError::Conflict(format!("an agent with id {agent_id:?} already exists")));
+                return Err(StoreError::Conflict(format!(
+                    "an agent with id {agent_id:?} already exists"
+                )));
             }
             Ok(())
         })
@@ -265,12 +281,12 @@ impl Store {
 
     pub fn agent_token_hash(&self, agent_id: &str) -> Result<Option<String>> {
         self.with(|c| {
-            Ok(c.query_row(
-                "SELECT token_hash FROM agents WHERE agent_id = ?1",
-                [agent_id],
-                |r| r.get(0),
+            Ok(
+                c.query_row("SELECT token_hash FROM agents WHERE agent_id = ?1", [agent_id], |r| {
+                    r.get(0)
+                })
+                .optional()?,
             )
-            .optional()?)
         })
     }
 
@@ -336,13 +352,7 @@ impl Store {
         })
     }
 
-    pub fn insert_telemetry(
-        &self,
-        agent_id: &str,
-        collected_at: &str,
-        snapshot: &str,
-        now: &str,
-    ) -> Result<()> {
+    pub fn insert_telemetry(&self, agent_id: &str, collected_at: &str, snapshot: &str, now: &str) -> Result<()> {
         self.with(|c| {
             c.execute(
                 "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
@@ -405,8 +415,7 @@ impl Store {
     }
 }
 
-const AGENT_COLUMNS: &str =
-    "SELECT agent_id, public_key, hostname, os, version, arch, last_seen FROM agents";
+const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version, arch, last_seen FROM agents";
 
 fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
@@ -421,8 +430,7 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
 }
 
 fn load_hosts(c: &Connection, user_id: i64) -> Result<Vec<String>> {
-    let mut stmt =
-        c.prepare_cached("SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id")?;
+    let mut stmt = c.prepare_cached("SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id")?;
     let hosts = stmt
         .query_map([user_id], |r| r.get(0))?
         .collect::<rusqlite::Result<Vec<String>>>()?;

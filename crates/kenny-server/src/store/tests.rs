@@ -17,19 +17,14 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
         error_code: None,
         duration_ms: n,
     };
-    store
-        .insert_audit(&[row("a", 1), row("b", 2), row("a", 3)])
-        .unwrap();
+    store.insert_audit(&[row("a", 1), row("b", 2), row("a", 3)]).unwrap();
     let all = store
         .audit(&AuditFilter {
             limit: 10,
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(
-        all.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
-        vec![3, 2, 1]
-    );
+    assert_eq!(all.iter().map(|e| e.duration_ms).collect::<Vec<_>>(), vec![3, 2, 1]);
     let a = store
         .audit(&AuditFilter {
             agent_id: Some("a".into()),
@@ -37,10 +32,7 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
             ..Default::default()
         })
         .unwrap();
-    assert_eq!(
-        a.iter().map(|e| e.duration_ms).collect::<Vec<_>>(),
-        vec![3, 1]
-    );
+    assert_eq!(a.iter().map(|e| e.duration_ms).collect::<Vec<_>>(), vec![3, 1]);
     let page = store
         .audit(&AuditFilter {
             before_id: Some(a[0].id),

@@ -80,12 +80,7 @@ pub fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject>
 }
 
 /// Mutual path, server half: sign the transcript for the agent to verify.
-pub fn challenge(
-    key: &SigningKey,
-    agent_id: &str,
-    client_nonce: &[u8; 32],
-    server_nonce: &[u8; 32],
-) -> Challenge {
+pub fn challenge(key: &SigningKey, agent_id: &str, client_nonce: &[u8; 32], server_nonce: &[u8; 32]) -> Challenge {
     let transcript = auth::transcript(agent_id, client_nonce, server_nonce);
     Challenge {
         server_nonce: auth::encode_b64(server_nonce),
@@ -102,15 +97,11 @@ pub fn check_agent_sig(
 ) -> Result<(), Reject> {
     let record = record.ok_or_else(|| Reject::unauthorized("unknown agent"))?;
     let key_b64 = record.public_key.as_deref().ok_or_else(|| {
-        Reject::unauthorized(
-            "agent is not enrolled; it must POST its key to /api/agents/{id}/enroll first",
-        )
+        Reject::unauthorized("agent is not enrolled; it must POST its key to /api/agents/{id}/enroll first")
     })?;
-    let key = auth::parse_public_key(key_b64)
-        .map_err(|e| Reject::unauthorized(format!("stored key unusable: {e}")))?;
+    let key = auth::parse_public_key(key_b64).map_err(|e| Reject::unauthorized(format!("stored key unusable: {e}")))?;
     let transcript = auth::transcript(&record.agent_id, client_nonce, server_nonce);
-    auth::verify(&key, &transcript, agent_sig)
-        .map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))
+    auth::verify(&key, &transcript, agent_sig).map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))
 }
 
 pub fn valid_agent_id(id: &str) -> bool {
@@ -162,15 +153,11 @@ mod tests {
             Ok(Method::Token(_))
         ));
         assert_eq!(
-            method(&register(None, None, Some("t")), false)
-                .unwrap_err()
-                .close_code,
+            method(&register(None, None, Some("t")), false).unwrap_err().close_code,
             CLOSE_UNAUTHORIZED
         );
         assert_eq!(
-            method(&register(None, None, None), true)
-                .unwrap_err()
-                .close_code,
+            method(&register(None, None, None), true).unwrap_err().close_code,
             CLOSE_BAD_FRAME
         );
         assert_eq!(
@@ -187,10 +174,7 @@ mod tests {
         );
         let mut bad_id = register(None, None, Some("t"));
         bad_id.agent_id = "../etc".into();
-        assert_eq!(
-            method(&bad_id, true).unwrap_err().close_code,
-            CLOSE_BAD_FRAME
-        );
+        assert_eq!(method(&bad_id, true).unwrap_err().close_code, CLOSE_BAD_FRAME);
     }
 
     #[test]

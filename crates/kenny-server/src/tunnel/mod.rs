@@ -31,22 +31,16 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -
 }
 
 async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
-    let authed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&state, &mut socket)).await
-    {
+    let authed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&state, &mut socket)).await {
         Ok(Ok(authed)) => authed,
         Ok(Err(reject)) => return refuse(socket, reject).await,
         Err(_) => {
-            return refuse(
-                socket,
-                Reject::bad_frame("handshake not completed within 10s"),
-            )
-            .await;
+            return refuse(socket, Reject::bad_frame("handshake not completed within 10s")).await;
         }
     };
     let (agent_id, meta) = authed;
     let conn_id = state.registry.next_conn_id();
-    let (link, outbox) =
-        AgentLink::new(agent_id.clone(), conn_id, meta.clone(), crate::clock::now());
+    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), crate::clock::now());
     if let Some(old) = state.registry.insert(link.clone()) {
         old.close("replaced by a newer connection from the same agent");
     }
@@ -78,29 +72,21 @@ async fn recv_text(socket: &mut WebSocket) -> Result<String, Reject> {
             Some(Ok(Message::Text(t))) => return Ok(t.to_string()),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
             Some(Ok(Message::Binary(_))) => {
-                return Err(Reject::bad_frame(
-                    "frames are JSON text messages, not binary",
-                ));
+                return Err(Reject::bad_frame("frames are JSON text messages, not binary"));
             }
             Some(Ok(Message::Close(_))) | None => {
                 return Err(Reject::bad_frame("connection closed during handshake"));
             }
             Some(Err(e)) => {
-                return Err(Reject::bad_frame(format!(
-                    "socket error during handshake: {e}"
-                )));
+                return Err(Reject::bad_frame(format!("socket error during handshake: {e}")));
             }
         }
     }
 }
 
-async fn handshake(
-    state: &AppState,
-    socket: &mut WebSocket,
-) -> Result<(String, Option<AgentMeta>), Reject> {
+async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, Option<AgentMeta>), Reject> {
     let first = recv_text(socket).await?;
-    let frame = decode(&first, Limits::HANDSHAKE)
-        .map_err(|e| Reject::bad_frame(format!("first frame: {e}")))?;
+    let frame = decode(&first, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("first frame: {e}")))?;
     let Frame::Register(reg) = frame else {
         return Err(Reject::bad_frame(format!(
             "first frame must be register, got {}",
@@ -129,19 +115,16 @@ async fn handshake(
                 return Err(Reject::unauthorized("unknown or unenrolled agent"));
             }
             let server_nonce = crate::secrets::random_nonce();
-            let challenge =
-                handshake::challenge(&state.server_key, &agent_id, &client_nonce, &server_nonce);
+            let challenge = handshake::challenge(&state.server_key, &agent_id, &client_nonce, &server_nonce);
             socket
                 .send(Message::Text(encode(&Frame::Challenge(challenge)).into()))
                 .await
                 .map_err(|e| Reject::bad_frame(format!("sending challenge: {e}")))?;
             let reply = recv_text(socket).await?;
-            let Frame::Auth(Auth { agent_sig }) = decode(&reply, Limits::HANDSHAKE)
-                .map_err(|e| Reject::bad_frame(format!("auth frame: {e}")))?
+            let Frame::Auth(Auth { agent_sig }) =
+                decode(&reply, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("auth frame: {e}")))?
             else {
-                return Err(Reject::bad_frame(
-                    "expected an auth frame after the challenge",
-                ));
+                return Err(Reject::bad_frame("expected an auth frame after the challenge"));
             };
             handshake::check_agent_sig(record.as_ref(), &client_nonce, &server_nonce, &agent_sig)?;
         }
@@ -230,12 +213,7 @@ async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<Strin
             let store = state.store.clone();
             let snapshot = serde_json::Value::Object(t.snapshot).to_string();
             let res = tokio::task::spawn_blocking(move || {
-                store.insert_telemetry(
-                    &t.agent_id,
-                    &t.collected_at,
-                    &snapshot,
-                    &crate::clock::now(),
-                )
+                store.insert_telemetry(&t.agent_id, &t.collected_at, &snapshot, &crate::clock::now())
             })
             .await;
             if let Ok(Err(e)) = res {
@@ -276,10 +254,8 @@ fn fail_malformed_response(link: &AgentLink, text: &str, reason: &str) {
 async fn record_seen(state: &AppState, agent_id: &str, meta: Option<AgentMeta>) {
     let store = state.store.clone();
     let id = agent_id.to_owned();
-    let res = tokio::task::spawn_blocking(move || {
-        store.record_agent_seen(&id, meta.as_ref(), &crate::clock::now())
-    })
-    .await;
+    let res =
+        tokio::task::spawn_blocking(move || store.record_agent_seen(&id, meta.as_ref(), &crate::clock::now())).await;
     if let Ok(Err(e)) = res {
         tracing::warn!(agent = %agent_id, error = %e, "could not record agent metadata");
     }

@@ -1,0 +1,192 @@
+//! Starting the real binaries on loopback, and the forwarded-call benchmark.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use kenny_server::admin;
+use kenny_server::principal::Role;
+use kenny_server::store::Store;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::mcp_client::Mcp;
+use crate::stats::{ms, summarize};
+
+/// A `kenny-server serve` child on 127.0.0.1, killed when dropped.
+pub struct ServerProcess {
+    pub child: Child,
+    pub base: String,
+    pub token: String,
+}
+
+impl ServerProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    /// Resident memory of the server process, from /proc.
+    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .context("VmRSS not found")?;
+        Ok(kb * 1024)
+    }
+}
+
+/// Creates a data directory with a superuser and a PAT (through the library, so
+/// set-up time is not benchmarked).
+pub fn provision(data_dir: &Path) -> anyhow::Result<String> {
+    let store = Store::open(data_dir)?;
+    admin::add_user(&store, "bench", Role::Superuser, &[], "bench-password")?;
+    admin::create_token(&store, "bench", Some("bench"))
+}
+
+pub async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
+    let mut child = Command::new(bin_dir.join("kenny-server"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env("KENNY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", bin_dir.join("kenny-server").display()))?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .context("server did not start within 30s")??
+        .context("server exited before listening")?;
+    let base = line
+        .strip_prefix("kenny-server listening on ")
+        .with_context(|| format!("unexpected first line: {line}"))?
+        .to_owned();
+    Ok(ServerProcess { child, base, token })
+}
+
+pub async fn wait_online(mcp: &Mcp, agent_id: &str, within: Duration) -> anyhow::Result<()> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(v) = mcp.call("list_agents", json!({})).await
+            && v["agents"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|x| x["agent_id"] == agent_id && x["online"] == true))
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("agent {agent_id} did not come online within {within:?}")
+}
+
+pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data_dir = dir.path().join("server");
+    let token = provision(&data_dir)?;
+    let enrollment = admin::add_agent(&Store::open(&data_dir)?, &data_dir, "bench-pc")?;
+    let server = start_server(bin_dir, &data_dir, token).await?;
+
+    let _agent = Command::new(bin_dir.join("kenny-agent"))
+        .args([
+            "run",
+            "--server",
+            &server.base,
+            "--agent-id",
+            "bench-pc",
+            "--server-pubkey",
+            &enrollment.server_pubkey,
+        ])
+        .args(["--enroll-token", &enrollment.token, "--state-dir"])
+        .arg(dir.path().join("agent"))
+        .env("KENNY_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting kenny-agent")?;
+    let file = dir.path().join("tiny.txt");
+    std::fs::write(&file, "sixteen bytes!!\n")?;
+
+    let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+    let probe = Mcp::new(http.clone(), &server.base, &server.token);
+    wait_online(&probe, "bench-pc", Duration::from_secs(15)).await?;
+    let args = json!({"agent_id": "bench-pc", "path": file.to_string_lossy(), "max_bytes": 64});
+    let check = probe.call("fs_read", args.clone()).await?;
+    anyhow::ensure!(
+        check["content"] == "sixteen bytes!!\n",
+        "unexpected fs_read result: {check}"
+    );
+
+    println!("| concurrent clients | calls | calls/s | p50 ms | p95 ms | p99 ms | max ms | errors |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &c in levels {
+        let (mut samples, errors, elapsed) = run_level(&http, &server, &args, c, seconds).await?;
+        let s = summarize(&mut samples);
+        println!(
+            "| {c} | {} | {:.0} | {} | {} | {} | {} | {errors} |",
+            s.count,
+            s.count as f64 / elapsed.as_secs_f64(),
+            ms(s.p50),
+            ms(s.p95),
+            ms(s.p99),
+            ms(s.max)
+        );
+    }
+    Ok(())
+}
+
+/// `c` clients, each an MCP session of its own on its own connection, all with the
+/// same PAT, calling as fast as answers come back.
+async fn run_level(
+    http: &reqwest::Client,
+    server: &ServerProcess,
+    args: &serde_json::Value,
+    c: usize,
+    seconds: Duration,
+) -> anyhow::Result<(Vec<Duration>, u64, Duration)> {
+    let errors = Arc::new(AtomicU64::new(0));
+    let warmup_end = Instant::now() + Duration::from_secs(1);
+    let end = warmup_end + seconds;
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let mcp = Mcp::new(http.clone(), &server.base, &server.token);
+        let args = args.clone();
+        let errors = errors.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            if mcp.initialize().await.is_err() {
+                errors.fetch_add(1, Ordering::Relaxed);
+                return samples;
+            }
+            loop {
+                let start = Instant::now();
+                if start >= end {
+                    return samples;
+                }
+                let ok = mcp
+                    .call("fs_read", args.clone())
+                    .await
+                    .is_ok_and(|v| v["bytes_read"] == 16);
+                if start >= warmup_end {
+                    if ok {
+                        samples.push(start.elapsed());
+                    } else {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await?);
+    }
+    Ok((all, errors.load(Ordering::Relaxed), seconds))
+}

@@ -1,0 +1,62 @@
+//! `kenny-bench`: measures what `docs/benchmarks.md` reports, against the real
+//! `kenny-server` binary on loopback.
+//!
+//! - `calls`: forwarded-call latency and throughput through the whole path (MCP HTTP
+//!   request → server → real `kenny-agent` → back) at several client concurrencies,
+//!   all clients sharing one PAT; the agent's work is a 16-byte `fs_read`.
+//! - `fleet`: server memory with N simulated agents connected (real mutual-auth
+//!   handshakes over loopback), and `list_agents` latency at that fleet size.
+
+mod fleet;
+mod harness;
+mod mcp_client;
+mod stats;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "kenny-bench")]
+struct Cli {
+    /// Directory holding kenny-server and kenny-agent (default: next to this binary).
+    #[arg(long, global = true)]
+    bin_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Forwarded-call latency and throughput.
+    Calls {
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        concurrency: Vec<usize>,
+        /// Measured seconds per concurrency level (after one second of warm-up).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
+    /// Server memory and list_agents latency with simulated agents connected.
+    Fleet {
+        #[arg(long, value_delimiter = ',', default_value = "1,1000,10000")]
+        agents: Vec<usize>,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let bin_dir = match cli.bin_dir {
+        Some(d) => d,
+        None => std::env::current_exe()?.parent().map(PathBuf::from).unwrap_or_default(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        match cli.command {
+            Command::Calls { concurrency, seconds } => {
+                harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds)).await
+            }
+            Command::Fleet { agents } => fleet::run(&bin_dir, &agents).await,
+        }
+    })
+}
