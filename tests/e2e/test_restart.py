@@ -62,3 +62,4 @@ async def test_agent_restart_reuses_enrolled_key(kenny):
     async with kenny.mcp() as client:
         out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": 'echo "$MARK"'}))
     assert out == again.mark + "\n" and again.mark != first.mark
+

@@ -178,3 +178,69 @@ async def test_heartbeat_pings(kenny):
         assert shell_stdout(res) == "fake ran after-pings\n"
     finally:
         await fake.close()
+
+
+async def test_silent_agent_is_marked_offline(kenny):
+    """An agent that stops sending anything (no pongs) is noticed within the heartbeat
+    window (three beats): the server closes its socket and lists it offline."""
+    kenny.stop_server()
+    kenny.start_server(heartbeat_secs=1)
+    fake = await _fake(kenny)
+    fake.answer_pings = False
+    try:
+        start = asyncio.get_running_loop().time()
+        await kenny.wait_agents(["fake"], online=False, timeout=10)
+        took = asyncio.get_running_loop().time() - start
+        assert took <= 8, f"silent agent noticed only after {took:.1f}s at --heartbeat-secs 1"
+        await fake.wait_closed(timeout=5)
+    finally:
+        await fake.close()
+
+
+async def test_pushed_frames_for_another_agent_are_dropped(kenny):
+    """telemetry/log frames naming another agent are dropped with a logged reason; the
+    connection and its calls are unaffected."""
+    fake = await _fake(kenny)
+    try:
+        await fake.send_json(
+            {
+                "type": "telemetry",
+                "agent_id": "someone-else",
+                "collected_at": "2026-11-30T00:00:00Z",
+                "snapshot": {"disk": {"status": "ok", "summary": "fine"}},
+            }
+        )
+        await fake.send_json(
+            {"type": "log", "agent_id": "someone-else", "at": "2026-11-30T00:00:00Z", "level": "info", "target": "x", "message": "m"}
+        )
+        _, res = await _round_trip(kenny, fake, "still-here")
+        assert shell_stdout(res) == "fake ran still-here\n"
+        deadline = asyncio.get_running_loop().time() + 5
+        while "agent_id is not the authenticated agent" not in kenny.server.logs():
+            assert asyncio.get_running_loop().time() < deadline, "no log line for the dropped frames"
+            await asyncio.sleep(0.1)
+        assert kenny.server.logs().count("agent_id is not the authenticated agent") >= 2
+    finally:
+        await fake.close()
+
+
+async def test_reconnect_replaces_old_connection(kenny):
+    """A second connection for the same agent id replaces the first: calls go to the new
+    one, and the old socket closing afterwards does not mark the agent offline."""
+    creds = kenny.add_agent("twin")
+    old = FakeAgent(kenny.ws_url, "twin", creds["token"])
+    await old.register()
+    await kenny.wait_agents(["twin"])
+    new = FakeAgent(kenny.ws_url, "twin", creds["token"])
+    await new.register()
+    try:
+        await old.wait_closed(timeout=10)
+        await old.close()
+        await asyncio.sleep(0.5)
+        _, res = await _round_trip(kenny, new, "on-new")
+        assert shell_stdout(res) == "fake ran on-new\n"
+        assert old.requests.empty(), "a call reached the replaced connection"
+        async with kenny.mcp() as client:
+            assert (await kenny.list_agents(client))["twin"]["online"] is True
+    finally:
+        await new.close()
