@@ -367,7 +367,12 @@ class Kenny:
         return proc
 
     def start_server(
-        self, port: int = 0, heartbeat_secs: int | None = None, bind_retry_secs: float = 10.0, via_env: bool = False
+        self,
+        port: int = 0,
+        heartbeat_secs: int | None = None,
+        bind_retry_secs: float = 10.0,
+        via_env: bool = False,
+        extra_args: list[str] | None = None,
     ) -> None:
         """Start `kenny-server serve`; wait for its listening line. With a fixed `port`
         (restart), retry while the port is still being released. `via_env` passes the
@@ -383,6 +388,7 @@ class Kenny:
                 argv = [str(SERVER_BIN), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir)]
             if heartbeat_secs is not None:
                 argv += ["--heartbeat-secs", str(heartbeat_secs)]
+            argv += extra_args or []
             proc = self._spawn("server", argv, env=env)
             try:
                 url, got_port = self._await_listening(proc)

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from conftest import FakeAgent, call, shell_stdout
+from conftest import FakeAgent, call, expect_error, shell_stdout
 
 OVERSIZED_BYTES = 9 * 1024 * 1024  # above the 8 MiB bound for authenticated frames
 
@@ -244,3 +244,25 @@ async def test_reconnect_replaces_old_connection(kenny):
             assert (await kenny.list_agents(client))["twin"]["online"] is True
     finally:
         await new.close()
+
+
+async def test_agent_that_never_answers_times_out(kenny):
+    """A call the agent never answers fails with `timeout` after the server's call
+    timeout, and the connection stays usable for the next call."""
+    kenny.stop_server()
+    kenny.start_server(extra_args=["--call-timeout-secs", "2"])
+    fake = await _fake(kenny)
+    try:
+        async with kenny.mcp() as client:
+            pending = asyncio.create_task(call(client, "fs_list", {"agent_id": "fake", "path": "/"}))
+            await fake.next_request(timeout=10, pending=pending)  # received, never answered
+            started = asyncio.get_running_loop().time()
+            res = await asyncio.wait_for(pending, 15)
+            waited = asyncio.get_running_loop().time() - started
+        message = expect_error(res, "timeout")
+        assert "fake" in message and "2s" in message, message
+        assert waited < 5, f"timed out only after {waited:.1f}s"
+        _, res = await _round_trip(kenny, fake, "after-timeout")
+        assert shell_stdout(res) == "fake ran after-timeout\n"
+    finally:
+        await fake.close()

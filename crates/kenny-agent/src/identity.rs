@@ -6,11 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
-use rand::RngCore;
-use rand::rngs::OsRng;
 
 pub const KEY_FILE: &str = "agent_ed25519.key";
 pub const ENROLLED_FILE: &str = "enrolled";
@@ -36,20 +32,13 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<SigningKey, IdentityError>
         std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
     }
     let path = state_dir.join(KEY_FILE);
-    let mut seed = [0u8; 32];
-    OsRng.fill_bytes(&mut seed);
-    match write_new_owner_only(&path, URL_SAFE_NO_PAD.encode(seed).as_bytes()) {
-        Ok(()) => return Ok(SigningKey::from_bytes(&seed)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io(e)),
-    }
-    let text = std::fs::read_to_string(&path).map_err(io)?;
-    URL_SAFE_NO_PAD
-        .decode(text.trim())
-        .ok()
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .map(|b| SigningKey::from_bytes(&b))
-        .ok_or(IdentityError::Corrupt { path })
+    kenny_host::keyfile::load_or_create(&path, "an agent key").map_err(|source| match source.kind() {
+        std::io::ErrorKind::InvalidData => IdentityError::Corrupt { path: path.clone() },
+        _ => IdentityError::Io {
+            path: path.clone(),
+            source,
+        },
+    })
 }
 
 /// Whether this key was enrolled with the server whose key is `server_pubkey`.
@@ -59,17 +48,6 @@ pub fn is_enrolled(state_dir: &Path, server_pubkey: &str) -> bool {
 
 pub fn mark_enrolled(state_dir: &Path, server_pubkey: &str) -> std::io::Result<()> {
     std::fs::write(state_dir.join(ENROLLED_FILE), server_pubkey.trim())
-}
-
-fn write_new_owner_only(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    let mut f = opts.open(path)?;
-    f.write_all(contents)?;
-    f.sync_all()
 }
 
 #[cfg(test)]

@@ -58,10 +58,7 @@ struct RunArgs {
 
 fn main() -> anyhow::Result<()> {
     let Command::Run(args) = Cli::parse().command;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    kenny_host::init_logging("info");
     let auth = match (args.token, args.server_pubkey) {
         (Some(token), _) => AuthMode::Token(Secret(token)),
         (None, Some(server_pubkey)) => AuthMode::Mutual {
@@ -81,24 +78,10 @@ fn main() -> anyhow::Result<()> {
         let shutdown = CancellationToken::new();
         let stop = shutdown.clone();
         tokio::spawn(async move {
-            wait_for_signal().await;
+            kenny_host::shutdown_signal().await;
             tracing::info!("stopping");
             stop.cancel();
         });
         kenny_agent::run(config, shutdown).await
     })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }

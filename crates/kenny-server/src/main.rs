@@ -115,7 +115,7 @@ fn main() -> anyhow::Result<()> {
             disable_token_auth,
             data,
         } => {
-            init_tracing();
+            kenny_host::init_logging("info,rmcp=warn");
             let mut config = ServeConfig::new(listen, data.data_dir);
             config.public_url = public_url;
             config.heartbeat = Duration::from_secs(heartbeat_secs);
@@ -157,25 +157,11 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let server = kenny_server::start(config, shutdown.clone()).await?;
     println!("kenny-server listening on http://{}", server.addr);
     tokio::spawn(async move {
-        wait_for_signal().await;
+        kenny_host::shutdown_signal().await;
         tracing::info!("shutting down");
         shutdown.cancel();
     });
     server.finished().await
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn open(data: &DataDir) -> anyhow::Result<Store> {
@@ -196,13 +182,4 @@ fn read_password() -> anyhow::Result<(String, bool)> {
         }
     }
     Ok((kenny_server::secrets::new_password(), true))
-}
-
-fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "info,rmcp=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
 }

@@ -47,45 +47,15 @@ pub fn random_nonce() -> [u8; 32] {
 }
 
 /// Loads the server's Ed25519 identity from the data directory, creating it on first
-/// use. Creation is exclusive, so a server and an admin command racing on a fresh
-/// data directory end up with the same key.
+/// use (agents pin its public key, so it must never change silently).
 pub fn load_or_create_server_key(data_dir: &Path) -> std::io::Result<SigningKey> {
-    let path = data_dir.join(SERVER_KEY_FILE);
-    let mut seed = [0u8; 32];
-    OsRng.fill_bytes(&mut seed);
-    match write_new_secret(&path, URL_SAFE_NO_PAD.encode(seed).as_bytes()) {
-        Ok(()) => return Ok(SigningKey::from_bytes(&seed)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let text = std::fs::read_to_string(&path)?;
-    let bytes = URL_SAFE_NO_PAD
-        .decode(text.trim())
-        .ok()
-        .and_then(|b| <[u8; 32]>::try_from(b).ok())
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "{} is not a kenny server key; restore it from a backup (agents pin it)",
-                    path.display()
-                ),
-            )
-        })?;
-    Ok(SigningKey::from_bytes(&bytes))
+    kenny_host::keyfile::load_or_create(
+        &data_dir.join(SERVER_KEY_FILE),
+        "a kenny server key; restore it from a backup (agents pin it)",
+    )
 }
 
-/// Writes a new owner-only file; fails with `AlreadyExists` if it is there.
-pub fn write_new_secret(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
-    let mut f = opts.open(path)?;
-    f.write_all(contents)?;
-    f.sync_all()
-}
+pub use kenny_host::keyfile::write_new_owner_only as write_new_secret;
 
 #[cfg(test)]
 mod tests {

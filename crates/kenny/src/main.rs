@@ -42,10 +42,7 @@ fn main() -> anyhow::Result<()> {
         data_dir,
         agent_id,
     } = Cli::parse().command;
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KENNY_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    kenny_host::init_logging("warn");
     let agent_id = agent_id.unwrap_or_else(setup::default_agent_id);
     let prepared = setup::prepare(&data_dir, &agent_id)?;
     tokio::runtime::Runtime::new()?.block_on(up(listen, data_dir, prepared))
@@ -62,7 +59,7 @@ async fn up(listen: SocketAddr, data_dir: PathBuf, prepared: setup::Prepared) ->
     let online = wait_online(&server, &prepared.agent_id, Duration::from_secs(10)).await;
 
     print!("{}", setup::banner(&base, &prepared, online));
-    wait_for_signal().await;
+    kenny_host::shutdown_signal().await;
     println!("stopping kenny");
     shutdown.cancel();
     let _ = agent.await;
@@ -78,18 +75,4 @@ async fn wait_online(server: &kenny_server::RunningServer, agent_id: &str, withi
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }

@@ -155,12 +155,7 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
-    fn args(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("test args must be an object, got {other}"),
-        }
-    }
+    use crate::tools::test_args as args;
 
     fn row(pid: u32, cpu_percent: f32, memory_bytes: u64) -> Row {
         Row {

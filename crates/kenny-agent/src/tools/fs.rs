@@ -556,12 +556,7 @@ mod tests {
     use super::*;
     use kenny_proto::error::ErrorCode;
 
-    fn args(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("test args must be an object, got {other}"),
-        }
-    }
+    use crate::tools::test_args as args;
 
     fn write(path: &Path, bytes: usize) {
         std::fs::write(path, vec![b'x'; bytes]).unwrap();

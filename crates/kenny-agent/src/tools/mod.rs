@@ -115,3 +115,12 @@ pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'
 pub(crate) fn arg_u64(args: &Map<String, Value>, name: &str, default: u64) -> u64 {
     args.get(name).and_then(Value::as_u64).unwrap_or(default)
 }
+
+/// Test helper: a JSON object literal as call arguments.
+#[cfg(test)]
+pub(crate) fn test_args(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("test args must be an object, got {other}"),
+    }
+}

@@ -378,13 +378,8 @@ mod windows {
 mod tests {
     use super::*;
 
-    #[cfg_attr(windows, allow(dead_code))] // every caller is a Unix-only test
-    fn args(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("test args must be an object, got {other}"),
-        }
-    }
+    #[cfg_attr(windows, allow(unused_imports))] // every caller is a Unix-only test
+    use crate::tools::test_args as args;
 
     fn decode_powershell_command(encoded: &str) -> String {
         let bytes = BASE64.decode(encoded).expect("valid base64");

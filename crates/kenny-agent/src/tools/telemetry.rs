@@ -298,12 +298,7 @@ mod tests {
     use super::*;
     use kenny_proto::error::ErrorCode;
 
-    fn args(value: Value) -> Map<String, Value> {
-        match value {
-            Value::Object(map) => map,
-            other => panic!("test args must be an object, got {other}"),
-        }
-    }
+    use crate::tools::test_args as args;
 
     fn assert_section_shape(name: &str, section: &Value) {
         let status = section["status"].as_str().unwrap_or_default();
