@@ -24,6 +24,9 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// from the beginning again.
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+/// Calls that run at once; more wait their turn, so a burst from the server cannot
+/// spawn unbounded processes on the PC.
+const MAX_CONCURRENT_CALLS: usize = 32;
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -208,6 +211,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
     // Dropping the set aborts calls still running: their connection is gone.
     let mut calls = JoinSet::new();
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS));
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + config.heartbeat, config.heartbeat);
     let mut telemetry = tokio::time::interval(config.telemetry_interval);
     let mut last_heard = Instant::now();
@@ -229,7 +233,11 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
                         let out = out_tx.clone();
-                        calls.spawn(async move { let _ = out.send(Frame::Response(handle(req).await)).await; });
+                        let slots = slots.clone();
+                        calls.spawn(async move {
+                            let Ok(_slot) = slots.acquire_owned().await else { return };
+                            let _ = out.send(Frame::Response(handle(req).await)).await;
+                        });
                     }
                     Ok(Frame::Ping {}) => sink.send(Message::text(encode(&Frame::Pong))).await?,
                     Ok(Frame::Pong {}) => {}
