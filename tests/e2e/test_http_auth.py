@@ -44,6 +44,17 @@ def test_mcp_accepts_valid_pat(kenny):
     assert r.status_code == 200, f"{r.status_code} {r.text[:300]!r}"
 
 
+def test_mcp_refuses_unknown_host_and_says_how_to_fix_it(kenny):
+    """DNS-rebinding guard: /mcp answers only for configured hosts, and the refusal
+    names the setting to change."""
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {kenny.admin_pat}", "Host": f"rebound.example:{kenny.port}"}
+    with httpx.Client(timeout=10) as http:
+        r = http.post(kenny.mcp_url, json=INIT, headers=headers)
+    assert r.status_code == 403, f"{r.status_code} {r.text[:300]!r}"
+    assert r.json()["error"]["code"] == "forbidden_host"
+    assert "--public-url" in r.json()["error"]["message"]
+
+
 def test_agent_token_is_not_a_pat(kenny):
     """A per-agent token must not open /mcp or /api (foreign token kind)."""
     creds = kenny.add_agent("pc-x")

@@ -41,6 +41,24 @@ pub fn allowed_hosts(public_url: Option<&str>) -> Vec<String> {
     hosts
 }
 
+/// Whether a `Host` header value (with or without port) names one of `allowed`.
+pub fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
+    let host = host_header.trim();
+    let name = if host.starts_with('[') {
+        host.split_inclusive(']').next().unwrap_or(host)
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
+    };
+    let name = name.to_ascii_lowercase();
+    allowed.iter().any(|a| *a == name)
+}
+
 fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let authority = rest.split(['/', '?', '#']).next()?;
@@ -65,5 +83,12 @@ mod tests {
         assert_eq!(url_host("http://[::1]:80/"), Some("[::1]".into()));
         assert_eq!(url_host("https://user@host.lan"), Some("host.lan".into()));
         assert_eq!(allowed_hosts(None).len(), 4);
+        assert!(host_allowed("Kenny.Example.com:8443", &hosts));
+        assert!(
+            host_allowed("127.0.0.1:7420", &hosts)
+                && host_allowed("[::1]:7420", &hosts)
+                && host_allowed("localhost", &hosts)
+        );
+        assert!(!host_allowed("evil.example:80", &hosts) && !host_allowed("", &hosts));
     }
 }

@@ -46,3 +46,27 @@ pub fn unauthorized(had_credentials: bool) -> Response {
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
     response
 }
+
+/// The MCP endpoint answers only for the hosts it was configured for (a guard against
+/// DNS rebinding). The SDK enforces the same list; this check runs first so the
+/// refusal says how to fix it.
+pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    let allowed = crate::config::allowed_hosts(state.config.public_url.as_deref());
+    if crate::config::host_allowed(host, &allowed) {
+        return next.run(request).await;
+    }
+    let message = format!(
+        "this server does not answer for host {host:?}; start kenny-server with --public-url set to the URL clients use (allowed now: {})",
+        allowed.join(", ")
+    );
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(serde_json::json!({"error": {"code": "forbidden_host", "message": message}})),
+    )
+        .into_response()
+}

@@ -14,7 +14,7 @@ use crate::audit::AuditLog;
 use crate::auth::Authenticator;
 use crate::config::ServeConfig;
 use crate::forward::Forwarder;
-use crate::guard::require_bearer;
+use crate::guard::{require_bearer, require_known_host};
 use crate::registry::Registry;
 use crate::state::AppState;
 use crate::store::Store;
@@ -80,8 +80,11 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
-    let guarded = Router::new()
+    let mcp = Router::new()
         .nest_service("/mcp", crate::mcp::service(state.clone()))
+        .layer(from_fn_with_state(state.clone(), require_known_host));
+    let guarded = Router::new()
+        .merge(mcp)
         .merge(crate::api::authenticated())
         .layer(from_fn_with_state(state.clone(), require_bearer));
     Router::new()
