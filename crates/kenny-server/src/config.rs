@@ -56,7 +56,7 @@ pub fn host_allowed(host_header: &str, allowed: &[String]) -> bool {
         })
     };
     let name = name.to_ascii_lowercase();
-    allowed.iter().any(|a| *a == name)
+    allowed.contains(&name)
 }
 
 fn url_host(url: &str) -> Option<String> {
