@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+
+import httpx
+
+from conftest import FakeAgent, call, shell_stdout
 
 # The public key of kenny's documented test vector (docs/wire/vectors/mutual_auth.json):
 # a valid Ed25519 key that is certainly not this test server's.
@@ -23,3 +28,66 @@ async def test_agent_refuses_a_server_with_another_key(kenny):
     async with kenny.mcp() as client:
         assert (await kenny.list_agents(client))["pinned"]["online"] is False
     assert agent.proc.alive(), "the agent keeps retrying (with backoff) rather than exiting"
+
+
+async def test_token_no_longer_logs_in_once_a_key_is_enrolled(kenny):
+    """After enrollment the per-agent token cannot be used to impersonate the agent:
+    the legacy handshake with it is refused (4401) and the real agent keeps its calls."""
+    agent = kenny.start_agent("den-pc")
+    await kenny.wait_agents(["den-pc"])
+    impostor = FakeAgent(kenny.ws_url, "den-pc", agent.creds["token"])
+    await impostor.register()
+    try:
+        code, reason = await impostor.wait_closed(timeout=10)
+        assert code == 4401 and "mutual auth" in reason, (code, reason)
+        async with kenny.mcp() as client:
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": "den-pc", "command": "echo $MARK"}))
+        assert out == agent.mark + "\n"
+    finally:
+        await impostor.close()
+
+
+async def test_a_second_host_cannot_take_over_a_connected_agent_id(kenny):
+    """Two PCs configured with one id would take turns receiving its calls; while the
+    first is connected, a different host claiming the id is refused."""
+    creds = kenny.add_agent("shared-id")
+    first = FakeAgent(kenny.ws_url, "shared-id", creds["token"], meta={"hostname": "host-one", "os": "linux", "version": "0"})
+    await first.register()
+    await kenny.wait_agents(["shared-id"])
+    second = FakeAgent(kenny.ws_url, "shared-id", creds["token"], meta={"hostname": "host-two", "os": "linux", "version": "0"})
+    await second.register()
+    try:
+        code, reason = await second.wait_closed(timeout=10)
+        assert code == 4401 and "another host" in reason, (code, reason)
+        async with kenny.mcp() as client:
+            pending = asyncio.create_task(call(client, "shell_exec", {"agent_id": "shared-id", "command": "x"}))
+            req = await first.next_request(timeout=10, pending=pending)
+            await first.respond(req["id"], result={"stdout": "one\n", "stderr": "", "exit_code": 0, "truncated": False})
+            assert shell_stdout(await asyncio.wait_for(pending, 10)) == "one\n"
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_rekey_moves_an_agent_to_a_new_key(kenny):
+    """`agent rekey` forgets the enrolled key and issues a new token: the old token is
+    dead, and an agent given the new token enrolls again and comes back online."""
+    agent = kenny.start_agent("rekeyed")
+    await kenny.wait_agents(["rekeyed"])
+    agent.proc.stop()
+    fresh = json.loads(kenny.admin("agent", "rekey", "rekeyed"))
+    assert fresh["agent_id"] == "rekeyed" and fresh["token"] != agent.creds["token"]
+    assert fresh["server_pubkey"] == agent.creds["server_pubkey"]
+    # The same state dir (same key) with the new token: refused once, then enrolls again.
+    again = kenny.start_agent("rekeyed", creds=fresh)
+    await kenny.wait_agents(["rekeyed"], timeout=20)
+    async with kenny.mcp() as client:
+        out = shell_stdout(await call(client, "shell_exec", {"agent_id": "rekeyed", "command": "echo $MARK"}))
+    assert out == again.mark + "\n"
+    async with httpx.AsyncClient(timeout=10) as http:
+        r = await http.post(
+            f"{kenny.base_url}/api/agents/rekeyed/enroll",
+            headers={"Authorization": f"Bearer {agent.creds['token']}"},
+            json={"public_key": NOT_THE_SERVER_KEY},
+        )
+    assert r.status_code == 401, f"the old token must be dead: {r.status_code} {r.text}"

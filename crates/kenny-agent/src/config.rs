@@ -27,6 +27,8 @@ pub struct AgentConfig {
     pub heartbeat: Duration,
     pub max_backoff: Duration,
     pub telemetry_interval: Duration,
+    /// Allow `http://` to a server that is not on this machine.
+    pub allow_plaintext: bool,
 }
 
 impl AgentConfig {
@@ -39,23 +41,41 @@ impl AgentConfig {
             heartbeat: Duration::from_secs(20),
             max_backoff: Duration::from_secs(60),
             telemetry_interval: Duration::from_secs(900),
+            allow_plaintext: false,
         }
     }
 
-    /// The tunnel URL derived from the server URL.
+    /// The tunnel URL derived from the server URL. Plain `http://` is refused unless
+    /// the server is on this machine or `allow_plaintext` is set: without TLS anyone on
+    /// the path could hijack the session after the handshake.
     pub fn ws_url(&self) -> Result<String, String> {
         let base = &self.server;
-        let rest = if let Some(r) = base.strip_prefix("http://") {
-            format!("ws://{r}")
-        } else if let Some(r) = base.strip_prefix("https://") {
-            format!("wss://{r}")
-        } else if base.starts_with("ws://") || base.starts_with("wss://") {
-            base.clone()
+        let (tls, rest) = if let Some(r) = base.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = base.strip_prefix("http://") {
+            (false, r)
         } else {
-            return Err(format!("server URL {base:?} must start with http:// or https://"));
+            return Err(format!(
+                "server URL {base:?} must start with https:// (or http:// for a server on this machine)"
+            ));
         };
-        Ok(format!("{rest}/agent/ws"))
+        if !tls && !self.allow_plaintext && !is_loopback_authority(rest) {
+            return Err(format!(
+                "refusing plain http:// to {base}: use https:// (put a TLS proxy in front of kenny-server), or pass --allow-plaintext on a network you trust"
+            ));
+        }
+        Ok(format!("{}://{rest}/agent/ws", if tls { "wss" } else { "ws" }))
     }
+}
+
+fn is_loopback_authority(rest: &str) -> bool {
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.split(':').next().unwrap_or("")
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -64,12 +84,35 @@ mod tests {
 
     #[test]
     fn ws_url_from_server_url() {
-        let c = |s: &str| AgentConfig::new(s, "pc", AuthMode::Token(Secret("t".into())), "/tmp".into()).ws_url();
-        assert_eq!(c("http://127.0.0.1:7420").unwrap(), "ws://127.0.0.1:7420/agent/ws");
+        let url = |s: &str, plain: bool| {
+            let mut c = AgentConfig::new(s, "pc", AuthMode::Token(Secret("t".into())), "/tmp".into());
+            c.allow_plaintext = plain;
+            c.ws_url()
+        };
         assert_eq!(
-            c("https://kenny.example.com/").unwrap(),
+            url("http://127.0.0.1:7420", false).unwrap(),
+            "ws://127.0.0.1:7420/agent/ws"
+        );
+        assert_eq!(
+            url("http://localhost:7420/", false).unwrap(),
+            "ws://localhost:7420/agent/ws"
+        );
+        assert_eq!(url("http://[::1]:7420", false).unwrap(), "ws://[::1]:7420/agent/ws");
+        assert_eq!(
+            url("https://kenny.example.com/", false).unwrap(),
             "wss://kenny.example.com/agent/ws"
         );
-        assert!(c("ftp://x").unwrap_err().contains("http://"));
+        assert!(
+            url("http://kenny.example.com", false)
+                .unwrap_err()
+                .contains("--allow-plaintext")
+        );
+        assert!(url("http://127.0.0.1.evil.example", false).is_err());
+        assert_eq!(
+            url("http://192.0.2.7:7420", true).unwrap(),
+            "ws://192.0.2.7:7420/agent/ws"
+        );
+        assert!(url("ws://127.0.0.1:7420", false).unwrap_err().contains("https://"));
+        assert!(url("ftp://x", false).is_err());
     }
 }

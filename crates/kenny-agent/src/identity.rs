@@ -15,7 +15,9 @@ pub const ENROLLED_FILE: &str = "enrolled";
 pub enum IdentityError {
     #[error("state directory {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
-    #[error("{path} is not an agent key; delete it and re-enroll the agent with a new enrollment token")]
+    #[error(
+        "{path} is not an agent key; delete it, run `kenny-server agent rekey <id>` on the server and start the agent with the new --enroll-token"
+    )]
     Corrupt { path: PathBuf },
 }
 
@@ -41,13 +43,26 @@ pub fn load_or_create_key(state_dir: &Path) -> Result<SigningKey, IdentityError>
     })
 }
 
-/// Whether this key was enrolled with the server whose key is `server_pubkey`.
-pub fn is_enrolled(state_dir: &Path, server_pubkey: &str) -> bool {
-    std::fs::read_to_string(state_dir.join(ENROLLED_FILE)).is_ok_and(|s| s.trim() == server_pubkey.trim())
+/// What the marker file records: which agent key was enrolled with which server.
+fn marker(server_pubkey: &str, key: &SigningKey) -> String {
+    format!(
+        "server {}\nagent {}\n",
+        server_pubkey.trim(),
+        kenny_proto::auth::encode_b64(key.verifying_key().as_bytes())
+    )
 }
 
-pub fn mark_enrolled(state_dir: &Path, server_pubkey: &str) -> std::io::Result<()> {
-    std::fs::write(state_dir.join(ENROLLED_FILE), server_pubkey.trim())
+/// Whether this agent key was enrolled with the server whose key is `server_pubkey`.
+pub fn is_enrolled(state_dir: &Path, server_pubkey: &str, key: &SigningKey) -> bool {
+    std::fs::read_to_string(state_dir.join(ENROLLED_FILE)).is_ok_and(|s| s == marker(server_pubkey, key))
+}
+
+pub fn forget_enrollment(state_dir: &Path) {
+    let _ = std::fs::remove_file(state_dir.join(ENROLLED_FILE));
+}
+
+pub fn mark_enrolled(state_dir: &Path, server_pubkey: &str, key: &SigningKey) -> std::io::Result<()> {
+    std::fs::write(state_dir.join(ENROLLED_FILE), marker(server_pubkey, key))
 }
 
 #[cfg(test)]
@@ -67,10 +82,12 @@ mod tests {
             let mode = std::fs::metadata(state.join(KEY_FILE)).unwrap().permissions().mode();
             assert_eq!(mode & 0o077, 0, "key must be owner-only, got {mode:o}");
         }
-        assert!(!is_enrolled(&state, "srv"));
-        mark_enrolled(&state, "srv").unwrap();
-        assert!(is_enrolled(&state, "srv"));
-        assert!(!is_enrolled(&state, "other-server"));
+        assert!(!is_enrolled(&state, "srv", &a));
+        mark_enrolled(&state, "srv", &a).unwrap();
+        assert!(is_enrolled(&state, "srv", &a));
+        assert!(!is_enrolled(&state, "other-server", &a));
+        let other_key = SigningKey::from_bytes(&[3; 32]);
+        assert!(!is_enrolled(&state, "srv", &other_key), "a new key must enroll again");
         std::fs::write(state.join(KEY_FILE), "junk").unwrap();
         assert!(matches!(load_or_create_key(&state), Err(IdentityError::Corrupt { .. })));
     }

@@ -51,6 +51,10 @@ struct RunArgs {
     /// Longest wait between reconnection attempts, in seconds.
     #[arg(long, env = "KENNY_MAX_BACKOFF_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     max_backoff_secs: u64,
+    /// Allow plain http:// to a server that is not on this machine (no TLS: only on a
+    /// network you trust).
+    #[arg(long, env = "KENNY_ALLOW_PLAINTEXT")]
+    allow_plaintext: bool,
     /// Seconds between telemetry snapshots pushed to the server.
     #[arg(long, env = "KENNY_TELEMETRY_INTERVAL_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(10..=86400))]
     telemetry_interval_secs: u64,
@@ -73,6 +77,7 @@ fn main() -> anyhow::Result<()> {
     config.heartbeat = Duration::from_secs(args.heartbeat_secs);
     config.max_backoff = Duration::from_secs(args.max_backoff_secs);
     config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
+    config.allow_plaintext = args.allow_plaintext;
 
     tokio::runtime::Runtime::new()?.block_on(async move {
         let shutdown = CancellationToken::new();

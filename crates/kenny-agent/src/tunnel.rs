@@ -1,14 +1,16 @@
 //! The connection to the server: enroll if needed, connect, authenticate, then serve
 //! requests concurrently with a heartbeat, reconnecting with backoff until shutdown.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use ed25519_dalek::SigningKey;
 use futures_util::{SinkExt, StreamExt};
 use kenny_proto::auth;
+use kenny_proto::error::ErrorCode;
 use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, Register, Request, Response, Telemetry, decode, encode};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -24,9 +26,24 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// from the beginning again.
 const HEALTHY_SESSION: Duration = Duration::from_secs(30);
 const INITIAL_BACKOFF: Duration = Duration::from_millis(500);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A write to the server that takes longer than this means the connection is stuck.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a call may wait for a free slot. It is shorter than the grace the server
+/// adds to every call's timeout, so a call that could not start in time is answered
+/// `timeout` (not started) before the server gives up on it, and never runs later.
+const QUEUE_WAIT: Duration = Duration::from_secs(4);
 /// Calls that run at once; more wait their turn, so a burst from the server cannot
 /// spawn unbounded processes on the PC.
 const MAX_CONCURRENT_CALLS: usize = 32;
+
+/// The server's close code for failed authentication.
+const CLOSE_UNAUTHORIZED: u16 = 4401;
+
+/// The server refused this agent's authentication.
+#[derive(Debug, thiserror::Error)]
+#[error("the server refused this agent's authentication: {0}")]
+struct Refused(String);
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -42,17 +59,15 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
     };
     let mut backoff = Backoff::new(INITIAL_BACKOFF, config.max_backoff);
     loop {
-        let started = Instant::now();
-        let outcome = tokio::select! {
-            r = session(&config, &ws_url, key.as_ref(), &shutdown) => r,
-            _ = shutdown.cancelled() => return Ok(()),
-        };
-        match outcome {
+        let mut authenticated_at = None;
+        match session(&config, &ws_url, key.as_ref(), &shutdown, &mut authenticated_at).await {
             Ok(()) if shutdown.is_cancelled() => return Ok(()),
             Ok(()) => tracing::info!("connection to the server closed"),
             Err(e) => tracing::warn!(error = format!("{e:#}"), "connection to the server failed"),
         }
-        if started.elapsed() >= HEALTHY_SESSION {
+        // Only time spent authenticated counts as healthy: a slow failing connect is
+        // not a reason to retry fast.
+        if authenticated_at.is_some_and(|t: Instant| t.elapsed() >= HEALTHY_SESSION) {
             backoff.reset();
         }
         let delay = backoff.next_delay();
@@ -64,32 +79,63 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
     }
 }
 
+/// One connection, from enrollment to its end. Returns `Ok` when it ended cleanly
+/// (shutdown or the server closing it).
 async fn session(
     config: &AgentConfig,
     ws_url: &str,
     key: Option<&SigningKey>,
     shutdown: &CancellationToken,
+    authenticated_at: &mut Option<Instant>,
 ) -> anyhow::Result<()> {
-    if let (
-        AuthMode::Mutual {
-            server_pubkey,
-            enroll_token,
-        },
-        Some(key),
-    ) = (&config.auth, key)
-        && !identity::is_enrolled(&config.state_dir, server_pubkey)
-    {
-        enroll(config, key, server_pubkey, enroll_token.as_ref()).await?;
-    }
-    let ws_config = WebSocketConfig::default()
-        .max_message_size(Some(Limits::AUTHENTICATED.max_frame_bytes))
-        .max_frame_size(Some(Limits::AUTHENTICATED.max_frame_bytes));
-    let (mut socket, _) = tokio_tungstenite::connect_async_with_config(ws_url, Some(ws_config), true)
+    let connect = async {
+        if let (
+            AuthMode::Mutual {
+                server_pubkey,
+                enroll_token,
+            },
+            Some(key),
+        ) = (&config.auth, key)
+            && !identity::is_enrolled(&config.state_dir, server_pubkey, key)
+        {
+            enroll(config, key, server_pubkey, enroll_token.as_ref()).await?;
+        }
+        let ws_config = WebSocketConfig::default()
+            .max_message_size(Some(Limits::AUTHENTICATED.max_frame_bytes))
+            .max_frame_size(Some(Limits::AUTHENTICATED.max_frame_bytes));
+        let (mut socket, _) = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio_tungstenite::connect_async_with_config(ws_url, Some(ws_config), true),
+        )
         .await
+        .map_err(|_| anyhow!("connecting to {ws_url} took over {}s", CONNECT_TIMEOUT.as_secs()))?
         .with_context(|| format!("connecting to {ws_url}"))?;
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
-        .await
-        .map_err(|_| anyhow!("the server did not complete the handshake within 10s"))??;
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
+            .await
+            .map_err(|_| anyhow!("the server did not complete the handshake within 10s"))??;
+        anyhow::Ok(socket)
+    };
+    let socket = tokio::select! {
+        socket = connect => socket,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
+    let socket = match socket {
+        Ok(socket) => socket,
+        Err(e) => {
+            // The server no longer knows our key (an admin ran `agent rekey`): with an
+            // enrollment token at hand, enroll again on the next attempt.
+            if e.downcast_ref::<Refused>().is_some()
+                && let AuthMode::Mutual {
+                    enroll_token: Some(_), ..
+                } = &config.auth
+            {
+                tracing::warn!("authentication refused; enrolling again with the enrollment token on the next attempt");
+                identity::forget_enrollment(&config.state_dir);
+            }
+            return Err(e);
+        }
+    };
+    *authenticated_at = Some(Instant::now());
     tracing::info!(server = %config.server, agent = %config.agent_id, "connected and authenticated");
     serve(config, socket, shutdown).await
 }
@@ -101,7 +147,9 @@ async fn enroll(
     token: Option<&kenny_proto::frame::Secret>,
 ) -> anyhow::Result<()> {
     let token = token.ok_or_else(|| {
-        anyhow!("this agent is not enrolled yet: pass --enroll-token (from `kenny-server agent add`) once")
+        anyhow!(
+            "this agent's key is not enrolled with this server yet: pass --enroll-token (from `kenny-server agent add`, or `agent rekey` for a new key)"
+        )
     })?;
     let url = format!("{}/api/agents/{}/enroll", config.server, config.agent_id);
     let body = serde_json::json!({ "public_key": auth::encode_b64(key.verifying_key().as_bytes()) });
@@ -118,7 +166,7 @@ async fn enroll(
         let text = response.text().await.unwrap_or_default();
         bail!("enrollment refused ({status}): {text}");
     }
-    identity::mark_enrolled(&config.state_dir, server_pubkey).context("recording the enrollment")?;
+    identity::mark_enrolled(&config.state_dir, server_pubkey, key).context("recording the enrollment")?;
     tracing::info!(agent = %config.agent_id, "enrolled this agent's key with the server");
     Ok(())
 }
@@ -187,6 +235,9 @@ async fn recv_frame(socket: &mut Socket, limits: Limits) -> anyhow::Result<Frame
     loop {
         match socket.next().await {
             Some(Ok(Message::Text(t))) => return Ok(decode(t.as_str(), limits)?),
+            Some(Ok(Message::Close(Some(frame)))) if u16::from(frame.code) == CLOSE_UNAUTHORIZED => {
+                return Err(Refused(frame.reason.to_string()).into());
+            }
             Some(Ok(Message::Close(frame))) => {
                 bail!("the server closed the connection: {}", close_reason(frame))
             }
@@ -211,14 +262,14 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
     // Dropping the set aborts calls still running: their connection is gone.
     let mut calls = JoinSet::new();
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_CALLS));
+    let slots = Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS));
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + config.heartbeat, config.heartbeat);
     let mut telemetry = tokio::time::interval(config.telemetry_interval);
     let mut last_heard = Instant::now();
     loop {
-        tokio::select! {
+        let outgoing = tokio::select! {
             _ = shutdown.cancelled() => {
-                let _ = sink.send(Message::Close(None)).await;
+                let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(None))).await;
                 return Ok(());
             }
             msg = stream.next() => {
@@ -232,26 +283,31 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 last_heard = Instant::now();
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
-                        let out = out_tx.clone();
-                        let slots = slots.clone();
-                        calls.spawn(async move {
-                            let Ok(_slot) = slots.acquire_owned().await else { return };
-                            let _ = out.send(Frame::Response(handle(req).await)).await;
-                        });
+                        calls.spawn(run_call(req, slots.clone(), out_tx.clone()));
+                        None
                     }
-                    Ok(Frame::Ping {}) => sink.send(Message::text(encode(&Frame::Pong))).await?,
-                    Ok(Frame::Pong {}) => {}
-                    Ok(Frame::Policy(p)) => tracing::info!(rules = p.rules.len(), "policy received; operator rules arrive with the guard"),
-                    Ok(other) => tracing::warn!(kind = other.kind(), "unexpected frame from the server dropped"),
-                    Err(e) => tracing::warn!(reason = %e, "frame from the server dropped"),
+                    Ok(Frame::Ping {}) => Some(Frame::Pong),
+                    Ok(Frame::Pong {}) => None,
+                    Ok(Frame::Policy(p)) => {
+                        tracing::info!(rules = p.rules.len(), "policy received; operator rules arrive with the guard");
+                        None
+                    }
+                    Ok(other) => {
+                        tracing::warn!(kind = other.kind(), "unexpected frame from the server dropped");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::warn!(reason = %e, "frame from the server dropped");
+                        None
+                    }
                 }
             }
-            Some(frame) = out_rx.recv() => sink.send(Message::text(encode(&frame))).await.context("sending to the server")?,
+            Some(frame) = out_rx.recv() => Some(frame),
             _ = heartbeat.tick() => {
                 if last_heard.elapsed() > config.heartbeat * 3 {
                     bail!("nothing heard from the server for {}s", last_heard.elapsed().as_secs());
                 }
-                sink.send(Message::text(encode(&Frame::Ping))).await.context("sending a heartbeat")?;
+                Some(Frame::Ping)
             }
             _ = telemetry.tick() => {
                 let out = out_tx.clone();
@@ -261,10 +317,39 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                     let frame = Telemetry { agent_id, collected_at: now_rfc3339(), snapshot };
                     let _ = out.send(Frame::Telemetry(frame)).await;
                 });
+                None
             }
-            Some(_) = calls.join_next(), if !calls.is_empty() => {}
+            Some(_) = calls.join_next(), if !calls.is_empty() => None,
+        };
+        if let Some(frame) = outgoing {
+            tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::text(encode(&frame))))
+                .await
+                .map_err(|_| {
+                    anyhow!(
+                        "the server stopped reading (a write took over {}s)",
+                        SEND_TIMEOUT.as_secs()
+                    )
+                })?
+                .context("sending to the server")?;
         }
     }
+}
+
+/// Runs one call once a slot is free; a call that cannot start within `QUEUE_WAIT`
+/// is answered `timeout` and never runs.
+async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>) {
+    let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
+        Ok(Ok(_slot)) => handle(req).await,
+        _ => Response::failure(
+            req.id,
+            ErrorCode::Timeout.as_str(),
+            format!(
+                "not started: this agent is already running {MAX_CONCURRENT_CALLS} calls and none finished within {}s; try again shortly",
+                QUEUE_WAIT.as_secs()
+            ),
+        ),
+    };
+    let _ = out.send(Frame::Response(response)).await;
 }
 
 async fn handle(req: Request) -> Response {

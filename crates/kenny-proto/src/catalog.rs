@@ -79,6 +79,9 @@ pub struct ToolSpec {
     pub privacy_sensitive: bool,
     pub platforms: &'static [Os],
     pub params: &'static [Param],
+    /// Longest the agent works on a call that sets no `timeout_s` of its own; the
+    /// server waits this long (plus a grace) before answering `timeout` itself.
+    pub default_timeout_s: u64,
 }
 
 const ALL_OS: &[Os] = &[Os::Linux, Os::Windows, Os::Macos];
@@ -119,6 +122,7 @@ pub const TOOLS: &[ToolSpec] = &[
             ),
             TIMEOUT,
         ],
+        default_timeout_s: 60,
     },
     ToolSpec {
         name: "powershell_exec",
@@ -136,6 +140,7 @@ pub const TOOLS: &[ToolSpec] = &[
             ),
             TIMEOUT,
         ],
+        default_timeout_s: 60,
     },
     ToolSpec {
         name: "fs_list",
@@ -153,6 +158,7 @@ pub const TOOLS: &[ToolSpec] = &[
                 "Most entries to return (default 500).",
             ),
         ],
+        default_timeout_s: 90,
     },
     ToolSpec {
         name: "fs_read",
@@ -176,6 +182,7 @@ pub const TOOLS: &[ToolSpec] = &[
                 "Most bytes to return (default 65536).",
             ),
         ],
+        default_timeout_s: 90,
     },
     ToolSpec {
         name: "fs_search",
@@ -205,6 +212,7 @@ pub const TOOLS: &[ToolSpec] = &[
                 "Deepest level to descend (default 12).",
             ),
         ],
+        default_timeout_s: 90,
     },
     ToolSpec {
         name: "fs_disk_usage",
@@ -222,6 +230,7 @@ pub const TOOLS: &[ToolSpec] = &[
                 "How many of the largest children to list (default 10).",
             ),
         ],
+        default_timeout_s: 90,
     },
     ToolSpec {
         name: "diag_processes",
@@ -244,6 +253,7 @@ pub const TOOLS: &[ToolSpec] = &[
                 "How many processes (default 25).",
             ),
         ],
+        default_timeout_s: 30,
     },
     ToolSpec {
         name: "net_config",
@@ -253,6 +263,7 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         platforms: ALL_OS,
         params: &[],
+        default_timeout_s: 30,
     },
     ToolSpec {
         name: "telemetry_collect",
@@ -267,6 +278,7 @@ pub const TOOLS: &[ToolSpec] = &[
             false,
             "Names of the sections to collect; omit for all.",
         )],
+        default_timeout_s: 30,
     },
 ];
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::principal::{CredentialKind, Role};
 use crate::secrets;
 use crate::store::Store;
-use crate::tunnel::handshake::valid_agent_id;
+use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
 
 /// What an agent needs to enroll: printed by `kenny-server agent add`.
 #[derive(Debug, Clone, Serialize)]
@@ -63,11 +63,23 @@ pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyho
 
 pub fn add_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
     if !valid_agent_id(agent_id) {
-        bail!("agent id {agent_id:?} is not valid: use 1-64 letters, digits, '.', '_' or '-'");
+        bail!("agent id {agent_id:?} is not valid: use {AGENT_ID_RULE}");
     }
-    let key = secrets::load_or_create_server_key(data_dir).context("loading the server key")?;
     let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
     store.create_agent(agent_id, &secrets::token_hash(&token), &crate::clock::now())?;
+    enrollment(data_dir, agent_id, token)
+}
+
+/// Forgets an agent's key and issues a new enrollment token; the old token and key stop
+/// working at once.
+pub fn rekey_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
+    let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
+    store.rekey_agent(agent_id, &secrets::token_hash(&token))?;
+    enrollment(data_dir, agent_id, token)
+}
+
+fn enrollment(data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<AgentEnrollment> {
+    let key = secrets::load_or_create_server_key(data_dir).context("loading the server key")?;
     Ok(AgentEnrollment {
         agent_id: agent_id.to_owned(),
         token,
@@ -123,5 +135,18 @@ mod tests {
         assert!(add_agent(&store, dir.path(), "pc a").is_err());
         let again = add_agent(&store, dir.path(), "pc-b").unwrap();
         assert_eq!(e.server_pubkey, again.server_pubkey, "one server identity per data dir");
+
+        store.enroll_agent("pc-a", "key-1", "t").unwrap();
+        let fresh = rekey_agent(&store, dir.path(), "pc-a").unwrap();
+        assert_ne!(fresh.token, e.token);
+        let creds = store.agent_credentials("pc-a").unwrap().unwrap();
+        assert!(!creds.enrolled && creds.token_hash == secrets::token_hash(&fresh.token));
+        store.enroll_agent("pc-a", "key-2", "t").unwrap();
+        assert!(
+            rekey_agent(&store, dir.path(), "nope")
+                .unwrap_err()
+                .to_string()
+                .contains("no agent")
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The audit trail: one row per forwarded call and per refusal.
+//! The audit trail (one row per forwarded call and per refusal) and the other
+//! background writes: token use, telemetry snapshots.
 //!
 //! Callers hand rows to a writer thread that commits whatever has queued up in one
 //! transaction, so concurrent calls never wait on each other for SQLite and a burst
@@ -6,18 +7,27 @@
 
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
 use tokio::sync::mpsc;
 
 use crate::store::{AuditRow, Store};
 
 const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
+/// Snapshots kept per agent; older ones are pruned as new ones arrive.
+const TELEMETRY_KEPT: u32 = 200;
 
 pub enum Record {
     Audit(Box<AuditRow>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
+    /// A telemetry snapshot pushed by an agent.
+    Telemetry {
+        agent_id: String,
+        collected_at: String,
+        snapshot: String,
+    },
 }
 
 #[derive(Clone)]
@@ -46,6 +56,22 @@ impl AuditLog {
     pub async fn touch_tokens(&self, touched: Vec<(i64, String)>) {
         let _ = self.tx.send(Record::TouchTokens(touched)).await;
     }
+
+    /// Queues a telemetry snapshot; dropped (with a log line) if the writer is a whole
+    /// queue behind, since a newer snapshot will follow.
+    pub fn telemetry(&self, agent_id: String, collected_at: String, snapshot: String) {
+        if self
+            .tx
+            .try_send(Record::Telemetry {
+                agent_id,
+                collected_at,
+                snapshot,
+            })
+            .is_err()
+        {
+            tracing::warn!("storage writer is behind; a telemetry snapshot was dropped");
+        }
+    }
 }
 
 fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
@@ -58,6 +84,22 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
                 Record::TouchTokens(t) => {
                     if let Err(e) = store.touch_tokens(&t) {
                         tracing::warn!(error = %e, "could not record token use");
+                    }
+                }
+                Record::Telemetry {
+                    agent_id,
+                    collected_at,
+                    snapshot,
+                } => {
+                    let stored = store.insert_telemetry(
+                        &agent_id,
+                        &collected_at,
+                        &snapshot,
+                        &crate::clock::now(),
+                        TELEMETRY_KEPT,
+                    );
+                    if let Err(e) = stored {
+                        tracing::warn!(agent = %agent_id, error = %e, "telemetry not stored");
                     }
                 }
             }
@@ -76,11 +118,25 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
 }
 
 /// A short, stable fingerprint of a call's arguments: it shows whether two calls were
-/// the same without ever storing what they said (commands can hold secrets).
-pub fn args_digest(args: &serde_json::Map<String, serde_json::Value>) -> String {
-    let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone()))).unwrap_or_default();
-    let hash = Sha256::digest(&canonical);
-    format!("sha256:{}", hex::encode(&hash[..12]))
+/// the same without storing what they said (commands can hold secrets). Keyed with a
+/// secret of this server, so a reader of the audit trail cannot confirm a guessed
+/// command by hashing it.
+#[derive(Clone)]
+pub struct ArgsDigest {
+    key: [u8; 32],
+}
+
+impl ArgsDigest {
+    pub fn new(key: [u8; 32]) -> Self {
+        ArgsDigest { key }
+    }
+
+    pub fn of(&self, args: &serde_json::Map<String, serde_json::Value>) -> String {
+        let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone()))).unwrap_or_default();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
+        mac.update(&canonical);
+        format!("hmac-sha256:{}", hex::encode(&mac.finalize().into_bytes()[..12]))
+    }
 }
 
 fn canonical(v: &serde_json::Value) -> serde_json::Value {
@@ -101,12 +157,18 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn digest_ignores_key_order_and_hides_content() {
+    fn digest_ignores_key_order_hides_content_and_depends_on_the_key() {
+        let digest = ArgsDigest::new([7; 32]);
         let a = json!({"command": "echo hunter2", "timeout_s": 5});
         let b = json!({"timeout_s": 5, "command": "echo hunter2"});
-        let d = args_digest(a.as_object().unwrap());
-        assert_eq!(d, args_digest(b.as_object().unwrap()));
-        assert!(d.starts_with("sha256:") && !d.contains("hunter2"));
-        assert_ne!(d, args_digest(json!({"command": "echo other"}).as_object().unwrap()));
+        let d = digest.of(a.as_object().unwrap());
+        assert_eq!(d, digest.of(b.as_object().unwrap()));
+        assert!(d.starts_with("hmac-sha256:") && !d.contains("hunter2"));
+        assert_ne!(d, digest.of(json!({"command": "echo other"}).as_object().unwrap()));
+        assert_ne!(
+            d,
+            ArgsDigest::new([8; 32]).of(a.as_object().unwrap()),
+            "another server, another digest"
+        );
     }
 }

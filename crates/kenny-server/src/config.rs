@@ -12,8 +12,9 @@ pub struct ServeConfig {
     pub public_url: Option<String>,
     /// How often the server pings each agent; three silent beats mark it dead.
     pub heartbeat: Duration,
-    /// How long a forwarded call may take when it sets no `timeout_s` of its own.
-    pub call_timeout: Duration,
+    /// How long to wait for a forwarded call that sets no `timeout_s`; `None` waits
+    /// as long as the catalog says the tool may take.
+    pub call_timeout: Option<Duration>,
     /// Accept the legacy per-agent token handshake as well as mutual Ed25519.
     pub allow_token_auth: bool,
 }
@@ -25,7 +26,7 @@ impl ServeConfig {
             data_dir,
             public_url: None,
             heartbeat: Duration::from_secs(15),
-            call_timeout: Duration::from_secs(60),
+            call_timeout: None,
             allow_token_auth: true,
         }
     }

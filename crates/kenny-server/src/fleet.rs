@@ -24,7 +24,7 @@ pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>
     let store = state.store.clone();
     let records = tokio::task::spawn_blocking(move || store.agents())
         .await
-        .map_err(|e| StoreError::Conflict(format!("listing agents failed: {e}")))??;
+        .map_err(|e| StoreError::Internal(format!("listing agents failed: {e}")))??;
     let live = state.registry.snapshot();
     Ok(records
         .into_iter()

@@ -11,14 +11,17 @@ use kenny_proto::catalog::{self, AGENT_ID_ARG};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
-use crate::audit::{AuditLog, args_digest};
+use crate::audit::{ArgsDigest, AuditLog};
 use crate::principal::Principal;
 use crate::registry::{LinkError, Registry};
 use crate::store::{AuditRow, Store};
+use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
 
-/// Extra time the server waits beyond a tool's own `timeout_s`, so the agent's
-/// `timeout` answer (which names the cause) arrives before ours.
+/// Extra time the server waits beyond how long the agent may work on a call, so the
+/// agent's own `timeout` answer (which names the cause) arrives before ours.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
+/// Longest tool name written to the audit trail; anything longer is not a tool.
+const MAX_AUDITED_TOOL_NAME: usize = 64;
 
 /// A call that did not succeed, as callers see it: `code: message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,28 +29,26 @@ pub struct CallFailure {
     /// A server code, or an agent's code passed through unchanged.
     pub code: String,
     pub message: String,
+    /// The server turned the call away before any agent saw it.
+    pub refused: bool,
 }
 
 impl CallFailure {
+    /// A failure while or after the call was forwarded.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         CallFailure {
             code: code.as_str().to_owned(),
             message: message.into(),
+            refused: false,
         }
     }
 
-    /// Whether the server refused the call before any agent saw it.
-    pub fn is_refusal(&self) -> bool {
-        matches!(
-            ErrorCode::parse(&self.code),
-            Some(
-                ErrorCode::NoAgent
-                    | ErrorCode::UnknownAgent
-                    | ErrorCode::Offline
-                    | ErrorCode::Forbidden
-                    | ErrorCode::BadArgs
-            )
-        )
+    /// The server refuses the call; no agent sees it.
+    pub fn refusal(code: ErrorCode, message: impl Into<String>) -> Self {
+        CallFailure {
+            refused: true,
+            ..Self::new(code, message)
+        }
     }
 }
 
@@ -61,16 +62,23 @@ impl std::fmt::Display for CallFailure {
 /// `no_agent`: there is no fallback target.
 pub fn take_target(args: &mut Map<String, Value>) -> Result<String, CallFailure> {
     match args.remove(AGENT_ID_ARG) {
-        Some(Value::String(id)) if !id.trim().is_empty() => Ok(id),
-        Some(Value::String(_)) => Err(CallFailure::new(
+        Some(Value::String(id)) if id.trim().is_empty() => Err(CallFailure::refusal(
             ErrorCode::NoAgent,
             "agent_id is blank; pass the id of the PC to run on (see list_agents)",
         )),
-        Some(_) => Err(CallFailure::new(
+        Some(Value::String(id)) if valid_agent_id(&id) => Ok(id),
+        Some(Value::String(id)) => {
+            let shown: String = id.chars().take(64).collect();
+            Err(CallFailure::refusal(
+                ErrorCode::UnknownAgent,
+                format!("{shown:?} is not an agent id (ids are {AGENT_ID_RULE}); list_agents shows them"),
+            ))
+        }
+        Some(_) => Err(CallFailure::refusal(
             ErrorCode::NoAgent,
             "agent_id must be a string naming the PC to run on (see list_agents)",
         )),
-        None => Err(CallFailure::new(
+        None => Err(CallFailure::refusal(
             ErrorCode::NoAgent,
             "agent_id is required on every call; pass the id of the PC to run on (see list_agents). Nothing is remembered between calls.",
         )),
@@ -81,16 +89,25 @@ pub struct Forwarder {
     registry: Arc<Registry>,
     store: Arc<Store>,
     audit: AuditLog,
-    default_timeout: Duration,
+    digest: ArgsDigest,
+    /// Overrides each tool's default wait for calls that set no `timeout_s`.
+    timeout_override: Option<Duration>,
 }
 
 impl Forwarder {
-    pub fn new(registry: Arc<Registry>, store: Arc<Store>, audit: AuditLog, default_timeout: Duration) -> Self {
+    pub fn new(
+        registry: Arc<Registry>,
+        store: Arc<Store>,
+        audit: AuditLog,
+        digest: ArgsDigest,
+        timeout_override: Option<Duration>,
+    ) -> Self {
         Forwarder {
             registry,
             store,
             audit,
-            default_timeout,
+            digest,
+            timeout_override,
         }
     }
 
@@ -103,21 +120,20 @@ impl Forwarder {
     ) -> Result<Value, CallFailure> {
         let started = Instant::now();
         let target = take_target(&mut args);
-        let digest = args_digest(&args);
+        let digest = self.digest.of(&args);
         let outcome = match &target {
             Ok(agent_id) => self.forward_to(who, agent_id, tool, args).await,
             Err(e) => Err(e.clone()),
         };
-        self.audit
-            .record(audit_row(
-                who,
-                target.ok(),
-                tool,
-                digest,
-                outcome.as_ref().err(),
-                started.elapsed(),
-            ))
-            .await;
+        let row = audit_row(
+            who,
+            target.ok(),
+            tool,
+            digest,
+            outcome.as_ref().err(),
+            started.elapsed(),
+        );
+        self.audit.record(row).await;
         outcome
     }
 
@@ -128,42 +144,50 @@ impl Forwarder {
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<Value, CallFailure> {
-        self.check_reach(who, agent_id).await?;
+        self.check_reach(who, agent_id)?;
         let Some(spec) = catalog::find(tool) else {
-            return Err(CallFailure::new(
+            return Err(CallFailure::refusal(
                 ErrorCode::Unsupported,
-                format!("there is no tool named {tool:?}"),
+                "there is no tool by that name; tools/list shows them",
             ));
         };
         spec.validate_args(&args)
-            .map_err(|m| CallFailure::new(ErrorCode::BadArgs, m))?;
+            .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         let Some(link) = self.registry.get(agent_id) else {
             return Err(self.not_connected(agent_id).await);
         };
-        let timeout = args
-            .get("timeout_s")
-            .and_then(Value::as_u64)
-            .map(|s| Duration::from_secs(s) + TIMEOUT_GRACE)
-            .unwrap_or(self.default_timeout);
+        let timeout = match args.get("timeout_s").and_then(Value::as_u64) {
+            Some(secs) => Duration::from_secs(secs) + TIMEOUT_GRACE,
+            None => self
+                .timeout_override
+                .unwrap_or(Duration::from_secs(spec.default_timeout_s) + TIMEOUT_GRACE),
+        };
         link.call(tool, args, timeout).await.map_err(|e| match e {
-            LinkError::Agent { code, message } => CallFailure { code, message },
+            LinkError::Agent { code, message } => CallFailure {
+                code,
+                message,
+                refused: false,
+            },
             LinkError::Disconnected(why) => CallFailure::new(
                 ErrorCode::Offline,
                 format!("agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"),
             ),
             LinkError::Timeout(t) => CallFailure::new(
                 ErrorCode::Timeout,
-                format!("agent {agent_id} did not answer {tool} within {}s", t.as_secs()),
+                format!(
+                    "agent {agent_id} did not answer {tool} within {}s; it may still be running on the PC",
+                    t.as_secs()
+                ),
             ),
         })
     }
 
     /// Scope first, so a scoped user learns nothing about hosts outside its reach.
-    pub async fn check_reach(&self, who: &Principal, agent_id: &str) -> Result<(), CallFailure> {
+    pub fn check_reach(&self, who: &Principal, agent_id: &str) -> Result<(), CallFailure> {
         if who.may_reach(agent_id) {
             Ok(())
         } else {
-            Err(CallFailure::new(
+            Err(CallFailure::refusal(
                 ErrorCode::Forbidden,
                 format!(
                     "{} may not reach agent {agent_id}; ask a superuser to assign it",
@@ -179,14 +203,14 @@ impl Forwarder {
         let id = agent_id.to_owned();
         let known = tokio::task::spawn_blocking(move || store.agent(&id)).await;
         match known {
-            Ok(Ok(Some(rec))) => CallFailure::new(
+            Ok(Ok(Some(rec))) => CallFailure::refusal(
                 ErrorCode::Offline,
                 format!(
                     "agent {agent_id} is not connected (last seen {}); check that kenny-agent is running on that PC",
                     rec.last_seen.as_deref().unwrap_or("never")
                 ),
             ),
-            Ok(Ok(None)) => CallFailure::new(
+            Ok(Ok(None)) => CallFailure::refusal(
                 ErrorCode::UnknownAgent,
                 format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
             ),
@@ -197,16 +221,15 @@ impl Forwarder {
 
     /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
     pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
-        self.audit
-            .record(audit_row(
-                who,
-                agent_id,
-                tool,
-                args_digest(&Map::new()),
-                Some(failure),
-                Duration::ZERO,
-            ))
-            .await;
+        let row = audit_row(
+            who,
+            agent_id,
+            tool,
+            self.digest.of(&Map::new()),
+            Some(failure),
+            Duration::ZERO,
+        );
+        self.audit.record(row).await;
     }
 }
 
@@ -225,11 +248,15 @@ fn audit_row(
         credential_kind: Some(who.credential_kind.as_str().to_owned()),
         credential_id: Some(who.credential_id.clone()),
         agent_id,
-        tool: tool.to_owned(),
+        tool: if tool.len() <= MAX_AUDITED_TOOL_NAME {
+            tool.to_owned()
+        } else {
+            "<over-long tool name>".to_owned()
+        },
         args_digest,
         outcome: match failure {
             None => "ok",
-            Some(f) if f.is_refusal() => "refused",
+            Some(f) if f.refused => "refused",
             Some(_) => "error",
         },
         error_code: failure.map(|f| f.code.clone()),
@@ -260,5 +287,10 @@ mod tests {
         assert_eq!(target_of(json!({"agent_id": " \t "})), Err("no_agent".into()));
         assert_eq!(target_of(json!({"agent_id": 7})), Err("no_agent".into()));
         assert_eq!(target_of(json!({"agent_id": null})), Err("no_agent".into()));
+        assert_eq!(
+            target_of(json!({"agent_id": "x".repeat(65)})),
+            Err("unknown_agent".into())
+        );
+        assert_eq!(target_of(json!({"agent_id": "../pc"})), Err("unknown_agent".into()));
     }
 }

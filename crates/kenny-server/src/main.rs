@@ -42,9 +42,10 @@ enum Command {
         /// Seconds between heartbeats to each agent; three silent beats mark it offline.
         #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
         heartbeat_secs: u64,
-        /// Seconds a forwarded call may take when it sets no timeout_s of its own.
-        #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
-        call_timeout_secs: u64,
+        /// Seconds to wait for a forwarded call that sets no timeout_s of its own
+        /// (default: as long as the tool may take, per the tool catalog).
+        #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+        call_timeout_secs: Option<u64>,
         /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
         #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
         disable_token_auth: bool,
@@ -98,6 +99,13 @@ enum AgentCommand {
         #[command(flatten)]
         data: DataDir,
     },
+    /// Forget an agent's enrolled key and issue a new enrollment token (same JSON as
+    /// `add`); use it when a PC is reinstalled or lost its state directory.
+    Rekey {
+        id: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -119,7 +127,7 @@ fn main() -> anyhow::Result<()> {
             let mut config = ServeConfig::new(listen, data.data_dir);
             config.public_url = public_url;
             config.heartbeat = Duration::from_secs(heartbeat_secs);
-            config.call_timeout = Duration::from_secs(call_timeout_secs);
+            config.call_timeout = call_timeout_secs.map(Duration::from_secs);
             config.allow_token_auth = !disable_token_auth;
             tokio::runtime::Runtime::new()?.block_on(serve(config))
         }
@@ -143,9 +151,11 @@ fn main() -> anyhow::Result<()> {
             println!("{}", admin::create_token(&store, &name, label.as_deref())?);
             Ok(())
         }
-        Command::Agent(AgentCommand::Add { id, data }) => {
-            let store = open(&data)?;
-            let enrollment = admin::add_agent(&store, &data.data_dir, &id)?;
+        Command::Agent(command) => {
+            let enrollment = match command {
+                AgentCommand::Add { id, data } => admin::add_agent(&open(&data)?, &data.data_dir, &id)?,
+                AgentCommand::Rekey { id, data } => admin::rekey_agent(&open(&data)?, &data.data_dir, &id)?,
+            };
             println!("{}", serde_json::to_string(&enrollment)?);
             Ok(())
         }

@@ -43,6 +43,7 @@ pub struct AgentLink {
     last_frame_unix: AtomicI64,
     /// Fires when the link is closed from outside (replaced, server shutdown).
     shutdown: CancellationToken,
+    last_telemetry_unix: AtomicI64,
 }
 
 impl AgentLink {
@@ -63,6 +64,7 @@ impl AgentLink {
             closed: AtomicBool::new(false),
             last_frame_unix: AtomicI64::new(unix_now()),
             shutdown: CancellationToken::new(),
+            last_telemetry_unix: AtomicI64::new(0),
         };
         (Arc::new(link), rx)
     }
@@ -73,6 +75,17 @@ impl AgentLink {
 
     pub fn saw_frame(&self) {
         self.last_frame_unix.store(unix_now(), Ordering::Relaxed);
+    }
+
+    /// Whether a telemetry snapshot arriving now is far enough from the last one.
+    pub fn accept_telemetry(&self, min_gap_secs: i64) -> bool {
+        let now = unix_now();
+        let last = self.last_telemetry_unix.load(Ordering::Relaxed);
+        now - last >= min_gap_secs
+            && self
+                .last_telemetry_unix
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     pub fn in_flight(&self) -> usize {
@@ -98,14 +111,18 @@ impl AgentLink {
             tool: tool.to_owned(),
             args,
         }));
-        if self.outbox.send(frame).await.is_err() {
-            return Err(LinkError::Disconnected("connection closed".into()));
-        }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(LinkError::Disconnected("connection closed".into())),
-            Err(_) => Err(LinkError::Timeout(timeout)),
-        }
+        // One deadline for the whole call: a connection whose queue is full (its agent
+        // stopped reading) must not hold the caller past its timeout.
+        let exchange = async {
+            if self.outbox.send(frame).await.is_err() {
+                return Err(LinkError::Disconnected("connection closed".into()));
+            }
+            rx.await
+                .unwrap_or_else(|_| Err(LinkError::Disconnected("connection closed".into())))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .unwrap_or(Err(LinkError::Timeout(timeout)))
     }
 
     /// Queues a frame that expects no answer (ping, pong, policy).
@@ -289,6 +306,27 @@ mod tests {
             "duplicate responses are ignored"
         );
         assert_eq!(b.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_call_on_a_stalled_connection_still_times_out() {
+        // Regression: the deadline once covered only the answer, so a connection whose
+        // agent stopped reading (queue full) held callers forever.
+        let (a, _rx) = link("a", 1);
+        for _ in 0..OUTBOX_CAPACITY {
+            assert!(a.try_send(&Frame::Ping));
+        }
+        let err = a.call("t", Map::new(), Duration::from_millis(50)).await.unwrap_err();
+        assert!(matches!(err, LinkError::Timeout(_)), "{err:?}");
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn telemetry_is_rate_limited_per_link() {
+        let (a, _rx) = link("a", 1);
+        assert!(a.accept_telemetry(10));
+        assert!(!a.accept_telemetry(10), "a second snapshot within the gap is dropped");
+        assert!(a.accept_telemetry(0));
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::AuditLog;
+use crate::audit::{ArgsDigest, AuditLog};
 use crate::auth::Authenticator;
 use crate::config::ServeConfig;
 use crate::forward::Forwarder;
@@ -20,6 +20,8 @@ use crate::state::AppState;
 use crate::store::Store;
 
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
+/// Agent connections allowed in their handshake at once; more wait their turn.
+const MAX_PENDING_HANDSHAKES: usize = 64;
 
 /// A server that is listening. Dropping it does not stop it; cancel the token given
 /// to [`start`] and await [`RunningServer::finished`].
@@ -49,14 +51,23 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let (audit, audit_thread) = AuditLog::start(store.clone());
     let registry = Arc::new(Registry::default());
+    let digest = ArgsDigest::new(derive_digest_key(&server_key));
     let state = Arc::new(AppState {
-        forwarder: Forwarder::new(registry.clone(), store.clone(), audit.clone(), config.call_timeout),
+        forwarder: Forwarder::new(
+            registry.clone(),
+            store.clone(),
+            audit.clone(),
+            digest,
+            config.call_timeout,
+        ),
         auth: Authenticator::new(store.clone()),
         registry,
         store,
         audit,
         server_key,
         config,
+        shutdown: shutdown.clone(),
+        handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
     });
 
     let listener = tokio::net::TcpListener::bind(state.config.listen)
@@ -66,7 +77,6 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
-    tokio::spawn(close_links_on(state.clone(), shutdown.clone()));
     let task = tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown.cancelled_owned())
@@ -108,10 +118,12 @@ async fn touch_tokens(state: Arc<AppState>, shutdown: CancellationToken) {
     }
 }
 
-/// Agent sockets never end on their own; close them so graceful shutdown completes.
-async fn close_links_on(state: Arc<AppState>, shutdown: CancellationToken) {
-    shutdown.cancelled().await;
-    for link in state.registry.snapshot().into_values() {
-        link.close("the server is shutting down");
-    }
+/// The key of the audit trail's argument digests, derived from the server identity so
+/// it needs no file of its own and differs between servers.
+fn derive_digest_key(server_key: &ed25519_dalek::SigningKey) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"kenny-audit-args-digest-v1\0");
+    h.update(server_key.to_bytes());
+    h.finalize().into()
 }

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use ed25519_dalek::SigningKey;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::auth::Authenticator;
@@ -20,4 +22,9 @@ pub struct AppState {
     pub auth: Authenticator,
     pub audit: AuditLog,
     pub server_key: SigningKey,
+    /// Fires when the server shuts down; every agent session watches it.
+    pub shutdown: CancellationToken,
+    /// Bounds connections still in their handshake (they may send up to a full frame
+    /// before proving anything).
+    pub handshakes: Semaphore,
 }

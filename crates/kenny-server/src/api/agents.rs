@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::ApiError;
 use crate::principal::Principal;
 use crate::state::AppState;
-use crate::tunnel::handshake::{check_token, valid_agent_id};
+use crate::tunnel::handshake::{AGENT_ID_RULE, check_token, valid_agent_id};
 
 pub async fn list(
     State(state): State<Arc<AppState>>,
@@ -43,9 +43,7 @@ pub async fn enroll(
         )
     };
     if !valid_agent_id(&agent_id) {
-        return Err(ApiError::bad_request(
-            "agent id must be 1-64 characters of letters, digits, '.', '_' or '-'",
-        ));
+        return Err(ApiError::bad_request(format!("agent id must be {AGENT_ID_RULE}")));
     }
     let token = crate::auth::bearer(&headers).ok_or_else(unauthorized)?.to_owned();
     let Json(body) =

@@ -101,7 +101,7 @@ impl KennyMcp {
             Ok(id) => id,
             Err(f) => return results::failure(&f),
         };
-        if let Err(f) = self.state.forwarder.check_reach(who, &agent_id).await {
+        if let Err(f) = self.state.forwarder.check_reach(who, &agent_id) {
             self.state
                 .forwarder
                 .audit_refusal(who, Some(agent_id), tools::SELECT_AGENT, &f)

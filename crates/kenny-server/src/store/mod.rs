@@ -21,6 +21,8 @@ pub enum StoreError {
     NotFound(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Internal(String),
     #[error("cannot use data directory {path}: {source}")]
     DataDir { path: PathBuf, source: std::io::Error },
 }
@@ -43,6 +45,12 @@ pub struct AgentRecord {
     pub version: Option<String>,
     pub arch: Option<String>,
     pub last_seen: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCredentials {
+    pub token_hash: String,
+    pub enrolled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,6 +287,38 @@ impl Store {
         })
     }
 
+    /// What the legacy handshake checks: the token hash, and whether a key is enrolled.
+    pub fn agent_credentials(&self, agent_id: &str) -> Result<Option<AgentCredentials>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT token_hash, public_key IS NOT NULL FROM agents WHERE agent_id = ?1",
+                [agent_id],
+                |r| {
+                    Ok(AgentCredentials {
+                        token_hash: r.get(0)?,
+                        enrolled: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+    }
+
+    /// Forgets the agent's enrolled key and replaces its token: the way to move an agent
+    /// to a new key (a reinstalled PC, a lost state directory).
+    pub fn rekey_agent(&self, agent_id: &str, token_hash: &str) -> Result<()> {
+        self.with(|c| {
+            let changed = c.execute(
+                "UPDATE agents SET token_hash = ?2, public_key = NULL, enrolled_at = NULL WHERE agent_id = ?1",
+                params![agent_id, token_hash],
+            )?;
+            if changed == 0 {
+                return Err(StoreError::NotFound(format!("no agent with id {agent_id:?}")));
+            }
+            Ok(())
+        })
+    }
+
     pub fn agent_token_hash(&self, agent_id: &str) -> Result<Option<String>> {
         self.with(|c| {
             Ok(
@@ -321,7 +361,7 @@ impl Store {
                 None => Err(StoreError::NotFound(format!("no agent with id {agent_id:?}"))),
                 Some(Some(k)) if k == public_key => Ok(()),
                 Some(Some(_)) => Err(StoreError::Conflict(format!(
-                    "agent {agent_id:?} is already enrolled with another key; remove and re-add the agent to enroll a new one"
+                    "agent {agent_id:?} is already enrolled with another key; to replace it, run `kenny-server agent rekey {agent_id}` and enroll with the new token"
                 ))),
                 Some(None) => {
                     c.execute(
@@ -352,13 +392,38 @@ impl Store {
         })
     }
 
-    pub fn insert_telemetry(&self, agent_id: &str, collected_at: &str, snapshot: &str, now: &str) -> Result<()> {
+    /// Stores a snapshot and prunes the agent's snapshots beyond the newest `keep`.
+    pub fn insert_telemetry(
+        &self,
+        agent_id: &str,
+        collected_at: &str,
+        snapshot: &str,
+        now: &str,
+        keep: u32,
+    ) -> Result<()> {
         self.with(|c| {
-            c.execute(
+            let tx = c.transaction()?;
+            tx.execute(
                 "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
                 params![agent_id, collected_at, now, snapshot],
             )?;
+            tx.execute(
+                "DELETE FROM telemetry WHERE agent_id = ?1 AND id <= (
+                    SELECT id FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                params![agent_id, keep],
+            )?;
+            tx.commit()?;
             Ok(())
+        })
+    }
+
+    pub fn telemetry_count(&self, agent_id: &str) -> Result<i64> {
+        self.with(|c| {
+            Ok(
+                c.query_row("SELECT COUNT(*) FROM telemetry WHERE agent_id = ?1", [agent_id], |r| {
+                    r.get(0)
+                })?,
+            )
         })
     }
 

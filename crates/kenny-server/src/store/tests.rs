@@ -64,3 +64,15 @@ fn reopening_keeps_data_and_migrations_are_idempotent() {
         Err(StoreError::NotFound(_))
     ));
 }
+
+#[test]
+fn telemetry_keeps_only_the_newest_snapshots_per_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..5 {
+        store.insert_telemetry("a", &format!("t{i}"), "{}", "now", 3).unwrap();
+    }
+    store.insert_telemetry("b", "t", "{}", "now", 3).unwrap();
+    assert_eq!(store.telemetry_count("a").unwrap(), 3);
+    assert_eq!(store.telemetry_count("b").unwrap(), 1);
+}

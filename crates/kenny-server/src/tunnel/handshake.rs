@@ -45,9 +45,7 @@ pub enum Method {
 
 pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> {
     if !valid_agent_id(&reg.agent_id) {
-        return Err(Reject::bad_frame(
-            "agent_id must be 1-64 characters of letters, digits, '.', '_' or '-'",
-        ));
+        return Err(Reject::bad_frame(format!("agent_id must be {AGENT_ID_RULE}")));
     }
     match (&reg.protocol, &reg.client_nonce, &reg.token) {
         (Some(p), Some(nonce), None) if p == MUTUAL_AUTH_PROTOCOL => {
@@ -104,9 +102,14 @@ pub fn check_agent_sig(
     auth::verify(&key, &transcript, agent_sig).map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))
 }
 
+/// How agent ids are formed, for error messages.
+pub const AGENT_ID_RULE: &str = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit";
+
+/// Agent ids: 1-64 of letters, digits, `.`, `_`, `-`, starting with a letter or digit
+/// (so `.` and `..` can never be ids: they appear in URLs and paths).
 pub fn valid_agent_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
+    id.len() <= 64
+        && id.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
@@ -172,9 +175,16 @@ mod tests {
                 .close_code,
             CLOSE_BAD_FRAME
         );
-        let mut bad_id = register(None, None, Some("t"));
-        bad_id.agent_id = "../etc".into();
-        assert_eq!(method(&bad_id, true).unwrap_err().close_code, CLOSE_BAD_FRAME);
+        for bad in ["../etc", "..", ".", "-x", "", "a b"] {
+            let mut bad_id = register(None, None, Some("t"));
+            bad_id.agent_id = bad.into();
+            assert_eq!(
+                method(&bad_id, true).unwrap_err().close_code,
+                CLOSE_BAD_FRAME,
+                "{bad:?}"
+            );
+        }
+        assert!(valid_agent_id("den-pc.home_1") && valid_agent_id(&"a".repeat(64)) && !valid_agent_id(&"a".repeat(65)));
     }
 
     #[test]

@@ -18,6 +18,13 @@ use crate::registry::{AgentLink, LinkError, unix_now};
 use crate::state::AppState;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A write to an agent that takes longer than this means it stopped reading: the
+/// connection is dropped rather than left to block its calls.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Telemetry snapshots closer together than this are dropped.
+const TELEMETRY_MIN_GAP_SECS: i64 = 10;
+/// Close reasons are limited to 123 bytes by the WebSocket protocol.
+const MAX_CLOSE_REASON: usize = 123;
 /// Socket buffers are per connection: small, so ten thousand idle agents stay cheap.
 const READ_BUFFER: usize = 4 * 1024;
 
@@ -31,14 +38,23 @@ pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -
 }
 
 async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
-    let authed = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&state, &mut socket)).await {
-        Ok(Ok(authed)) => authed,
-        Ok(Err(reject)) => return refuse(socket, reject).await,
-        Err(_) => {
-            return refuse(socket, Reject::bad_frame("handshake not completed within 10s")).await;
+    let authed = {
+        let Ok(_slot) = state.handshakes.acquire().await else {
+            return;
+        };
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&state, &mut socket)).await {
+            Ok(Ok(authed)) => authed,
+            Ok(Err(reject)) => return refuse(socket, reject).await,
+            Err(_) => return refuse(socket, Reject::bad_frame("handshake not completed within 10s")).await,
         }
     };
     let (agent_id, meta) = authed;
+    if let Some(reject) = conflicting_peer(&state, &agent_id, meta.as_ref()) {
+        return refuse(socket, reject).await;
+    }
+    if state.shutdown.is_cancelled() {
+        return;
+    }
     let conn_id = state.registry.next_conn_id();
     let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), crate::clock::now());
     if let Some(old) = state.registry.insert(link.clone()) {
@@ -57,13 +73,38 @@ async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
     record_seen(&state, &agent_id, None).await;
 }
 
+/// Two PCs claiming one agent id would take turns receiving its calls. A newcomer
+/// from another host while the current connection is alive is refused, loudly; the
+/// same host reconnecting (a new socket after a network change) replaces the old one.
+fn conflicting_peer(state: &AppState, agent_id: &str, meta: Option<&AgentMeta>) -> Option<Reject> {
+    let current = state.registry.get(agent_id)?;
+    let alive = unix_now() - current.last_frame_unix() <= (state.config.heartbeat * 2).as_secs() as i64;
+    let host = |m: Option<&AgentMeta>| m.map(|m| m.hostname.clone());
+    let (old_host, new_host) = (host(current.meta.as_ref()), host(meta));
+    if alive && old_host != new_host {
+        tracing::warn!(agent = %agent_id, ?old_host, ?new_host, "second host claims a connected agent id; refused");
+        return Some(Reject::unauthorized(format!(
+            "agent id {agent_id} is already connected from another host; give each PC its own id"
+        )));
+    }
+    None
+}
+
 async fn refuse(mut socket: WebSocket, reject: Reject) {
     tracing::warn!(code = reject.close_code, reason = %reject.reason, "agent handshake refused");
     let frame = CloseFrame {
         code: reject.close_code,
-        reason: reject.reason.chars().take(120).collect::<String>().into(),
+        reason: truncate_utf8(&reject.reason, MAX_CLOSE_REASON).into(),
     };
-    let _ = socket.send(Message::Close(Some(frame))).await;
+    let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(Some(frame)))).await;
+}
+
+fn truncate_utf8(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
 }
 
 async fn recv_text(socket: &mut WebSocket) -> Result<String, Reject> {
@@ -98,11 +139,18 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
         Method::Token(token) => {
             let store = state.store.clone();
             let id = agent_id.clone();
-            let hash = tokio::task::spawn_blocking(move || store.agent_token_hash(&id))
+            let found = tokio::task::spawn_blocking(move || store.agent_credentials(&id))
                 .await
                 .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?
                 .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?;
-            handshake::check_token(hash.as_deref(), &token)?;
+            handshake::check_token(found.as_ref().map(|c| c.token_hash.as_str()), &token)?;
+            if found.is_some_and(|c| c.enrolled) {
+                // Once a key is enrolled, the token is no longer a way in: whoever
+                // copied it could otherwise take over the agent's connection.
+                return Err(Reject::unauthorized(
+                    "this agent has enrolled a key and must use mutual auth; the token no longer logs in",
+                ));
+            }
         }
         Method::Mutual { client_nonce } => {
             let store = state.store.clone();
@@ -143,40 +191,53 @@ async fn run_session(
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        // Biased: once the link is closed (replaced, shutting down) nothing more may be
+        // written to this socket, even if requests are still queued.
+        let outgoing = tokio::select! {
+            biased;
             _ = link.closed() => {
-                let _ = socket.send(Message::Close(None)).await;
+                let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
                 return "replaced by a newer connection".into();
+            }
+            _ = state.shutdown.cancelled() => {
+                let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
+                return "the server is shutting down".into();
             }
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Text(text))) => {
                     link.saw_frame();
-                    if let Some(reply) = on_text(state, link, &text).await
-                        && socket.send(Message::Text(reply.into())).await.is_err()
-                    {
-                        return "send failed".into();
-                    }
+                    on_text(state, link, &text).await
                 }
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => link.saw_frame(),
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
+                    link.saw_frame();
+                    None
+                }
                 Some(Ok(Message::Binary(_))) => {
                     link.saw_frame();
                     tracing::warn!(agent = %link.agent_id, "binary frame dropped: frames are JSON text");
+                    None
                 }
                 Some(Ok(Message::Close(_))) => return "the agent closed the connection".into(),
                 Some(Err(e)) => return format!("socket error: {e}"),
                 None => return "the connection dropped".into(),
             },
-            Some(text) = outbox.recv() => {
-                if let Err(e) = socket.send(Message::Text(text.into())).await {
-                    return format!("send failed: {e}");
-                }
-            }
+            Some(text) = outbox.recv() => Some(text),
             _ = heartbeat.tick() => {
                 if unix_now() - link.last_frame_unix() > window {
                     return format!("no frame from the agent for over {window}s");
                 }
-                if socket.send(Message::Text(encode(&Frame::Ping).into())).await.is_err() {
-                    return "send failed".into();
+                Some(encode(&Frame::Ping))
+            }
+        };
+        if let Some(text) = outgoing {
+            match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return format!("send failed: {e}"),
+                Err(_) => {
+                    return format!(
+                        "the agent stopped reading (a write took over {}s)",
+                        SEND_TIMEOUT.as_secs()
+                    );
                 }
             }
         }
@@ -210,14 +271,11 @@ async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<Strin
         Frame::Ping {} => Some(encode(&Frame::Pong)),
         Frame::Pong {} => None,
         Frame::Telemetry(t) => {
-            let store = state.store.clone();
-            let snapshot = serde_json::Value::Object(t.snapshot).to_string();
-            let res = tokio::task::spawn_blocking(move || {
-                store.insert_telemetry(&t.agent_id, &t.collected_at, &snapshot, &crate::clock::now())
-            })
-            .await;
-            if let Ok(Err(e)) = res {
-                tracing::warn!(agent = %link.agent_id, error = %e, "telemetry not stored");
+            if link.accept_telemetry(TELEMETRY_MIN_GAP_SECS) {
+                let snapshot = serde_json::Value::Object(t.snapshot).to_string();
+                state.audit.telemetry(t.agent_id, t.collected_at, snapshot);
+            } else {
+                tracing::warn!(agent = %link.agent_id, "telemetry dropped: snapshots arrive too often");
             }
             None
         }
