@@ -11,7 +11,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::mpsc;
 
-use crate::store::{AuditRow, Store};
+use crate::store::{AuditFinish, AuditRow, AuditWrite, Store};
 
 const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
@@ -19,7 +19,7 @@ const MAX_BATCH: usize = 1024;
 const TELEMETRY_KEPT: u32 = 200;
 
 pub enum Record {
-    Audit(Box<AuditRow>),
+    Audit(Box<AuditWrite>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
     /// A telemetry snapshot pushed by an agent.
@@ -48,8 +48,17 @@ impl AuditLog {
 
     /// Queues a row. Waits only if the writer is a whole queue behind.
     pub async fn record(&self, row: AuditRow) {
-        if self.tx.send(Record::Audit(Box::new(row))).await.is_err() {
-            tracing::error!("audit writer has stopped; a row was not recorded");
+        self.write(AuditWrite::Row(row)).await
+    }
+
+    /// Queues the completion of a call recorded as sent.
+    pub async fn finish(&self, finish: AuditFinish) {
+        self.write(AuditWrite::Finish(finish)).await
+    }
+
+    async fn write(&self, write: AuditWrite) {
+        if self.tx.send(Record::Audit(Box::new(write))).await.is_err() {
+            tracing::error!("audit writer has stopped; an audit record was not written");
         }
     }
 
@@ -80,7 +89,7 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
         let mut next = Some(first);
         while let Some(record) = next.take() {
             match record {
-                Record::Audit(row) => rows.push(*row),
+                Record::Audit(write) => rows.push(*write),
                 Record::TouchTokens(t) => {
                     if let Err(e) = store.touch_tokens(&t) {
                         tracing::warn!(error = %e, "could not record token use");
@@ -110,8 +119,8 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
         if rows.is_empty() {
             continue;
         }
-        if let Err(e) = store.insert_audit(&rows) {
-            tracing::error!(error = %e, rows = rows.len(), "could not write audit rows");
+        if let Err(e) = store.write_audit(&rows) {
+            tracing::error!(error = %e, rows = rows.len(), "could not write audit records");
         }
         rows.clear();
     }

@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
 use crate::principal::Principal;
-use crate::registry::{LinkError, Registry};
-use crate::store::{AuditRow, Store};
+use crate::registry::{AgentLink, LinkError, Registry};
+use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
 use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
 
 /// Extra time the server waits beyond how long the agent may work on a call, so the
@@ -112,6 +112,10 @@ impl Forwarder {
     }
 
     /// Runs `tool` on the agent named by `args.agent_id`, on behalf of `who`.
+    ///
+    /// The audit trail gets a row before the call is sent (outcome `sent`), completed
+    /// when it ends, so even a call cut short by a crash leaves its trace; a refusal
+    /// gets one row with its final outcome.
     pub async fn forward(
         &self,
         who: &Principal,
@@ -121,29 +125,80 @@ impl Forwarder {
         let started = Instant::now();
         let target = take_target(&mut args);
         let digest = self.digest.of(&args);
-        let outcome = match &target {
-            Ok(agent_id) => self.forward_to(who, agent_id, tool, args).await,
+        let prepared = match &target {
+            Ok(agent_id) => self.prepare(who, agent_id, tool, &args).await,
             Err(e) => Err(e.clone()),
         };
-        let row = audit_row(
+        let (link, timeout) = match prepared {
+            Ok(ready) => ready,
+            Err(refusal) => {
+                let row = audit_row(who, None, target.ok(), tool, digest, Some(&refusal), started.elapsed());
+                self.audit.record(row).await;
+                return Err(refusal);
+            }
+        };
+        let agent_id = &link.agent_id;
+        let call_id = uuid::Uuid::new_v4().to_string();
+        let sent = audit_row(
             who,
-            target.ok(),
+            Some(call_id.clone()),
+            Some(agent_id.clone()),
             tool,
             digest,
-            outcome.as_ref().err(),
-            started.elapsed(),
+            None,
+            Duration::ZERO,
         );
-        self.audit.record(row).await;
+        self.audit
+            .record(AuditRow {
+                outcome: OUTCOME_SENT,
+                ..sent
+            })
+            .await;
+
+        let outcome = link
+            .call(call_id.clone(), tool, args, timeout)
+            .await
+            .map_err(|e| match e {
+                LinkError::Agent { code, message } => CallFailure {
+                    code,
+                    message,
+                    refused: false,
+                },
+                LinkError::Disconnected(why) => CallFailure::new(
+                    ErrorCode::Offline,
+                    format!(
+                        "agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"
+                    ),
+                ),
+                LinkError::Timeout(t) => CallFailure::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "agent {agent_id} did not answer {tool} within {}s; it may still be running on the PC",
+                        t.as_secs()
+                    ),
+                ),
+            });
+        let failure = outcome.as_ref().err();
+        self.audit
+            .finish(AuditFinish {
+                call_id,
+                outcome: outcome_name(failure),
+                error_code: failure.map(|f| f.code.clone()),
+                duration_ms: started.elapsed().as_millis() as i64,
+            })
+            .await;
         outcome
     }
 
-    async fn forward_to(
+    /// Everything that may refuse a call before it is sent: scope, tool, arguments,
+    /// connection. Returns the live link and how long to wait for the answer.
+    async fn prepare(
         &self,
         who: &Principal,
         agent_id: &str,
         tool: &str,
-        args: Map<String, Value>,
-    ) -> Result<Value, CallFailure> {
+        args: &Map<String, Value>,
+    ) -> Result<(Arc<AgentLink>, Duration), CallFailure> {
         self.check_reach(who, agent_id)?;
         let Some(spec) = catalog::find(tool) else {
             return Err(CallFailure::refusal(
@@ -151,7 +206,7 @@ impl Forwarder {
                 "there is no tool by that name; tools/list shows them",
             ));
         };
-        spec.validate_args(&args)
+        spec.validate_args(args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         let Some(link) = self.registry.get(agent_id) else {
             return Err(self.not_connected(agent_id).await);
@@ -162,24 +217,7 @@ impl Forwarder {
                 .timeout_override
                 .unwrap_or(Duration::from_secs(spec.default_timeout_s) + TIMEOUT_GRACE),
         };
-        link.call(tool, args, timeout).await.map_err(|e| match e {
-            LinkError::Agent { code, message } => CallFailure {
-                code,
-                message,
-                refused: false,
-            },
-            LinkError::Disconnected(why) => CallFailure::new(
-                ErrorCode::Offline,
-                format!("agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"),
-            ),
-            LinkError::Timeout(t) => CallFailure::new(
-                ErrorCode::Timeout,
-                format!(
-                    "agent {agent_id} did not answer {tool} within {}s; it may still be running on the PC",
-                    t.as_secs()
-                ),
-            ),
-        })
+        Ok((link, timeout))
     }
 
     /// Scope first, so a scoped user learns nothing about hosts outside its reach.
@@ -223,6 +261,7 @@ impl Forwarder {
     pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
         let row = audit_row(
             who,
+            None,
             agent_id,
             tool,
             self.digest.of(&Map::new()),
@@ -233,8 +272,17 @@ impl Forwarder {
     }
 }
 
+fn outcome_name(failure: Option<&CallFailure>) -> &'static str {
+    match failure {
+        None => "ok",
+        Some(f) if f.refused => "refused",
+        Some(_) => "error",
+    }
+}
+
 fn audit_row(
     who: &Principal,
+    call_id: Option<String>,
     agent_id: Option<String>,
     tool: &str,
     args_digest: String,
@@ -242,6 +290,7 @@ fn audit_row(
     took: Duration,
 ) -> AuditRow {
     AuditRow {
+        call_id,
         at: crate::clock::now(),
         user_id: Some(who.user_id),
         username: Some(who.username.clone()),
@@ -254,11 +303,7 @@ fn audit_row(
             "<over-long tool name>".to_owned()
         },
         args_digest,
-        outcome: match failure {
-            None => "ok",
-            Some(f) if f.refused => "refused",
-            Some(_) => "error",
-        },
+        outcome: outcome_name(failure),
         error_code: failure.map(|f| f.code.clone()),
         duration_ms: took.as_millis() as i64,
     }

@@ -92,9 +92,14 @@ impl AgentLink {
         self.pending.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Sends a request down this connection and waits for its response.
-    pub async fn call(&self, tool: &str, args: Map<String, Value>, timeout: Duration) -> Result<Value, LinkError> {
-        let id = uuid::Uuid::new_v4().to_string();
+    /// Sends request `id` down this connection and waits for its response.
+    pub async fn call(
+        &self,
+        id: String,
+        tool: &str,
+        args: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<Value, LinkError> {
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -282,11 +287,17 @@ mod tests {
         let (b, mut rx_b) = link("b", 2);
         let call_a = tokio::spawn({
             let a = a.clone();
-            async move { a.call("shell_exec", Map::new(), Duration::from_secs(60)).await }
+            async move {
+                a.call("c1".into(), "shell_exec", Map::new(), Duration::from_secs(60))
+                    .await
+            }
         });
         let call_b = tokio::spawn({
             let b = b.clone();
-            async move { b.call("shell_exec", Map::new(), Duration::from_secs(60)).await }
+            async move {
+                b.call("c2".into(), "shell_exec", Map::new(), Duration::from_secs(60))
+                    .await
+            }
         });
         let _ = rx_a.recv().await.unwrap();
         let sent_b = rx_b.recv().await.unwrap();
@@ -316,7 +327,10 @@ mod tests {
         for _ in 0..OUTBOX_CAPACITY {
             assert!(a.try_send(&Frame::Ping));
         }
-        let err = a.call("t", Map::new(), Duration::from_millis(50)).await.unwrap_err();
+        let err = a
+            .call("c3".into(), "t", Map::new(), Duration::from_millis(50))
+            .await
+            .unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)), "{err:?}");
         assert_eq!(a.in_flight(), 0);
     }
@@ -332,11 +346,17 @@ mod tests {
     #[tokio::test]
     async fn a_timed_out_call_leaves_nothing_pending() {
         let (a, _rx) = link("a", 1);
-        let err = a.call("t", Map::new(), Duration::from_millis(20)).await.unwrap_err();
+        let err = a
+            .call("c4".into(), "t", Map::new(), Duration::from_millis(20))
+            .await
+            .unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)));
         assert_eq!(a.in_flight(), 0);
         a.close("bye");
-        let err = a.call("t", Map::new(), Duration::from_secs(1)).await.unwrap_err();
+        let err = a
+            .call("c5".into(), "t", Map::new(), Duration::from_secs(1))
+            .await
+            .unwrap_err();
         assert!(matches!(err, LinkError::Disconnected(_)));
     }
 }

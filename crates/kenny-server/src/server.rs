@@ -48,6 +48,15 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         .await?
         .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let store = Arc::new(store);
+    let interrupted = store
+        .interrupt_unfinished_calls()
+        .context("closing the audit rows of interrupted calls")?;
+    if interrupted > 0 {
+        tracing::warn!(
+            calls = interrupted,
+            "calls were still running when the server last stopped; audited as interrupted"
+        );
+    }
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let (audit, audit_thread) = AuditLog::start(store.clone());
     let registry = Arc::new(Registry::default());

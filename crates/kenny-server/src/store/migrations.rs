@@ -63,6 +63,9 @@ const MIGRATIONS: &[&str] = &[
         snapshot TEXT NOT NULL
     );
     CREATE INDEX telemetry_by_agent ON telemetry (agent_id, id);",
+    // 2: audit rows are written when a call is sent and completed when it ends.
+    "ALTER TABLE audit ADD COLUMN call_id TEXT;
+    CREATE UNIQUE INDEX audit_by_call ON audit (call_id) WHERE call_id IS NOT NULL;",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

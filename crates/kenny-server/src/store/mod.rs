@@ -55,6 +55,8 @@ pub struct AgentCredentials {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRow {
+    /// Set for a forwarded call (the wire request id), so its row can be completed.
+    pub call_id: Option<String>,
     pub at: String,
     pub user_id: Option<i64>,
     pub username: Option<String>,
@@ -68,8 +70,30 @@ pub struct AuditRow {
     pub duration_ms: i64,
 }
 
+/// The end of a forwarded call, completing the row written when it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditFinish {
+    pub call_id: String,
+    pub outcome: &'static str,
+    pub error_code: Option<String>,
+    pub duration_ms: i64,
+}
+
+/// One change to the audit trail, applied in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditWrite {
+    Row(AuditRow),
+    Finish(AuditFinish),
+}
+
+/// Outcome of a call that was sent and has not ended yet.
+pub const OUTCOME_SENT: &str = "sent";
+/// Outcome of a call that was still running when the server stopped.
+pub const OUTCOME_INTERRUPTED: &str = "interrupted";
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct AuditEntry {
+    pub call_id: Option<String>,
     pub id: i64,
     pub at: String,
     pub user: Option<String>,
@@ -429,20 +453,28 @@ impl Store {
 
     // ---- audit -------------------------------------------------------------
 
-    /// Appends rows in one transaction (the audit writer batches them).
-    pub fn insert_audit(&self, rows: &[AuditRow]) -> Result<()> {
+    /// Applies audit writes in order, in one transaction (the writer batches them).
+    pub fn write_audit(&self, writes: &[AuditWrite]) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
             {
-                let mut stmt = tx.prepare_cached(
-                    "INSERT INTO audit (at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                 )?;
-                for r in rows {
-                    stmt.execute(params![
-                        r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool, r.args_digest, r.outcome,
-                        r.error_code, r.duration_ms
-                    ])?;
+                let mut finish = tx.prepare_cached(
+                    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1",
+                )?;
+                for w in writes {
+                    match w {
+                        AuditWrite::Row(r) => insert.execute(params![
+                            r.call_id, r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool,
+                            r.args_digest, r.outcome, r.error_code, r.duration_ms
+                        ])?,
+                        AuditWrite::Finish(f) => {
+                            finish.execute(params![f.call_id, f.outcome, f.error_code, f.duration_ms])?
+                        }
+                    };
                 }
             }
             tx.commit()?;
@@ -450,10 +482,21 @@ impl Store {
         })
     }
 
+    /// Marks calls that were sent but never completed (the server stopped while they
+    /// ran) as interrupted. Run at start-up, before any call is sent.
+    pub fn interrupt_unfinished_calls(&self) -> Result<usize> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2",
+                params![OUTCOME_INTERRUPTED, OUTCOME_SENT],
+            )?)
+        })
+    }
+
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms
+                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id
                  FROM audit
                  WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR id < ?3)
                  ORDER BY id DESC LIMIT ?4",
@@ -472,6 +515,7 @@ impl Store {
                         outcome: r.get(8)?,
                         error_code: r.get(9)?,
                         duration_ms: r.get(10)?,
+                        call_id: r.get(11)?,
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;

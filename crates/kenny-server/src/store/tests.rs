@@ -5,6 +5,7 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let row = |agent: &str, n: i64| AuditRow {
+        call_id: None,
         at: format!("2026-01-01T00:00:{n:02}Z"),
         user_id: Some(1),
         username: Some("u".into()),
@@ -17,7 +18,13 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
         error_code: None,
         duration_ms: n,
     };
-    store.insert_audit(&[row("a", 1), row("b", 2), row("a", 3)]).unwrap();
+    store
+        .write_audit(&[
+            AuditWrite::Row(row("a", 1)),
+            AuditWrite::Row(row("b", 2)),
+            AuditWrite::Row(row("a", 3)),
+        ])
+        .unwrap();
     let all = store
         .audit(&AuditFilter {
             limit: 10,
@@ -75,4 +82,55 @@ fn telemetry_keeps_only_the_newest_snapshots_per_agent() {
     store.insert_telemetry("b", "t", "{}", "now", 3).unwrap();
     assert_eq!(store.telemetry_count("a").unwrap(), 3);
     assert_eq!(store.telemetry_count("b").unwrap(), 1);
+}
+
+#[test]
+fn a_sent_call_is_completed_or_marked_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let sent = |id: &str| AuditRow {
+        call_id: Some(id.into()),
+        at: "2026-01-01T00:00:00Z".into(),
+        user_id: Some(1),
+        username: Some("u".into()),
+        credential_kind: Some("pat".into()),
+        credential_id: Some("1".into()),
+        agent_id: Some("pc".into()),
+        tool: "shell_exec".into(),
+        args_digest: "d".into(),
+        outcome: OUTCOME_SENT,
+        error_code: None,
+        duration_ms: 0,
+    };
+    let done = AuditFinish {
+        call_id: "c1".into(),
+        outcome: "error",
+        error_code: Some("timeout".into()),
+        duration_ms: 65000,
+    };
+    // Start and finish may arrive in the same batch; order is kept.
+    store
+        .write_audit(&[
+            AuditWrite::Row(sent("c1")),
+            AuditWrite::Finish(done),
+            AuditWrite::Row(sent("c2")),
+        ])
+        .unwrap();
+    assert_eq!(store.interrupt_unfinished_calls().unwrap(), 1);
+    let rows = store
+        .audit(&AuditFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .unwrap();
+    let by_call = |id: &str| rows.iter().find(|r| r.call_id.as_deref() == Some(id)).unwrap();
+    assert_eq!(
+        (
+            by_call("c1").outcome.as_str(),
+            by_call("c1").error_code.as_deref(),
+            by_call("c1").duration_ms
+        ),
+        ("error", Some("timeout"), 65000)
+    );
+    assert_eq!(by_call("c2").outcome, OUTCOME_INTERRUPTED);
 }
