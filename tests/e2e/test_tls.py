@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import subprocess
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -50,44 +51,41 @@ async def _tls_proxy(cert: Path, key: Path, backend_port: int) -> asyncio.Server
     return await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx)
 
 
-async def test_agent_over_tls(kenny, tmp_path):
+@asynccontextmanager
+async def _agent_behind_tls(kenny, tmp_path: Path, agent_id: str, trust_ca: bool):
+    """Starts `agent_id` against a TLS proxy in front of the kenny server; yields it."""
     ca, cert, key = _test_pki(tmp_path)
     proxy = await _tls_proxy(cert, key, kenny.port)
     port = proxy.sockets[0].getsockname()[1]
     plain_base = kenny.base_url
     try:
         kenny.base_url = f"https://localhost:{port}"
-        agent = kenny.start_agent("tls-pc", env={"SSL_CERT_FILE": str(ca)})
+        agent = kenny.start_agent(agent_id, env={"SSL_CERT_FILE": str(ca)} if trust_ca else None)
         kenny.base_url = plain_base
-        await kenny.wait_agents(["tls-pc"])
-        async with kenny.mcp() as client:
-            out = shell_stdout(await call(client, "shell_exec", {"agent_id": "tls-pc", "command": "echo $MARK"}))
-        assert out == agent.mark + "\n"
+        yield agent
     finally:
         kenny.base_url = plain_base
         proxy.close()
         await proxy.wait_closed()
 
 
+async def test_agent_over_tls(kenny, tmp_path):
+    async with _agent_behind_tls(kenny, tmp_path, "tls-pc", trust_ca=True) as agent:
+        await kenny.wait_agents(["tls-pc"])
+        async with kenny.mcp() as client:
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": "tls-pc", "command": "echo $MARK"}))
+        assert out == agent.mark + "\n"
+
+
 async def test_agent_rejects_an_untrusted_certificate(kenny, tmp_path):
-    _, cert, key = _test_pki(tmp_path)
-    proxy = await _tls_proxy(cert, key, kenny.port)
-    port = proxy.sockets[0].getsockname()[1]
-    plain_base = kenny.base_url
-    try:
-        kenny.base_url = f"https://localhost:{port}"
-        agent = kenny.start_agent("tls-untrusted")  # system trust store: our cert is not in it
-        kenny.base_url = plain_base
+    # The system trust store does not know the test CA.
+    async with _agent_behind_tls(kenny, tmp_path, "tls-untrusted", trust_ca=False) as agent:
         deadline = asyncio.get_running_loop().time() + 10
         while "certificate" not in agent.proc.logs().lower():
             assert asyncio.get_running_loop().time() < deadline, f"no certificate error logged\n{agent.proc.logs()}"
             await asyncio.sleep(0.2)
         async with kenny.mcp() as client:
             assert (await kenny.list_agents(client))["tls-untrusted"]["online"] is False
-    finally:
-        kenny.base_url = plain_base
-        proxy.close()
-        await proxy.wait_closed()
 
 
 pytestmark = pytest.mark.skipif(subprocess.run(["which", "openssl"], capture_output=True).returncode != 0, reason="openssl CLI needed to make a test certificate")

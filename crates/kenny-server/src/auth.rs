@@ -45,11 +45,11 @@ impl Authenticator {
         let principal = match cached {
             Some((p, at)) if at.elapsed() < CACHE_TTL => p,
             _ => {
-                let store = self.store.clone();
                 let h = hash.clone();
-                let found = tokio::task::spawn_blocking(move || store.principal_for_token(CredentialKind::Pat, &h))
+                let found = self
+                    .store
+                    .blocking(move |s| s.principal_for_token(CredentialKind::Pat, &h))
                     .await
-                    .ok()?
                     .map_err(|e| tracing::error!(error = %e, "token lookup failed"))
                     .ok()??;
                 let mut cache = self.cache.write().unwrap_or_else(|p| p.into_inner());

@@ -21,10 +21,7 @@ pub struct AgentSummary {
 
 /// Every agent `who` may reach, sorted by id.
 pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
-    let store = state.store.clone();
-    let records = tokio::task::spawn_blocking(move || store.agents())
-        .await
-        .map_err(|e| StoreError::Internal(format!("listing agents failed: {e}")))??;
+    let records = state.store.blocking(|s| s.agents()).await?;
     let live = state.registry.snapshot();
     Ok(records
         .into_iter()

@@ -237,22 +237,19 @@ impl Forwarder {
 
     /// Why an agent has no live connection: never enrolled here, or just not online.
     pub async fn not_connected(&self, agent_id: &str) -> CallFailure {
-        let store = self.store.clone();
         let id = agent_id.to_owned();
-        let known = tokio::task::spawn_blocking(move || store.agent(&id)).await;
-        match known {
-            Ok(Ok(Some(rec))) => CallFailure::refusal(
+        match self.store.blocking(move |s| s.agent(&id)).await {
+            Ok(Some(rec)) => CallFailure::refusal(
                 ErrorCode::Offline,
                 format!(
                     "agent {agent_id} is not connected (last seen {}); check that kenny-agent is running on that PC",
                     rec.last_seen.as_deref().unwrap_or("never")
                 ),
             ),
-            Ok(Ok(None)) => CallFailure::refusal(
+            Ok(None) => CallFailure::refusal(
                 ErrorCode::UnknownAgent,
                 format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
             ),
-            Ok(Err(e)) => CallFailure::new(ErrorCode::Internal, format!("could not look up agent {agent_id}: {e}")),
             Err(e) => CallFailure::new(ErrorCode::Internal, format!("could not look up agent {agent_id}: {e}")),
         }
     }

@@ -51,14 +51,15 @@ pub async fn enroll(
     kenny_proto::auth::parse_public_key(&body.public_key)
         .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
 
-    let store = state.store.clone();
     let id = agent_id.clone();
-    let hash = tokio::task::spawn_blocking(move || store.agent_token_hash(&id)).await??;
+    let hash = state.store.blocking(move |s| s.agent_token_hash(&id)).await?;
     check_token(hash.as_deref(), &token).map_err(|_| unauthorized())?;
 
-    let store = state.store.clone();
     let id = agent_id.clone();
-    tokio::task::spawn_blocking(move || store.enroll_agent(&id, &body.public_key, &crate::clock::now())).await??;
+    state
+        .store
+        .blocking(move |s| s.enroll_agent(&id, &body.public_key, &crate::clock::now()))
+        .await?;
     tracing::info!(agent = %agent_id, "agent enrolled its key");
     Ok(Json(json!({ "agent_id": agent_id, "enrolled": true })))
 }

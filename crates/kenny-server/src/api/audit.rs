@@ -38,7 +38,6 @@ pub async fn list(
         before_id: p.before,
         limit,
     };
-    let store = state.store.clone();
-    let entries = tokio::task::spawn_blocking(move || store.audit(&filter)).await??;
+    let entries = state.store.blocking(move |s| s.audit(&filter)).await?;
     Ok(Json(json!({ "entries": entries })))
 }

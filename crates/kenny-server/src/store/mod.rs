@@ -4,7 +4,7 @@
 mod migrations;
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -30,7 +30,7 @@ pub enum StoreError {
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// A handle on the database. Calls are synchronous; async callers go through
-/// `spawn_blocking`. Reads on the hot path are served from caches above this layer.
+/// [`Store::blocking`]. Reads on the hot path are served from caches above this layer.
 pub struct Store {
     conn: Mutex<Connection>,
     path: PathBuf,
@@ -146,6 +146,19 @@ impl Store {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs storage work on the blocking pool, so async callers never stall a runtime
+    /// thread on SQLite.
+    pub async fn blocking<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| StoreError::Internal(format!("storage task failed: {e}")))?
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {

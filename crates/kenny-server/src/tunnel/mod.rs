@@ -137,12 +137,12 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
     let agent_id = reg.agent_id.clone();
     match handshake::method(&reg, state.config.allow_token_auth)? {
         Method::Token(token) => {
-            let store = state.store.clone();
             let id = agent_id.clone();
-            let found = tokio::task::spawn_blocking(move || store.agent_credentials(&id))
+            let found = state
+                .store
+                .blocking(move |s| s.agent_credentials(&id))
                 .await
-                .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?
-                .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?;
+                .map_err(lookup_failed)?;
             handshake::check_token(found.as_ref().map(|c| c.token_hash.as_str()), &token)?;
             if found.is_some_and(|c| c.enrolled) {
                 // Once a key is enrolled, the token is no longer a way in: whoever
@@ -153,12 +153,12 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
             }
         }
         Method::Mutual { client_nonce } => {
-            let store = state.store.clone();
             let id = agent_id.clone();
-            let record = tokio::task::spawn_blocking(move || store.agent(&id))
+            let record = state
+                .store
+                .blocking(move |s| s.agent(&id))
                 .await
-                .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?
-                .map_err(|e| Reject::unauthorized(format!("lookup failed: {e}")))?;
+                .map_err(lookup_failed)?;
             if record.as_ref().is_none_or(|r| r.public_key.is_none()) {
                 return Err(Reject::unauthorized("unknown or unenrolled agent"));
             }
@@ -310,11 +310,17 @@ fn fail_malformed_response(link: &AgentLink, text: &str, reason: &str) {
 }
 
 async fn record_seen(state: &AppState, agent_id: &str, meta: Option<AgentMeta>) {
-    let store = state.store.clone();
     let id = agent_id.to_owned();
-    let res =
-        tokio::task::spawn_blocking(move || store.record_agent_seen(&id, meta.as_ref(), &crate::clock::now())).await;
-    if let Ok(Err(e)) = res {
+    let res = state
+        .store
+        .blocking(move |s| s.record_agent_seen(&id, meta.as_ref(), &crate::clock::now()))
+        .await;
+    if let Err(e) = res {
         tracing::warn!(agent = %agent_id, error = %e, "could not record agent metadata");
     }
+}
+
+fn lookup_failed(e: crate::store::StoreError) -> Reject {
+    tracing::error!(error = %e, "agent lookup failed during a handshake");
+    Reject::unauthorized("the server could not check this agent's credentials; try again")
 }
