@@ -28,6 +28,12 @@ pub fn valid_username(name: &str) -> bool {
 }
 
 pub fn add_user(store: &Store, name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<i64> {
+    let hash = checked_password_hash(name, role, hosts, password)?;
+    Ok(store.create_user(name, &hash, role, hosts, &crate::clock::now())?)
+}
+
+/// Validates a new account and hashes its password (slow on purpose: Argon2id).
+pub fn checked_password_hash(name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<String> {
     if !valid_username(name) {
         bail!("user name {name:?} is not valid: use 1-64 letters, digits, '.', '_', '-' or '@'");
     }
@@ -43,8 +49,7 @@ pub fn add_user(store: &Store, name: &str, role: Role, hosts: &[String], passwor
     if let Some(bad) = hosts.iter().find(|h| !valid_agent_id(h)) {
         bail!("host {bad:?} is not a valid agent id");
     }
-    let hash = secrets::hash_password(password).map_err(|e| anyhow::anyhow!("hashing the password: {e}"))?;
-    Ok(store.create_user(name, &hash, role, hosts, &crate::clock::now())?)
+    secrets::hash_password(password).map_err(|e| anyhow::anyhow!("hashing the password: {e}"))
 }
 
 /// Mints a personal access token for `username`; returns it (it is stored hashed).

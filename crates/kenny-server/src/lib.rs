@@ -4,6 +4,7 @@
 //! Start at [`server::start`]; the path of a forwarded call is
 //! [`mcp`] → [`forward::Forwarder::forward`] → [`registry::AgentLink::call`] → [`tunnel`].
 
+pub mod accounts;
 pub mod admin;
 pub mod api;
 pub mod audit;
@@ -15,12 +16,14 @@ pub mod forward;
 pub mod guard;
 pub mod mcp;
 pub mod principal;
+pub mod ratelimit;
 pub mod registry;
 pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod store;
 pub mod tunnel;
+pub mod web;
 
 pub use config::ServeConfig;
 pub use server::{RunningServer, start};

@@ -34,12 +34,15 @@ impl Role {
 pub enum CredentialKind {
     /// Personal access token (`kenny_pat_`).
     Pat,
+    /// Dashboard sign-in session (cookie).
+    Session,
 }
 
 impl CredentialKind {
     pub fn as_str(self) -> &'static str {
         match self {
             CredentialKind::Pat => "pat",
+            CredentialKind::Session => "session",
         }
     }
 }

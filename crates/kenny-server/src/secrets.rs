@@ -40,6 +40,12 @@ pub fn new_password() -> String {
     URL_SAFE_NO_PAD.encode(bytes)
 }
 
+/// Compares secrets without leaking where they differ through timing.
+pub fn constant_time_eq(a: &str, b: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
 pub fn random_nonce() -> [u8; 32] {
     let mut n = [0u8; 32];
     OsRng.fill_bytes(&mut n);

@@ -22,6 +22,10 @@ use crate::store::Store;
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
 /// Agent connections allowed in their handshake at once; more wait their turn.
 const MAX_PENDING_HANDSHAKES: usize = 64;
+/// Failed sign-ins allowed per client and per user name within the window; the next
+/// attempt is answered 429.
+const LOGIN_FAILURES_ALLOWED: usize = 5;
+const LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 /// A server that is listening. Dropping it does not stop it; cancel the token given
 /// to [`start`] and await [`RunningServer::finished`].
@@ -77,6 +81,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         config,
         shutdown: shutdown.clone(),
         handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
+        login_limiter: crate::ratelimit::FailureLimiter::new(LOGIN_FAILURES_ALLOWED, LOGIN_FAILURE_WINDOW),
     });
 
     let listener = tokio::net::TcpListener::bind(state.config.listen)
@@ -109,6 +114,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .merge(guarded)
         .merge(crate::api::public())
+        .merge(crate::web::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)

@@ -27,4 +27,6 @@ pub struct AppState {
     /// Bounds connections still in their handshake (they may send up to a full frame
     /// before proving anything).
     pub handshakes: Semaphore,
+    /// Failed sign-ins per client and per user name.
+    pub login_limiter: crate::ratelimit::FailureLimiter,
 }

@@ -66,6 +66,19 @@ const MIGRATIONS: &[&str] = &[
     // 2: audit rows are written when a call is sent and completed when it ends.
     "ALTER TABLE audit ADD COLUMN call_id TEXT;
     CREATE UNIQUE INDEX audit_by_call ON audit (call_id) WHERE call_id IS NOT NULL;",
+    // 3: dashboard sign-in sessions.
+    "CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        token_hash TEXT NOT NULL UNIQUE,
+        csrf_token TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        client TEXT,
+        user_agent TEXT,
+        revoked_at TEXT
+    );
+    CREATE INDEX sessions_by_user ON sessions (user_id);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

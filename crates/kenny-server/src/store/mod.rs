@@ -47,6 +47,27 @@ pub struct AgentRecord {
     pub last_seen: Option<String>,
 }
 
+/// What signing in checks about a user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserLogin {
+    pub id: i64,
+    pub username: String,
+    pub password_hash: String,
+    pub disabled: bool,
+}
+
+/// A new dashboard session, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewSession<'a> {
+    pub user_id: i64,
+    pub token_hash: &'a str,
+    pub csrf_token: &'a str,
+    pub created_at: &'a str,
+    pub expires_at: &'a str,
+    pub client: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentCredentials {
     pub token_hash: String,
@@ -204,6 +225,26 @@ impl Store {
         })
     }
 
+    /// Creates an account only if none exists yet.
+    pub fn create_first_user(&self, username: &str, password_hash: &str, role: Role, now: &str) -> Result<i64> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+            if users > 0 {
+                return Err(StoreError::Conflict(
+                    "set-up is already done: an account exists; sign in instead".into(),
+                ));
+            }
+            tx.execute(
+                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![username, password_hash, role.as_str(), now],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(id)
+        })
+    }
+
     pub fn count_superusers(&self) -> Result<i64> {
         self.with(|c| {
             Ok(c.query_row(
@@ -211,6 +252,91 @@ impl Store {
                 [],
                 |r| r.get(0),
             )?)
+        })
+    }
+
+    pub fn count_users(&self) -> Result<i64> {
+        self.with(|c| Ok(c.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?))
+    }
+
+    pub fn user_login(&self, username: &str) -> Result<Option<UserLogin>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id, username, password_hash, disabled FROM users WHERE username = ?1",
+                [username],
+                |r| {
+                    Ok(UserLogin {
+                        id: r.get(0)?,
+                        username: r.get(1)?,
+                        password_hash: r.get(2)?,
+                        disabled: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn create_session(&self, s: &NewSession<'_>) -> Result<i64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO sessions (user_id, token_hash, csrf_token, created_at, expires_at, client, user_agent)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    s.user_id,
+                    s.token_hash,
+                    s.csrf_token,
+                    s.created_at,
+                    s.expires_at,
+                    s.client,
+                    s.user_agent
+                ],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// The principal and CSRF token of a live session (not revoked, not expired at
+    /// `now`, its user enabled).
+    pub fn session_principal(&self, token_hash: &str, now: &str) -> Result<Option<(Principal, String)>> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT s.id, s.csrf_token, u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
+                     WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND u.disabled = 0",
+                    params![token_hash, now],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((session_id, csrf, user_id, username, role)) = row else { return Ok(None) };
+            let Some(role) = Role::parse(&role) else { return Ok(None) };
+            let hosts = if role == Role::User { Some(load_hosts(c, user_id)?) } else { None };
+            let principal = Principal {
+                user_id,
+                username,
+                role,
+                hosts,
+                credential_kind: CredentialKind::Session,
+                credential_id: session_id.to_string(),
+            };
+            Ok(Some((principal, csrf)))
+        })
+    }
+
+    pub fn revoke_session(&self, session_id: i64, now: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE sessions SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![session_id, now],
+            )? > 0)
         })
     }
 

@@ -1,0 +1,349 @@
+//! The dashboard's sign-in pages: first-run set-up, sign in, sign out, and the signed-in
+//! landing page. Server-rendered HTML; forms carry CSRF tokens.
+
+mod cookies;
+mod html;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Form, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use self::html::{esc, page};
+use crate::accounts::{self, ClientInfo, LoginError, SESSION_LIFETIME};
+use crate::principal::Principal;
+use crate::state::AppState;
+
+const FORM_TOKEN_LIFETIME_SECS: u64 = 3600;
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", get(home))
+        .route("/setup", get(setup_form).post(setup_submit))
+        .route("/login", get(login_form).post(login_submit))
+        .route("/logout", post(logout))
+}
+
+/// The signed-in principal and its session's CSRF token, from the session cookie.
+pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
+    let token = cookies::get(headers, cookies::SESSION)?;
+    accounts::session(&state.store, &token).await
+}
+
+fn secure(state: &AppState) -> bool {
+    state
+        .config
+        .public_url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("https://"))
+}
+
+/// Only same-site paths: `/x`, never `//host`, `/\host` or an absolute URL, so `next`
+/// cannot be used to send someone elsewhere after signing in.
+pub fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") && !n.contains(['\r', '\n']) => {
+            n.to_owned()
+        }
+        _ => "/".to_owned(),
+    }
+}
+
+async fn needs_setup(state: &AppState) -> bool {
+    state
+        .store
+        .blocking(|s| s.count_users())
+        .await
+        .map(|n| n == 0)
+        .unwrap_or(false)
+}
+
+async fn home(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if needs_setup(&state).await {
+        return Redirect::to("/setup").into_response();
+    }
+    let Some((who, csrf)) = signed_in(&state, &headers).await else {
+        return Redirect::to("/login").into_response();
+    };
+    page(
+        "Home",
+        &format!(
+            "<div class=\"card\"><h1>kenny</h1><p>Signed in as <strong>{}</strong> ({}).</p>\
+             <p class=\"muted\">The fleet dashboard arrives in a later release; MCP clients connect at <code>/mcp</code>.</p>\
+             <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form></div>",
+            esc(&who.username),
+            who.role.as_str(),
+            esc(&csrf)
+        ),
+    )
+    .into_response()
+}
+
+// ---- first-run set-up --------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct SetupForm {
+    username: String,
+    password: String,
+    confirm: String,
+    form_token: String,
+}
+
+async fn setup_form(State(state): State<Arc<AppState>>) -> Response {
+    if !needs_setup(&state).await {
+        return Redirect::to("/login").into_response();
+    }
+    with_form_token(&state, |token| setup_page(token, None, StatusCode::OK))
+}
+
+fn setup_page(form_token: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let error = error
+        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    (
+        status,
+        page(
+            "Set up",
+            &format!(
+                "<div class=\"card\"><h1>Welcome to kenny</h1><p class=\"muted\">Create the first superuser. This page is available only until an account exists.</p>{error}\
+                 <form method=\"post\" action=\"/setup\"><input type=\"hidden\" name=\"form_token\" value=\"{}\">\
+                 <label for=\"username\">User name</label><input id=\"username\" name=\"username\" autocomplete=\"username\" required>\
+                 <label for=\"password\">Password (at least 8 characters)</label><input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"new-password\" required minlength=\"8\">\
+                 <label for=\"confirm\">Repeat the password</label><input id=\"confirm\" name=\"confirm\" type=\"password\" autocomplete=\"new-password\" required>\
+                 <button>Create superuser</button></form></div>",
+                esc(form_token)
+            ),
+        ),
+    )
+        .into_response()
+}
+
+async fn setup_submit(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<SetupForm>,
+) -> Response {
+    if !form_token_ok(&headers, &form.form_token) {
+        return forbidden_form();
+    }
+    if form.password != form.confirm {
+        return setup_page(
+            &form.form_token,
+            Some("The two passwords differ."),
+            StatusCode::BAD_REQUEST,
+        );
+    }
+    let user_id = match accounts::create_first_superuser(&state.store, form.username.trim(), &form.password).await {
+        Ok(id) => id,
+        Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
+    };
+    match accounts::open_session(&state.store, user_id, client_info(addr, &headers)).await {
+        Ok(issued) => signed_in_redirect(&state, &issued.token, "/"),
+        Err(e) => server_error(&e.to_string()),
+    }
+}
+
+// ---- sign in / out -----------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct NextParam {
+    next: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    username: String,
+    password: String,
+    form_token: String,
+    next: Option<String>,
+}
+
+async fn login_form(State(state): State<Arc<AppState>>, Query(q): Query<NextParam>) -> Response {
+    if needs_setup(&state).await {
+        return Redirect::to("/setup").into_response();
+    }
+    let next = safe_next(q.next.as_deref());
+    with_form_token(&state, |token| login_page(token, &next, "", None, StatusCode::OK))
+}
+
+fn login_page(form_token: &str, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
+    let error = error
+        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
+        .unwrap_or_default();
+    (
+        status,
+        page(
+            "Sign in",
+            &format!(
+                "<div class=\"card\"><h1>Sign in to kenny</h1>{error}<form method=\"post\" action=\"/login\">\
+                 <input type=\"hidden\" name=\"form_token\" value=\"{}\"><input type=\"hidden\" name=\"next\" value=\"{}\">\
+                 <label for=\"username\">User name</label><input id=\"username\" name=\"username\" value=\"{}\" autocomplete=\"username\" required>\
+                 <label for=\"password\">Password</label><input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"current-password\" required>\
+                 <button>Sign in</button></form></div>",
+                esc(form_token),
+                esc(next),
+                esc(username)
+            ),
+        ),
+    )
+        .into_response()
+}
+
+async fn login_submit(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !form_token_ok(&headers, &form.form_token) {
+        return forbidden_form();
+    }
+    let next = safe_next(form.next.as_deref());
+    let username = form.username.trim().to_owned();
+    let (ip_key, user_key) = (format!("ip:{}", addr.ip()), format!("user:{}", username.to_lowercase()));
+    let keys = [ip_key.as_str(), user_key.as_str()];
+    if let Some(wait) = state.login_limiter.blocked(&keys, Instant::now()) {
+        let secs = wait.as_secs().max(1);
+        let mut resp = login_page(
+            &form.form_token,
+            &next,
+            &username,
+            Some(&format!("Too many failed attempts. Try again in {secs} seconds.")),
+            StatusCode::TOO_MANY_REQUESTS,
+        );
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
+    match accounts::login(&state.store, &username, &form.password, client_info(addr, &headers)).await {
+        Ok(issued) => {
+            state.login_limiter.record_success(&keys);
+            tracing::info!(user = %username, client = %addr.ip(), "signed in");
+            signed_in_redirect(&state, &issued.token, &next)
+        }
+        Err(LoginError::BadCredentials) => {
+            state.login_limiter.record_failure(&keys, Instant::now());
+            tracing::warn!(user = %username, client = %addr.ip(), "sign-in failed");
+            login_page(
+                &form.form_token,
+                &next,
+                &username,
+                Some("Wrong user name or password."),
+                StatusCode::UNAUTHORIZED,
+            )
+        }
+        Err(e) => server_error(&e.to_string()),
+    }
+}
+
+#[derive(Deserialize)]
+struct LogoutForm {
+    csrf: String,
+}
+
+async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(form): Form<LogoutForm>) -> Response {
+    let Some((who, csrf)) = signed_in(&state, &headers).await else {
+        return Redirect::to("/login").into_response();
+    };
+    if !crate::secrets::constant_time_eq(&csrf, &form.csrf) {
+        return forbidden_form();
+    }
+    if let Ok(id) = who.credential_id.parse::<i64>() {
+        let _ = state
+            .store
+            .blocking(move |s| s.revoke_session(id, &crate::clock::now()))
+            .await;
+    }
+    let mut resp = Redirect::to("/login").into_response();
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        cookies::set(cookies::SESSION, "", 0, secure(&state)),
+    );
+    resp
+}
+
+// ---- helpers -----------------------------------------------------------------------
+
+fn client_info(addr: SocketAddr, headers: &HeaderMap) -> ClientInfo {
+    ClientInfo {
+        addr: Some(addr.ip().to_string()),
+        user_agent: headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.chars().take(200).collect()),
+    }
+}
+
+/// Renders a form page with a fresh form token, also set as a cookie (double submit).
+fn with_form_token(state: &AppState, render: impl FnOnce(&str) -> Response) -> Response {
+    let token = crate::secrets::new_password();
+    let mut resp = render(&token);
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        cookies::set(cookies::FORM, &token, FORM_TOKEN_LIFETIME_SECS, secure(state)),
+    );
+    resp
+}
+
+fn form_token_ok(headers: &HeaderMap, submitted: &str) -> bool {
+    cookies::get(headers, cookies::FORM)
+        .is_some_and(|c| !c.is_empty() && crate::secrets::constant_time_eq(&c, submitted))
+}
+
+fn signed_in_redirect(state: &AppState, token: &str, next: &str) -> Response {
+    let mut resp = Redirect::to(next).into_response();
+    let headers = resp.headers_mut();
+    headers.append(
+        header::SET_COOKIE,
+        cookies::set(cookies::SESSION, token, SESSION_LIFETIME.as_secs(), secure(state)),
+    );
+    headers.append(header::SET_COOKIE, cookies::set(cookies::FORM, "", 0, secure(state)));
+    resp
+}
+
+fn forbidden_form() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        page(
+            "Form expired",
+            "<div class=\"card\"><h1>This form has expired</h1><p>It was not sent from this site's page, or too long ago. <a href=\"/login\">Open it again</a>.</p></div>",
+        ),
+    )
+        .into_response()
+}
+
+fn server_error(message: &str) -> Response {
+    tracing::error!(%message, "sign-in failed on the server");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        page("Error", "<div class=\"card\"><h1>Something went wrong</h1><p>The server could not complete this; see its log.</p></div>"),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_stays_on_this_site() {
+        assert_eq!(safe_next(Some("/oauth/authorize?x=1")), "/oauth/authorize?x=1");
+        for bad in [
+            "https://evil.example/",
+            "//evil.example",
+            "/\\evil.example",
+            "evil",
+            "",
+            "/a\r\nSet-Cookie: x",
+        ] {
+            assert_eq!(safe_next(Some(bad)), "/", "{bad:?}");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
+}
