@@ -69,6 +69,12 @@ impl Authenticator {
         Some(principal)
     }
 
+    /// Drops every cached lookup, so a revocation or a change of role, hosts or
+    /// disabled flag applies to the very next request.
+    pub fn forget_cached(&self) {
+        self.cache.write().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Hands coalesced token-use times to the audit writer; run periodically.
     pub async fn flush_touched(&self, audit: &AuditLog) {
         let touched: Vec<_> = std::mem::take(&mut *self.touched.lock().unwrap_or_else(|p| p.into_inner()))

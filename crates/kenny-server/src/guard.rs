@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -70,3 +70,32 @@ pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Req
     )
         .into_response()
 }
+
+/// `/api`: a bearer token, or a dashboard session cookie. Cookie-authenticated requests
+/// that change state must carry the session's CSRF token in `X-CSRF-Token`: a cookie
+/// rides along on cross-site requests, a header set by our own page does not.
+pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+    if request.headers().contains_key(header::AUTHORIZATION) {
+        return require_bearer(State(state), request, next).await;
+    }
+    let Some((principal, csrf)) = crate::web::signed_in(&state, request.headers()).await else {
+        return unauthorized(false);
+    };
+    let changes_state = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let header_token = request
+        .headers()
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if changes_state && !crate::secrets::constant_time_eq(&csrf, header_token) {
+        return (
+            StatusCode::FORBIDDEN,
+            axum::Json(serde_json::json!({"error": {"code": "csrf", "message": "missing or wrong X-CSRF-Token header for a signed-in request; reload the page"}})),
+        )
+            .into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+pub const CSRF_HEADER: &str = "x-csrf-token";

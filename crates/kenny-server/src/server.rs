@@ -14,7 +14,7 @@ use crate::audit::{ArgsDigest, AuditLog};
 use crate::auth::Authenticator;
 use crate::config::ServeConfig;
 use crate::forward::Forwarder;
-use crate::guard::{require_bearer, require_known_host};
+use crate::guard::{require_bearer, require_known_host, require_principal};
 use crate::registry::Registry;
 use crate::state::AppState;
 use crate::store::Store;
@@ -107,12 +107,11 @@ pub fn router(state: Arc<AppState>) -> Router {
     let mcp = Router::new()
         .nest_service("/mcp", crate::mcp::service(state.clone()))
         .layer(from_fn_with_state(state.clone(), require_known_host));
-    let guarded = Router::new()
-        .merge(mcp)
-        .merge(crate::api::authenticated())
-        .layer(from_fn_with_state(state.clone(), require_bearer));
+    let mcp = mcp.layer(from_fn_with_state(state.clone(), require_bearer));
+    let api = crate::api::authenticated().layer(from_fn_with_state(state.clone(), require_principal));
     Router::new()
-        .merge(guarded)
+        .merge(mcp)
+        .merge(api)
         .merge(crate::api::public())
         .merge(crate::web::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))

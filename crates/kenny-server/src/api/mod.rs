@@ -3,21 +3,35 @@
 mod agents;
 mod audit;
 mod error;
+mod me;
+mod users;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 
 use crate::state::AppState;
 
 pub use error::ApiError;
 
-/// Routes that need a principal (mounted behind the bearer guard).
+/// Routes that need a principal (mounted behind `guard::require_principal`).
 pub fn authenticated() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/audit", get(audit::list))
         .route("/api/agents", get(agents::list))
+        .route("/api/users", get(users::list).post(users::create))
+        .route(
+            "/api/users/{id}",
+            get(users::get_one).patch(users::update).delete(users::delete),
+        )
+        .route("/api/users/{id}/password", post(users::reset_password))
+        .route("/api/me", get(me::show))
+        .route("/api/me/password", post(me::change_password))
+        .route("/api/me/sessions", get(me::sessions))
+        .route("/api/me/sessions/{id}", delete(me::revoke_session))
+        .route("/api/me/tokens", get(me::tokens).post(me::create_token))
+        .route("/api/me/tokens/{id}", delete(me::revoke_token))
 }
 
 /// Routes with their own credential check (the agent's enrollment token).

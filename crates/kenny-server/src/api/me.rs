@@ -1,0 +1,181 @@
+//! `/api/me`: what every signed-in user manages for themselves: password, sessions,
+//! personal access tokens.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::principal::{CredentialKind, Principal};
+use crate::state::AppState;
+
+pub async fn show(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let user = state.store.blocking(move |s| s.user(id)).await?;
+    Ok(Json(json!({ "user": user, "credential_kind": who.credential_kind })))
+}
+
+/// The session making this request, if it is a session.
+fn current_session(who: &Principal) -> Option<i64> {
+    (who.credential_kind == CredentialKind::Session)
+        .then(|| who.credential_id.parse().ok())
+        .flatten()
+}
+
+pub async fn hash_new_password(password: String) -> Result<String, ApiError> {
+    if password.chars().count() < 8 {
+        return Err(ApiError::bad_request(
+            "the password is too short: use at least 8 characters",
+        ));
+    }
+    tokio::task::spawn_blocking(move || crate::secrets::hash_password(&password))
+        .await?
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("hashing failed: {e}"),
+            )
+        })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    current_password: String,
+    new_password: String,
+}
+
+/// Changes one's own password; every other session of the user ends.
+pub async fn change_password(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Json(body): Json<PasswordChange>,
+) -> Result<StatusCode, ApiError> {
+    let name = who.username.clone();
+    let login = state.store.blocking(move |s| s.user_login(&name)).await?;
+    let hash = login.map(|l| l.password_hash).unwrap_or_default();
+    let current = body.current_password;
+    let ok = tokio::task::spawn_blocking(move || crate::accounts::verify_password(&hash, &current)).await?;
+    if !ok {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_password",
+            "the current password is wrong",
+        ));
+    }
+    let new_hash = hash_new_password(body.new_password).await?;
+    let (id, keep) = (who.user_id, current_session(&who));
+    state
+        .store
+        .blocking(move |s| s.set_password(id, &new_hash, keep, &crate::clock::now()))
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn sessions(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let list = state
+        .store
+        .blocking(move |s| s.user_sessions(id, &crate::clock::now()))
+        .await?;
+    let current = current_session(&who);
+    let list: Vec<Value> = list
+        .into_iter()
+        .map(|s| {
+            let is_current = Some(s.id) == current;
+            let mut v = json!(s);
+            v["current"] = json!(is_current);
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "sessions": list })))
+}
+
+pub async fn revoke_session(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(session_id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    let id = who.user_id;
+    let done = state
+        .store
+        .blocking(move |s| s.revoke_user_session(id, session_id, &crate::clock::now()))
+        .await?;
+    if done {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("you have no live session {session_id}"),
+        ))
+    }
+}
+
+pub async fn tokens(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let list = state.store.blocking(move |s| s.user_tokens(id)).await?;
+    Ok(Json(json!({ "tokens": list })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    label: Option<String>,
+}
+
+/// Mints a personal access token; the token is in this response and nowhere else.
+pub async fn create_token(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Json(body): Json<NewToken>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if body.label.as_ref().is_some_and(|l| l.chars().count() > 100) {
+        return Err(ApiError::bad_request("label is at most 100 characters"));
+    }
+    let name = who.username.clone();
+    let token = state
+        .store
+        .blocking(move |s| {
+            crate::admin::create_token(s, &name, body.label.as_deref())
+                .map_err(|e| crate::store::StoreError::Internal(e.to_string()))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(json!({ "token": token }))))
+}
+
+pub async fn revoke_token(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(token_id): Path<i64>,
+) -> Result<StatusCode, ApiError> {
+    let id = who.user_id;
+    let done = state
+        .store
+        .blocking(move |s| s.revoke_token(id, token_id, &crate::clock::now()))
+        .await?;
+    if !done {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("you have no live token {token_id}"),
+        ));
+    }
+    state.auth.forget_cached();
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,489 @@
+//! Accounts in storage: users, their hosts, personal access tokens and sign-in sessions.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use super::{NewSession, Result, Store, StoreError, UserLogin, load_hosts};
+use crate::principal::{CredentialKind, Principal, Role};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UserRecord {
+    pub id: i64,
+    pub username: String,
+    pub role: Role,
+    pub disabled: bool,
+    /// For `user` accounts: the agent ids it may reach.
+    pub hosts: Vec<String>,
+    pub created_at: String,
+}
+
+/// A change to a user; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct UserPatch {
+    pub role: Option<Role>,
+    pub disabled: Option<bool>,
+    pub hosts: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenRecord {
+    pub id: i64,
+    pub label: Option<String>,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+    pub revoked_at: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionRecord {
+    pub id: i64,
+    pub created_at: String,
+    pub expires_at: String,
+    pub client: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+impl Store {
+    // ---- users -------------------------------------------------------------
+
+    pub fn create_user(
+        &self,
+        username: &str,
+        password_hash: &str,
+        role: Role,
+        hosts: &[String],
+        now: &str,
+    ) -> Result<i64> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let exists: bool = tx.query_row(
+                "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
+                [username],
+                |r| r.get(0),
+            )?;
+            if exists {
+                return Err(StoreError::Conflict(format!(
+                    "a user named {username:?} already exists"
+                )));
+            }
+            tx.execute(
+                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![username, password_hash, role.as_str(), now],
+            )?;
+            let id = tx.last_insert_rowid();
+            for host in hosts {
+                tx.execute(
+                    "INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)",
+                    params![id, host],
+                )?;
+            }
+            tx.commit()?;
+            Ok(id)
+        })
+    }
+
+    /// Creates an account only if none exists yet.
+    pub fn create_first_user(&self, username: &str, password_hash: &str, role: Role, now: &str) -> Result<i64> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
+            if users > 0 {
+                return Err(StoreError::Conflict(
+                    "set-up is already done: an account exists; sign in instead".into(),
+                ));
+            }
+            tx.execute(
+                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![username, password_hash, role.as_str(), now],
+            )?;
+            let id = tx.last_insert_rowid();
+            tx.commit()?;
+            Ok(id)
+        })
+    }
+
+    pub fn count_superusers(&self) -> Result<i64> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    pub fn count_users(&self) -> Result<i64> {
+        self.with(|c| Ok(c.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?))
+    }
+
+    pub fn user_login(&self, username: &str) -> Result<Option<UserLogin>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id, username, password_hash, disabled FROM users WHERE username = ?1",
+                [username],
+                |r| {
+                    Ok(UserLogin {
+                        id: r.get(0)?,
+                        username: r.get(1)?,
+                        password_hash: r.get(2)?,
+                        disabled: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn create_session(&self, s: &NewSession<'_>) -> Result<i64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO sessions (user_id, token_hash, csrf_token, created_at, expires_at, client, user_agent)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    s.user_id,
+                    s.token_hash,
+                    s.csrf_token,
+                    s.created_at,
+                    s.expires_at,
+                    s.client,
+                    s.user_agent
+                ],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// The principal and CSRF token of a live session (not revoked, not expired at
+    /// `now`, its user enabled).
+    pub fn session_principal(&self, token_hash: &str, now: &str) -> Result<Option<(Principal, String)>> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT s.id, s.csrf_token, u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
+                     WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND u.disabled = 0",
+                    params![token_hash, now],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, i64>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((session_id, csrf, user_id, username, role)) = row else { return Ok(None) };
+            let Some(role) = Role::parse(&role) else { return Ok(None) };
+            let hosts = if role == Role::User { Some(load_hosts(c, user_id)?) } else { None };
+            let principal = Principal {
+                user_id,
+                username,
+                role,
+                hosts,
+                credential_kind: CredentialKind::Session,
+                credential_id: session_id.to_string(),
+            };
+            Ok(Some((principal, csrf)))
+        })
+    }
+
+    pub fn revoke_session(&self, session_id: i64, now: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE sessions SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                params![session_id, now],
+            )? > 0)
+        })
+    }
+
+    pub fn first_superuser(&self) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn user_id(&self, username: &str) -> Result<i64> {
+        self.with(|c| {
+            c.query_row("SELECT id FROM users WHERE username = ?1", [username], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| {
+                    StoreError::NotFound(format!(
+                        "no user named {username:?}; create it with `kenny-server user add`"
+                    ))
+                })
+        })
+    }
+
+    // ---- tokens ------------------------------------------------------------
+
+    pub fn create_token(
+        &self,
+        user_id: i64,
+        kind: CredentialKind,
+        label: Option<&str>,
+        token_hash: &str,
+        now: &str,
+    ) -> Result<i64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO tokens (user_id, kind, label, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![user_id, kind.as_str(), label, token_hash, now],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// The principal a live token of `kind` belongs to, if any.
+    pub fn principal_for_token(&self, kind: CredentialKind, token_hash: &str) -> Result<Option<Principal>> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
+                     WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
+                    params![token_hash, kind.as_str()],
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, i64>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                        ))
+                    },
+                )
+                .optional()?;
+            let Some((token_id, user_id, username, role)) = row else {
+                return Ok(None);
+            };
+            let Some(role) = Role::parse(&role) else {
+                return Ok(None);
+            };
+            let hosts = if role == Role::User {
+                Some(load_hosts(c, user_id)?)
+            } else {
+                None
+            };
+            Ok(Some(Principal {
+                user_id,
+                username,
+                role,
+                hosts,
+                credential_kind: kind,
+                credential_id: token_id.to_string(),
+            }))
+        })
+    }
+
+    pub fn touch_tokens(&self, touched: &[(i64, String)]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            for (id, at) in touched {
+                tx.execute("UPDATE tokens SET last_used_at = ?2 WHERE id = ?1", params![id, at])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    pub fn users(&self) -> Result<Vec<UserRecord>> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached("SELECT id FROM users ORDER BY username")?;
+            let ids = stmt
+                .query_map([], |r| r.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            ids.into_iter()
+                .map(|id| load_user(c, id)?.ok_or_else(|| StoreError::NotFound("user vanished".into())))
+                .collect()
+        })
+    }
+
+    pub fn user(&self, id: i64) -> Result<Option<UserRecord>> {
+        self.with(|c| load_user(c, id))
+    }
+
+    /// Applies `patch`, refusing to leave no enabled superuser.
+    pub fn update_user(&self, id: i64, patch: &UserPatch) -> Result<UserRecord> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let current = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
+            let role = patch.role.unwrap_or(current.role);
+            let disabled = patch.disabled.unwrap_or(current.disabled);
+            if current.role == Role::Superuser && !current.disabled && (role != Role::Superuser || disabled) {
+                guard_last_superuser(&tx, id)?;
+            }
+            tx.execute(
+                "UPDATE users SET role = ?2, disabled = ?3 WHERE id = ?1",
+                params![id, role.as_str(), disabled],
+            )?;
+            if role != Role::User || patch.hosts.is_some() {
+                tx.execute("DELETE FROM user_hosts WHERE user_id = ?1", [id])?;
+            }
+            if role == Role::User
+                && let Some(hosts) = &patch.hosts
+            {
+                for h in hosts {
+                    tx.execute(
+                        "INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)",
+                        params![id, h],
+                    )?;
+                }
+            }
+            let updated = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
+            tx.commit()?;
+            Ok(updated)
+        })
+    }
+
+    /// Deletes a user with its tokens and sessions, refusing to remove the last enabled
+    /// superuser.
+    pub fn delete_user(&self, id: i64) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let current = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
+            if current.role == Role::Superuser && !current.disabled {
+                guard_last_superuser(&tx, id)?;
+            }
+            tx.execute("DELETE FROM users WHERE id = ?1", [id])?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Sets a new password hash and ends the user's sessions, except `keep_session`.
+    pub fn set_password(&self, id: i64, hash: &str, keep_session: Option<i64>, now: &str) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            if tx.execute("UPDATE users SET password_hash = ?2 WHERE id = ?1", params![id, hash])? == 0 {
+                return Err(StoreError::NotFound(format!("no user with id {id}")));
+            }
+            end_sessions(&tx, id, keep_session, now)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Ends every session of a user (e.g. when it is disabled).
+    pub fn end_sessions(&self, user_id: i64, now: &str) -> Result<()> {
+        self.with(|c| end_sessions(c, user_id, None, now))
+    }
+
+    pub fn user_sessions(&self, user_id: i64, now: &str) -> Result<Vec<SessionRecord>> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, created_at, expires_at, client, user_agent FROM sessions
+                 WHERE user_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 ORDER BY id DESC",
+            )?;
+            let rows = stmt
+                .query_map(params![user_id, now], |r| {
+                    Ok(SessionRecord {
+                        id: r.get(0)?,
+                        created_at: r.get(1)?,
+                        expires_at: r.get(2)?,
+                        client: r.get(3)?,
+                        user_agent: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Ends one of the user's own sessions; false if it has no such live session.
+    pub fn revoke_user_session(&self, user_id: i64, session_id: i64, now: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE sessions SET revoked_at = ?3 WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
+                params![session_id, user_id, now],
+            )? > 0)
+        })
+    }
+
+    pub fn user_tokens(&self, user_id: i64) -> Result<Vec<TokenRecord>> {
+        self.with(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, label, created_at, last_used_at, revoked_at FROM tokens
+                 WHERE user_id = ?1 AND kind = 'pat' ORDER BY id DESC",
+            )?;
+            let rows = stmt
+                .query_map([user_id], |r| {
+                    Ok(TokenRecord {
+                        id: r.get(0)?,
+                        label: r.get(1)?,
+                        created_at: r.get(2)?,
+                        last_used_at: r.get(3)?,
+                        revoked_at: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Revokes one of the user's own tokens; false if it has no such live token.
+    pub fn revoke_token(&self, user_id: i64, token_id: i64, now: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE tokens SET revoked_at = ?3 WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
+                params![token_id, user_id, now],
+            )? > 0)
+        })
+    }
+}
+
+fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
+    let row = c
+        .query_row(
+            "SELECT id, username, role, disabled, created_at FROM users WHERE id = ?1",
+            [id],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, bool>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            },
+        )
+        .optional()?;
+    let Some((id, username, role, disabled, created_at)) = row else {
+        return Ok(None);
+    };
+    let role =
+        Role::parse(&role).ok_or_else(|| StoreError::Internal(format!("user {id} has an unknown role {role:?}")))?;
+    Ok(Some(UserRecord {
+        id,
+        username,
+        role,
+        disabled,
+        hosts: load_hosts(c, id)?,
+        created_at,
+    }))
+}
+
+fn guard_last_superuser(c: &Connection, id: i64) -> Result<()> {
+    let others: i64 = c.query_row(
+        "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0 AND id != ?1",
+        [id],
+        |r| r.get(0),
+    )?;
+    if others == 0 {
+        return Err(StoreError::Conflict(
+            "this is the last enabled superuser; make another user superuser first".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn end_sessions(c: &Connection, user_id: i64, keep: Option<i64>, now: &str) -> Result<()> {
+    c.execute(
+        "UPDATE sessions SET revoked_at = ?3 WHERE user_id = ?1 AND revoked_at IS NULL AND (?2 IS NULL OR id != ?2)",
+        params![user_id, keep, now],
+    )?;
+    Ok(())
+}
