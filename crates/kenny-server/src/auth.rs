@@ -22,14 +22,17 @@ const CACHE_MAX: usize = 10_000;
 
 pub struct Authenticator {
     store: Arc<Store>,
+    /// The MCP resource URL: OAuth access tokens must have been issued for it.
+    resource: String,
     cache: RwLock<HashMap<String, (Principal, Instant)>>,
     touched: Mutex<HashMap<i64, String>>,
 }
 
 impl Authenticator {
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(store: Arc<Store>, resource: String) -> Self {
         Authenticator {
             store,
+            resource,
             cache: RwLock::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
         }
@@ -37,6 +40,9 @@ impl Authenticator {
 
     /// The principal a bearer token stands for, or `None` if it is not a live token.
     pub async fn principal(&self, token: &str) -> Option<Principal> {
+        if token.starts_with(crate::oauth::ACCESS_TOKEN_PREFIX) {
+            return self.oauth_principal(token).await;
+        }
         if !token.starts_with(secrets::PAT_PREFIX) {
             return None;
         }
@@ -67,6 +73,17 @@ impl Authenticator {
                 .insert(id, crate::clock::now());
         }
         Some(principal)
+    }
+
+    /// OAuth access tokens are looked up every time (no cache): they expire and are
+    /// revoked by grant, and either must take effect at once.
+    async fn oauth_principal(&self, token: &str) -> Option<Principal> {
+        let (hash, resource, now) = (secrets::token_hash(token), self.resource.clone(), crate::clock::now());
+        self.store
+            .blocking(move |s| s.oauth_principal(&hash, &resource, &now))
+            .await
+            .map_err(|e| tracing::error!(error = %e, "OAuth token lookup failed"))
+            .ok()?
     }
 
     /// Drops every cached lookup, so a revocation or a change of role, hosts or

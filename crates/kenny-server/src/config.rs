@@ -17,6 +17,7 @@ pub struct ServeConfig {
     pub call_timeout: Option<Duration>,
     /// Accept the legacy per-agent token handshake as well as mutual Ed25519.
     pub allow_token_auth: bool,
+    pub oauth: crate::oauth::OAuthSettings,
 }
 
 impl ServeConfig {
@@ -28,6 +29,7 @@ impl ServeConfig {
             heartbeat: Duration::from_secs(15),
             call_timeout: None,
             allow_token_auth: true,
+            oauth: Default::default(),
         }
     }
 }

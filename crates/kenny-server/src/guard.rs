@@ -19,21 +19,25 @@ pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Req
             request.extensions_mut().insert(p);
             next.run(request).await
         }
-        None => unauthorized(request.headers().contains_key(header::AUTHORIZATION)),
+        None => unauthorized(&state, request.headers().contains_key(header::AUTHORIZATION)),
     }
 }
 
-/// 401 with a challenge that tells the client what to send.
-pub fn unauthorized(had_credentials: bool) -> Response {
+/// 401 with a challenge that tells the client what to send and where to discover how
+/// to get a token (RFC 9728 `resource_metadata`).
+pub fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
+    let metadata = crate::oauth::resource_metadata_url(&state.base_url);
     let (challenge, message) = if had_credentials {
         (
-            r#"Bearer realm="kenny", error="invalid_token", error_description="the token is unknown, revoked or expired""#,
-            "the bearer token is unknown, revoked or expired; create one with `kenny-server token create <user>`",
+            format!(
+                r#"Bearer realm="kenny", resource_metadata="{metadata}", error="invalid_token", error_description="the token is unknown, revoked or expired""#
+            ),
+            "the bearer token is unknown, revoked or expired; sign in again or create a token with `kenny-server token create <user>`",
         )
     } else {
         (
-            r#"Bearer realm="kenny""#,
-            "authentication required: send Authorization: Bearer <personal access token>",
+            format!(r#"Bearer realm="kenny", resource_metadata="{metadata}""#),
+            "authentication required: send Authorization: Bearer <token> (OAuth, or a personal access token)",
         )
     };
     let mut response = (
@@ -41,9 +45,9 @@ pub fn unauthorized(had_credentials: bool) -> Response {
         axum::Json(serde_json::json!({"error": {"code": "unauthorized", "message": message}})),
     )
         .into_response();
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+    }
     response
 }
 
@@ -79,7 +83,7 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
         return require_bearer(State(state), request, next).await;
     }
     let Some((principal, csrf)) = crate::web::signed_in(&state, request.headers()).await else {
-        return unauthorized(false);
+        return unauthorized(&state, false);
     };
     let changes_state = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let header_token = request

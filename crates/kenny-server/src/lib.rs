@@ -15,6 +15,7 @@ pub mod fleet;
 pub mod forward;
 pub mod guard;
 pub mod mcp;
+pub mod oauth;
 pub mod principal;
 pub mod ratelimit;
 pub mod registry;

@@ -46,6 +46,15 @@ enum Command {
         /// (default: as long as the tool may take, per the tool catalog).
         #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
         call_timeout_secs: Option<u64>,
+        /// Lifetime of OAuth access tokens, in seconds.
+        #[arg(long, env = "KENNY_OAUTH_ACCESS_TOKEN_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86400))]
+        oauth_access_token_secs: u64,
+        /// Lifetime of OAuth refresh tokens, in seconds (each use rotates them).
+        #[arg(long, env = "KENNY_OAUTH_REFRESH_TOKEN_SECS", default_value_t = 2592000, value_parser = clap::value_parser!(u64).range(1..=31536000))]
+        oauth_refresh_token_secs: u64,
+        /// Lifetime of OAuth authorization codes, in seconds.
+        #[arg(long, env = "KENNY_OAUTH_CODE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=600))]
+        oauth_code_secs: u64,
         /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
         #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
         disable_token_auth: bool,
@@ -121,6 +130,9 @@ fn main() -> anyhow::Result<()> {
             heartbeat_secs,
             call_timeout_secs,
             disable_token_auth,
+            oauth_access_token_secs,
+            oauth_refresh_token_secs,
+            oauth_code_secs,
             data,
         } => {
             kenny_host::init_logging("info,rmcp=warn");
@@ -129,6 +141,11 @@ fn main() -> anyhow::Result<()> {
             config.heartbeat = Duration::from_secs(heartbeat_secs);
             config.call_timeout = call_timeout_secs.map(Duration::from_secs);
             config.allow_token_auth = !disable_token_auth;
+            config.oauth = kenny_server::oauth::OAuthSettings {
+                code_ttl: Duration::from_secs(oauth_code_secs),
+                access_ttl: Duration::from_secs(oauth_access_token_secs),
+                refresh_ttl: Duration::from_secs(oauth_refresh_token_secs),
+            };
             tokio::runtime::Runtime::new()?.block_on(serve(config))
         }
         Command::User(UserCommand::Add {

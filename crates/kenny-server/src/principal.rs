@@ -36,6 +36,8 @@ pub enum CredentialKind {
     Pat,
     /// Dashboard sign-in session (cookie).
     Session,
+    /// OAuth 2.1 access token issued by kenny for the MCP resource.
+    OAuth,
 }
 
 impl CredentialKind {
@@ -43,6 +45,7 @@ impl CredentialKind {
         match self {
             CredentialKind::Pat => "pat",
             CredentialKind::Session => "session",
+            CredentialKind::OAuth => "oauth",
         }
     }
 }

@@ -62,6 +62,14 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         );
     }
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listening on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let base_url = match &config.public_url {
+        Some(u) => u.trim_end_matches('/').to_owned(),
+        None => format!("http://{addr}"),
+    };
     let (audit, audit_thread) = AuditLog::start(store.clone());
     let registry = Arc::new(Registry::default());
     let digest = ArgsDigest::new(derive_digest_key(&server_key));
@@ -73,7 +81,9 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             digest,
             config.call_timeout,
         ),
-        auth: Authenticator::new(store.clone()),
+        auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url)),
+        oauth: config.oauth,
+        base_url,
         registry,
         store,
         audit,
@@ -84,10 +94,6 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         login_limiter: crate::ratelimit::FailureLimiter::new(LOGIN_FAILURES_ALLOWED, LOGIN_FAILURE_WINDOW),
     });
 
-    let listener = tokio::net::TcpListener::bind(state.config.listen)
-        .await
-        .with_context(|| format!("listening on {}", state.config.listen))?;
-    let addr = listener.local_addr()?;
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
@@ -114,6 +120,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(api)
         .merge(crate::api::public())
         .merge(crate::web::routes())
+        .merge(crate::oauth::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
         .with_state(state)

@@ -16,6 +16,9 @@ use crate::store::Store;
 
 pub struct AppState {
     pub config: ServeConfig,
+    /// How clients reach this server: the public URL, or `http://<bound address>`.
+    pub base_url: String,
+    pub oauth: crate::oauth::OAuthSettings,
     pub store: Arc<Store>,
     pub registry: Arc<Registry>,
     pub forwarder: Forwarder,

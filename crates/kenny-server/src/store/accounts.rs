@@ -354,7 +354,8 @@ impl Store {
         })
     }
 
-    /// Sets a new password hash and ends the user's sessions, except `keep_session`.
+    /// Sets a new password hash and ends the user's sessions (except `keep_session`)
+    /// and OAuth grants.
     pub fn set_password(&self, id: i64, hash: &str, keep_session: Option<i64>, now: &str) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
@@ -362,14 +363,18 @@ impl Store {
                 return Err(StoreError::NotFound(format!("no user with id {id}")));
             }
             end_sessions(&tx, id, keep_session, now)?;
+            revoke_oauth(&tx, id, now)?;
             tx.commit()?;
             Ok(())
         })
     }
 
-    /// Ends every session of a user (e.g. when it is disabled).
+    /// Ends every session and OAuth grant of a user (e.g. when it is disabled).
     pub fn end_sessions(&self, user_id: i64, now: &str) -> Result<()> {
-        self.with(|c| end_sessions(c, user_id, None, now))
+        self.with(|c| {
+            end_sessions(c, user_id, None, now)?;
+            revoke_oauth(c, user_id, now)
+        })
     }
 
     pub fn user_sessions(&self, user_id: i64, now: &str) -> Result<Vec<SessionRecord>> {
@@ -477,6 +482,14 @@ fn guard_last_superuser(c: &Connection, id: i64) -> Result<()> {
             "this is the last enabled superuser; make another user superuser first".into(),
         ));
     }
+    Ok(())
+}
+
+fn revoke_oauth(c: &Connection, user_id: i64, now: &str) -> Result<()> {
+    c.execute(
+        "UPDATE oauth_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
+        params![user_id, now],
+    )?;
     Ok(())
 }
 

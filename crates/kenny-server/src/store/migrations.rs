@@ -79,6 +79,41 @@ const MIGRATIONS: &[&str] = &[
         revoked_at TEXT
     );
     CREATE INDEX sessions_by_user ON sessions (user_id);",
+    // 4: the OAuth 2.1 authorization server for /mcp.
+    "CREATE TABLE oauth_clients (
+        client_id TEXT PRIMARY KEY,
+        client_name TEXT,
+        redirect_uris TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE oauth_codes (
+        code_hash TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        redirect_uri TEXT NOT NULL,
+        code_challenge TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        scope TEXT,
+        family TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        used_at TEXT
+    );
+    CREATE TABLE oauth_tokens (
+        id INTEGER PRIMARY KEY,
+        token_hash TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+        family TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        resource TEXT NOT NULL,
+        scope TEXT,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        used_at TEXT,
+        revoked_at TEXT
+    );
+    CREATE INDEX oauth_tokens_by_family ON oauth_tokens (family);
+    CREATE INDEX oauth_tokens_by_user ON oauth_tokens (user_id);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -3,8 +3,10 @@
 
 mod accounts;
 mod migrations;
+mod oauth;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
+pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

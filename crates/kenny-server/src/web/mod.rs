@@ -2,7 +2,7 @@
 //! landing page. Server-rendered HTML; forms carry CSRF tokens.
 
 mod cookies;
-mod html;
+pub mod html;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

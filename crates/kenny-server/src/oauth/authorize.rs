@@ -1,0 +1,294 @@
+//! `/oauth/authorize`: who is asking (client and redirect URI, checked before anything
+//! is redirected), what they ask for (PKCE S256, the MCP resource), then a consent page
+//! for the signed-in user and, on approval, a short-lived single-use code.
+
+use std::sync::Arc;
+
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::{CODE_PREFIX, SCOPE, pkce, resource_url};
+use crate::principal::Principal;
+use crate::state::AppState;
+use crate::store::{CodeGrant, OAuthClient};
+use crate::web::html::{esc, page};
+
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Params {
+    response_type: Option<String>,
+    client_id: Option<String>,
+    redirect_uri: Option<String>,
+    code_challenge: Option<String>,
+    code_challenge_method: Option<String>,
+    state: Option<String>,
+    resource: Option<String>,
+    scope: Option<String>,
+    /// Consent form only.
+    csrf: Option<String>,
+    decision: Option<String>,
+}
+
+/// A request whose client and redirect URI are known good: errors may now go back to
+/// the client by redirect.
+struct Checked {
+    client: OAuthClient,
+    redirect_uri: String,
+    code_challenge: String,
+    resource: String,
+    scope: Option<String>,
+    state: Option<String>,
+}
+
+pub async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
+    let checked = match check(&state, &p).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
+        let back = format!("/oauth/authorize?{}", query_string(&p));
+        let next: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
+        return Redirect::to(&format!("/login?next={next}")).into_response();
+    };
+    consent_page(&checked, &who, &csrf)
+}
+
+pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
+    let checked = match check(&state, &p).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
+    let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
+        return error_page(
+            StatusCode::UNAUTHORIZED,
+            "Your sign-in has ended. Start the connection again from your app.",
+        );
+    };
+    if !p
+        .csrf
+        .as_deref()
+        .is_some_and(|c| crate::secrets::constant_time_eq(c, &csrf))
+    {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "This consent form was not submitted from kenny's own page; nothing was granted.",
+        );
+    }
+    if p.decision.as_deref() != Some("approve") {
+        return redirect_error(&state, &checked, "access_denied", "the user declined");
+    }
+    let code = crate::secrets::new_token(CODE_PREFIX);
+    let expires_at = crate::clock::format(time::OffsetDateTime::now_utc() + state.oauth.code_ttl);
+    let grant = CodeGrant {
+        client_id: checked.client.client_id.clone(),
+        user_id: who.user_id,
+        redirect_uri: checked.redirect_uri.clone(),
+        code_challenge: checked.code_challenge.clone(),
+        resource: checked.resource.clone(),
+        scope: checked.scope.clone(),
+        family: uuid::Uuid::new_v4().to_string(),
+        expires_at,
+    };
+    let hash = crate::secrets::token_hash(&code);
+    if let Err(e) = state.store.blocking(move |s| s.create_code(&hash, &grant)).await {
+        tracing::error!(error = %e, "storing an authorization code failed");
+        return redirect_error(&state, &checked, "server_error", "the server could not store the grant");
+    }
+    tracing::info!(user = %who.username, client = %checked.client.client_id, "OAuth grant approved");
+    redirect_with(&state, &checked, &[("code", &code)])
+}
+
+async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
+    let Some(client_id) = p.client_id.as_deref().filter(|c| !c.is_empty()) else {
+        return Err(error_page(
+            StatusCode::BAD_REQUEST,
+            "The request names no client (client_id is missing).",
+        ));
+    };
+    let id = client_id.to_owned();
+    let client = match state.store.blocking(move |s| s.oauth_client(&id)).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(error_page(
+                StatusCode::BAD_REQUEST,
+                "This app is not registered with kenny (unknown client_id).",
+            ));
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "client lookup failed");
+            return Err(error_page(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The server could not look up this app.",
+            ));
+        }
+    };
+    // Never redirect to a URI the client did not register: exact match only.
+    let Some(redirect_uri) = p.redirect_uri.clone().filter(|r| client.redirect_uris.contains(r)) else {
+        return Err(error_page(
+            StatusCode::BAD_REQUEST,
+            "The redirect URI does not match one this app registered, so kenny will not send you there.",
+        ));
+    };
+    let partial = Checked {
+        client,
+        redirect_uri,
+        code_challenge: String::new(),
+        resource: resource_url(&state.base_url),
+        scope: p.scope.clone(),
+        state: p.state.clone(),
+    };
+    if p.response_type.as_deref() != Some("code") {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "unsupported_response_type",
+            "response_type must be code",
+        ));
+    }
+    let Some(challenge) = p.code_challenge.as_deref() else {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "invalid_request",
+            "PKCE is required: send code_challenge (S256)",
+        ));
+    };
+    if p.code_challenge_method.as_deref() != Some("S256") {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "invalid_request",
+            "code_challenge_method must be S256",
+        ));
+    }
+    if !pkce::valid_challenge(challenge) {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "invalid_request",
+            "code_challenge is not an S256 challenge",
+        ));
+    }
+    if let Some(resource) = p.resource.as_deref()
+        && resource.trim_end_matches('/') != partial.resource
+    {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "invalid_target",
+            "this server issues tokens only for its MCP endpoint",
+        ));
+    }
+    if let Some(scope) = p.scope.as_deref()
+        && scope.split(' ').any(|s| !s.is_empty() && s != SCOPE)
+    {
+        return Err(redirect_error(
+            state,
+            &partial,
+            "invalid_scope",
+            "the only scope is mcp",
+        ));
+    }
+    Ok(Checked {
+        code_challenge: challenge.to_owned(),
+        ..partial
+    })
+}
+
+fn consent_page(c: &Checked, who: &Principal, csrf: &str) -> Response {
+    let name = c.client.client_name.clone().unwrap_or_else(|| "An unnamed app".into());
+    let reach = match &who.hosts {
+        None => "every PC in the fleet".to_owned(),
+        Some(h) if h.is_empty() => "no PC yet (none is assigned to you)".to_owned(),
+        Some(h) => format!("the PCs assigned to you ({})", h.join(", ")),
+    };
+    let hidden = |k: &str, v: &str| format!("<input type=\"hidden\" name=\"{k}\" value=\"{}\">", esc(v));
+    let fields = [
+        hidden("response_type", "code"),
+        hidden("client_id", &c.client.client_id),
+        hidden("redirect_uri", &c.redirect_uri),
+        hidden("code_challenge", &c.code_challenge),
+        hidden("code_challenge_method", "S256"),
+        hidden("resource", &c.resource),
+        c.state.as_deref().map(|s| hidden("state", s)).unwrap_or_default(),
+        c.scope.as_deref().map(|s| hidden("scope", s)).unwrap_or_default(),
+        hidden("csrf", csrf),
+    ]
+    .concat();
+    let host = url::Url::parse(&c.redirect_uri)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    page(
+        "Allow access",
+        &format!(
+            "<div class=\"card\"><h1>Allow {} to use kenny?</h1>\
+             <p><strong>{}</strong> asks to act as <strong>{}</strong> through kenny's MCP endpoint: list PCs and run tools \
+             (shell commands, files, diagnostics) on {}.</p>\
+             <p class=\"muted\">After you approve, you return to {}. You can revoke access at any time.</p>\
+             <form method=\"post\" action=\"/oauth/authorize\">{fields}\
+             <button name=\"decision\" value=\"approve\">Allow</button>\
+             <button name=\"decision\" value=\"deny\" style=\"background:transparent;color:inherit;border:1px solid var(--line)\">Deny</button>\
+             </form></div>",
+            esc(&name),
+            esc(&name),
+            esc(&who.username),
+            esc(&reach),
+            esc(&host)
+        ),
+    )
+    .into_response()
+}
+
+fn redirect_with(state: &AppState, c: &Checked, params: &[(&str, &str)]) -> Response {
+    let Ok(mut url) = url::Url::parse(&c.redirect_uri) else {
+        return error_page(StatusCode::BAD_REQUEST, "The registered redirect URI is not a URL.");
+    };
+    {
+        let mut q = url.query_pairs_mut();
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        if let Some(s) = &c.state {
+            q.append_pair("state", s);
+        }
+        q.append_pair("iss", &state.base_url);
+    }
+    Redirect::to(url.as_str()).into_response()
+}
+
+fn redirect_error(state: &AppState, c: &Checked, error: &str, description: &str) -> Response {
+    redirect_with(state, c, &[("error", error), ("error_description", description)])
+}
+
+fn error_page(status: StatusCode, message: &str) -> Response {
+    let body: Html<String> = page(
+        "Cannot connect",
+        &format!(
+            "<div class=\"card\"><h1>This connection request cannot continue</h1><p>{}</p></div>",
+            esc(message)
+        ),
+    );
+    (status, body).into_response()
+}
+
+fn query_string(p: &Params) -> String {
+    let mut s = url::form_urlencoded::Serializer::new(String::new());
+    let pairs = [
+        ("response_type", &p.response_type),
+        ("client_id", &p.client_id),
+        ("redirect_uri", &p.redirect_uri),
+        ("code_challenge", &p.code_challenge),
+        ("code_challenge_method", &p.code_challenge_method),
+        ("state", &p.state),
+        ("resource", &p.resource),
+        ("scope", &p.scope),
+    ];
+    for (k, v) in pairs {
+        if let Some(v) = v {
+            s.append_pair(k, v);
+        }
+    }
+    s.finish()
+}

@@ -1,0 +1,42 @@
+//! Discovery documents: protected resource metadata (RFC 9728) and authorization server
+//! metadata (RFC 8414).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use super::{SCOPE, resource_url};
+use crate::state::AppState;
+
+pub async fn protected_resource(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let base = &state.base_url;
+    Json(json!({
+        "resource": resource_url(base),
+        "authorization_servers": [base],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": [SCOPE],
+        "resource_name": "kenny",
+    }))
+}
+
+pub async fn authorization_server(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let base = &state.base_url;
+    Json(json!({
+        "issuer": base,
+        "authorization_endpoint": format!("{base}/oauth/authorize"),
+        "token_endpoint": format!("{base}/oauth/token"),
+        "registration_endpoint": format!("{base}/oauth/register"),
+        "revocation_endpoint": format!("{base}/oauth/revoke"),
+        "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "revocation_endpoint_auth_methods_supported": ["none"],
+        "scopes_supported": [SCOPE],
+        "authorization_response_iss_parameter_supported": true,
+        // Client ID metadata documents (URL client ids) are not implemented yet.
+        "client_id_metadata_document_supported": false,
+    }))
+}

@@ -1,0 +1,69 @@
+//! kenny's own OAuth 2.1 authorization server for the MCP endpoint: metadata (RFC 9728,
+//! RFC 8414), dynamic client registration (RFC 7591), authorization with PKCE and
+//! resource indicators (RFC 8707, RFC 9207), tokens that rotate, revocation (RFC 7009).
+
+mod authorize;
+mod metadata;
+pub mod pkce;
+mod register;
+mod token;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+use crate::state::AppState;
+
+pub const ACCESS_TOKEN_PREFIX: &str = "kenny_oat_";
+pub const REFRESH_TOKEN_PREFIX: &str = "kenny_ort_";
+pub const CODE_PREFIX: &str = "kenny_oac_";
+pub const SCOPE: &str = "mcp";
+
+/// Lifetimes, configurable per server.
+#[derive(Debug, Clone, Copy)]
+pub struct OAuthSettings {
+    pub code_ttl: Duration,
+    pub access_ttl: Duration,
+    pub refresh_ttl: Duration,
+}
+
+impl Default for OAuthSettings {
+    fn default() -> Self {
+        OAuthSettings {
+            code_ttl: Duration::from_secs(60),
+            access_ttl: Duration::from_secs(3600),
+            refresh_ttl: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+pub fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(metadata::protected_resource),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata::authorization_server),
+        )
+        .route("/oauth/register", post(register::register))
+        .route("/oauth/authorize", get(authorize::show).post(authorize::decide))
+        .route("/oauth/token", post(token::token))
+        .route("/oauth/revoke", post(token::revoke))
+}
+
+/// The MCP resource this server protects: what OAuth tokens must be issued for.
+pub fn resource_url(base: &str) -> String {
+    format!("{base}/mcp")
+}
+
+pub fn resource_metadata_url(base: &str) -> String {
+    format!("{base}/.well-known/oauth-protected-resource/mcp")
+}

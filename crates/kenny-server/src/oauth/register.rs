@@ -1,0 +1,163 @@
+//! Dynamic client registration (RFC 7591) for public clients, and the redirect URI rule:
+//! `https`, or `http` to this machine only (native apps listening on loopback).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::state::AppState;
+use crate::store::OAuthClient;
+
+const MAX_REDIRECT_URIS: usize = 10;
+
+#[derive(Deserialize)]
+pub struct Registration {
+    #[serde(default)]
+    redirect_uris: Vec<String>,
+    client_name: Option<String>,
+    token_endpoint_auth_method: Option<String>,
+    grant_types: Option<Vec<String>>,
+    response_types: Option<Vec<String>>,
+}
+
+/// Why a redirect URI is not acceptable, or `None` if it is.
+pub fn redirect_uri_problem(uri: &str) -> Option<&'static str> {
+    let Ok(url) = url::Url::parse(uri) else {
+        return Some("is not an absolute URL");
+    };
+    if url.fragment().is_some() {
+        return Some("must not have a fragment");
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => return Some("has no host"),
+    };
+    match url.scheme() {
+        "https" => None,
+        "http" if loopback => None,
+        "http" => Some("must use https (plain http is allowed only to localhost, 127.0.0.1 or [::1])"),
+        _ => Some("must use https"),
+    }
+}
+
+fn invalid(error: &str, description: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(json!({"error": error, "error_description": description})),
+    )
+        .into_response()
+}
+
+pub async fn register(
+    State(state): State<Arc<AppState>>,
+    body: Result<Json<Registration>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Json(reg) = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return invalid(
+                "invalid_client_metadata",
+                format!("the body must be client metadata JSON: {e}"),
+            );
+        }
+    };
+    if reg.redirect_uris.is_empty() || reg.redirect_uris.len() > MAX_REDIRECT_URIS {
+        return invalid(
+            "invalid_redirect_uri",
+            format!("give 1 to {MAX_REDIRECT_URIS} redirect_uris"),
+        );
+    }
+    if let Some((uri, why)) = reg
+        .redirect_uris
+        .iter()
+        .find_map(|u| redirect_uri_problem(u).map(|w| (u, w)))
+    {
+        return invalid("invalid_redirect_uri", format!("redirect URI {uri:?} {why}"));
+    }
+    if reg.token_endpoint_auth_method.as_deref().is_some_and(|m| m != "none") {
+        return invalid(
+            "invalid_client_metadata",
+            "only public clients are supported: token_endpoint_auth_method must be \"none\"".into(),
+        );
+    }
+    if reg
+        .grant_types
+        .iter()
+        .flatten()
+        .any(|g| g != "authorization_code" && g != "refresh_token")
+    {
+        return invalid(
+            "invalid_client_metadata",
+            "grant_types may be authorization_code and refresh_token".into(),
+        );
+    }
+    if reg.response_types.iter().flatten().any(|r| r != "code") {
+        return invalid("invalid_client_metadata", "response_types may only be code".into());
+    }
+    let client = OAuthClient {
+        client_id: crate::secrets::new_token("kenny_client_"),
+        client_name: reg.client_name.map(|n| n.chars().take(100).collect()),
+        redirect_uris: reg.redirect_uris,
+    };
+    let now = crate::clock::now();
+    let stored = client.clone();
+    if let Err(e) = state
+        .store
+        .blocking(move |s| s.create_oauth_client(&stored, &now))
+        .await
+    {
+        tracing::error!(error = %e, "client registration failed");
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"error": "server_error"})),
+        )
+            .into_response();
+    }
+    tracing::info!(client = %client.client_id, name = ?client.client_name, "OAuth client registered");
+    (
+        StatusCode::CREATED,
+        Json(json!({
+            "client_id": client.client_id,
+            "client_id_issued_at": time::OffsetDateTime::now_utc().unix_timestamp(),
+            "client_name": client.client_name,
+            "redirect_uris": client.redirect_uris,
+            "token_endpoint_auth_method": "none",
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+        })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_uris_are_https_or_loopback_http() {
+        for ok in [
+            "https://claude.ai/api/mcp/auth_callback",
+            "http://127.0.0.1:33418/callback",
+            "http://localhost/cb",
+            "http://[::1]:9/cb",
+        ] {
+            assert_eq!(redirect_uri_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "http://evil.example/cb",
+            "https://x.example/cb#frag",
+            "javascript:alert(1)",
+            "/relative",
+            "ftp://x/",
+        ] {
+            assert!(redirect_uri_problem(bad).is_some(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,285 @@
+"""kenny as its own OAuth 2.1 authorization server for /mcp: the official MCP SDK's OAuth
+client completes the whole flow (dynamic registration, PKCE, resource indicator, sign-in
+and consent driven over HTTP), and every way to misuse a grant is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import re
+import secrets
+import time
+from urllib.parse import parse_qs, urlencode, urlparse
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+from conftest import call, expect_ok, shell_stdout
+from test_signin import PASSWORD, _client, _login
+
+REDIRECT = "http://127.0.0.1:53682/callback"
+
+
+class MemoryStorage:
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+        self.token_history: list[OAuthToken] = []
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+        self.token_history.append(tokens)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def _approve(kenny, authorize_url: str, user: str = "owner", password: str = PASSWORD) -> httpx.Response:
+    """Signs in and approves the consent page of `authorize_url` as a person would;
+    returns the final redirect to the client."""
+    with _client(kenny) as http:
+        assert _login(http, user, password).status_code == 303
+        path = urlparse(authorize_url)
+        consent = http.get(f"{path.path}?{path.query}")
+        assert consent.status_code == 200, consent.text[:500]
+        assert "Allow" in consent.text and user in consent.text
+        fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', consent.text))
+        fields = {k: v.replace("&amp;", "&").replace("&quot;", '"').replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">") for k, v in fields.items()}
+        return http.post("/oauth/authorize", data={**fields, "decision": "approve"})
+
+
+@pytest.fixture
+async def fleet(kenny):
+    kenny.add_user("owner", "operator", password=PASSWORD)
+    await kenny.start_agents(["pc-a"])
+    return kenny
+
+
+async def test_sdk_oauth_client_completes_the_flow_and_refreshes(fleet):
+    kenny = fleet
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port, extra_args=["--oauth-access-token-secs", "2"])
+    await kenny.wait_agents(["pc-a"])
+    storage = MemoryStorage()
+    seen: dict[str, str] = {}
+
+    async def redirect_handler(url: str) -> None:
+        seen["url"] = url
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        final = await asyncio.to_thread(_approve, kenny, seen["url"])
+        assert final.status_code == 303, final.text[:300]
+        q = parse_qs(urlparse(final.headers["location"]).query)
+        return AuthorizationCodeResult(code=q["code"][0], state=q.get("state", [None])[0], iss=q.get("iss", [None])[0])
+
+    provider = OAuthClientProvider(
+        server_url=kenny.mcp_url,
+        client_metadata=OAuthClientMetadata(client_name="kenny e2e", redirect_uris=[REDIRECT], grant_types=["authorization_code", "refresh_token"], response_types=["code"], token_endpoint_auth_method="none"),
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with Client(streamable_http_client(kenny.mcp_url, http_client=http), mode="legacy") as client:
+            tools = await client.session.list_tools()
+            assert any(t.name == "shell_exec" for t in tools.tools)
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "echo $MARK"}))
+            assert out == kenny.agents["pc-a"].mark + "\n"
+            # The authorization URL carried PKCE S256, the resource, and our state.
+            q = parse_qs(urlparse(seen["url"]).query)
+            assert q["code_challenge_method"] == ["S256"] and q["resource"] == [kenny.mcp_url]
+            first_access = storage.tokens.access_token
+            assert first_access.startswith("kenny_oat_") and storage.tokens.refresh_token.startswith("kenny_ort_")
+            await asyncio.sleep(3)  # the access token has expired
+            out = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "echo again"}))
+            assert out == "again\n"
+            assert storage.tokens.access_token != first_access, "the SDK refreshed its token"
+            assert len({t.refresh_token for t in storage.token_history}) >= 2, "refresh tokens rotate"
+    rows = kenny.audit(agent_id="pc-a")
+    assert any(r["credential_kind"] == "oauth" and r["user"] == "owner" for r in rows), rows[:3]
+
+
+# ---- a hand-driven client, for the negative cases -----------------------------------
+
+def _register(kenny, redirect: str = REDIRECT) -> str:
+    r = httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [redirect], "client_name": "manual"}, timeout=10)
+    assert r.status_code == 201, r.text
+    return r.json()["client_id"]
+
+
+def _pkce() -> tuple[str, str]:
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def _authorize_url(kenny, cid: str, challenge: str, **over) -> str:
+    params = {"response_type": "code", "client_id": cid, "redirect_uri": REDIRECT, "code_challenge": challenge,
+              "code_challenge_method": "S256", "state": "st-1", "resource": kenny.mcp_url}
+    params.update(over)
+    params = {k: v for k, v in params.items() if v is not None}
+    return f"{kenny.base_url}/oauth/authorize?{urlencode(params)}"
+
+
+def _code(kenny, client_id: str, challenge: str) -> str:
+    final = _approve(kenny, _authorize_url(kenny, client_id, challenge))
+    q = parse_qs(urlparse(final.headers["location"]).query)
+    assert q["state"] == ["st-1"] and q["iss"] == [kenny.base_url], q
+    return q["code"][0]
+
+
+def _token(kenny, **form) -> httpx.Response:
+    return httpx.post(f"{kenny.base_url}/oauth/token", data=form, timeout=10)
+
+
+def _exchange(kenny, client_id: str, code: str, verifier: str, redirect: str = REDIRECT) -> httpx.Response:
+    return _token(kenny, grant_type="authorization_code", code=code, client_id=client_id, redirect_uri=redirect, code_verifier=verifier)
+
+
+def _mcp_status(kenny, token: str) -> int:
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    r = httpx.post(kenny.mcp_url, json=init, headers={"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}, timeout=10)
+    return r.status_code
+
+
+def _refused(r: httpx.Response, error: str = "invalid_grant") -> None:
+    assert r.status_code == 400 and r.json()["error"] == error, r.text
+    assert "access_token" not in r.text
+
+
+async def test_discovery_documents_and_the_401_challenge(fleet):
+    kenny = fleet
+    prm = httpx.get(f"{kenny.base_url}/.well-known/oauth-protected-resource/mcp").json()
+    assert prm["resource"] == kenny.mcp_url and prm["authorization_servers"] == [kenny.base_url]
+    assert httpx.get(f"{kenny.base_url}/.well-known/oauth-protected-resource").json() == prm
+    asm = httpx.get(f"{kenny.base_url}/.well-known/oauth-authorization-server").json()
+    assert asm["issuer"] == kenny.base_url and asm["code_challenge_methods_supported"] == ["S256"]
+    assert "client_id_metadata_document_supported" in asm
+    r = httpx.post(kenny.mcp_url, json={})
+    assert r.status_code == 401
+    assert f'resource_metadata="{kenny.base_url}/.well-known/oauth-protected-resource/mcp"' in r.headers["www-authenticate"]
+
+
+async def test_code_exchange_refusals(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+
+    _refused(_exchange(kenny, cid, _code(kenny, cid, challenge), "x" * 43 + "wrong"))  # wrong PKCE verifier
+    _refused(_exchange(kenny, cid, _code(kenny, cid, challenge), verifier, redirect="http://127.0.0.1:1/other"))  # redirect mismatch
+
+    code = _code(kenny, cid, challenge)
+    first = _exchange(kenny, cid, code, verifier)
+    assert first.status_code == 200 and first.headers["cache-control"] == "no-store", first.text
+    access = first.json()["access_token"]
+    assert _mcp_status(kenny, access) == 200
+    _refused(_exchange(kenny, cid, code, verifier))  # reused code ...
+    assert _mcp_status(kenny, access) == 401, "... revokes what it was exchanged for"
+
+    other = _register(kenny)
+    _refused(_exchange(kenny, other, _code(kenny, cid, challenge), verifier))  # code of another client
+
+
+async def test_authorization_request_refusals(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    with _client(kenny) as http:
+        assert _login(http, "owner", PASSWORD).status_code == 303
+        def go(**over):
+            u = urlparse(_authorize_url(kenny, cid, challenge, **over))
+            return http.get(f"{u.path}?{u.query}")
+
+        r = go(code_challenge_method="plain", code_challenge=verifier)
+        assert r.status_code == 303 and parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_request"]
+        assert "code=" not in r.headers["location"]
+        r = go(code_challenge=None, code_challenge_method=None)
+        assert parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_request"]
+        r = go(resource="https://elsewhere.example/mcp")
+        assert parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_target"]
+        # An unregistered redirect URI is never redirected to (no open redirect).
+        r = go(redirect_uri="https://evil.example/cb")
+        assert r.status_code == 400 and "location" not in r.headers
+        r = go(client_id="kenny_client_unknown")
+        assert r.status_code == 400 and "location" not in r.headers
+        # Consent without the page's CSRF token grants nothing.
+        consent = go()
+        fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', consent.text))
+        fields.pop("csrf")
+        r = http.post("/oauth/authorize", data={**fields, "decision": "approve"})
+        assert r.status_code == 403 and "location" not in r.headers
+        r = http.post("/oauth/authorize", data={**fields, "csrf": "forged", "decision": "approve"})
+        assert r.status_code == 403
+    # Not signed in: the authorize page sends you to sign in, and back.
+    r = httpx.get(_authorize_url(kenny, cid, challenge))
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next=%2Foauth%2Fauthorize")
+
+
+async def test_expired_code_and_expired_access_token(fleet):
+    kenny = fleet
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port, extra_args=["--oauth-code-secs", "1", "--oauth-access-token-secs", "1"])
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    code = _code(kenny, cid, challenge)
+    time.sleep(1.5)
+    _refused(_exchange(kenny, cid, code, verifier))
+    fresh = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier)
+    assert fresh.status_code == 200
+    access = fresh.json()["access_token"]
+    time.sleep(1.5)
+    assert _mcp_status(kenny, access) == 401
+
+
+async def test_refresh_rotation_and_reuse_revokes_the_family(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    rotated = _token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid)
+    assert rotated.status_code == 200, rotated.text
+    new = rotated.json()
+    assert new["refresh_token"] != tokens["refresh_token"] and _mcp_status(kenny, new["access_token"]) == 200
+    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid))  # reused
+    _refused(_token(kenny, grant_type="refresh_token", refresh_token=new["refresh_token"], client_id=cid))  # family dead
+    assert _mcp_status(kenny, new["access_token"]) == 401
+
+
+async def test_revocation_disabled_user_and_another_resource(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    r = httpx.post(f"{kenny.base_url}/oauth/revoke", data={"token": tokens["refresh_token"]})
+    assert r.status_code == 200
+    assert _mcp_status(kenny, tokens["access_token"]) == 401, "revoking the grant ends its access token"
+    assert httpx.post(f"{kenny.base_url}/oauth/revoke", data={"token": "kenny_ort_unknown"}).status_code == 200
+
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    assert _mcp_status(kenny, tokens["access_token"]) == 200
+    with httpx.Client(base_url=kenny.base_url, headers={"Authorization": f"Bearer {kenny.admin_pat}"}) as admin:
+        owner = next(u for u in admin.get("/api/users").json()["users"] if u["username"] == "owner")
+        admin.patch(f"/api/users/{owner['id']}", json={"disabled": True})
+        assert _mcp_status(kenny, tokens["access_token"]) == 401, "a disabled user's token is dead"
+        admin.patch(f"/api/users/{owner['id']}", json={"disabled": False})
+
+    # The same data, served as another resource (another public URL): old tokens do not fit.
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port, extra_args=["--public-url", f"http://localhost:{port}"])
+    assert _mcp_status(kenny, tokens["access_token"]) == 401, "a token for another resource is refused"
