@@ -19,6 +19,10 @@ pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 pub enum LoginError {
     #[error("wrong user name or password")]
     BadCredentials,
+    /// Password right, but the account has a second factor and the code is missing or
+    /// wrong (or already used).
+    #[error("enter the current code from your authenticator app, or a recovery code")]
+    SecondFactor,
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -46,12 +50,14 @@ pub fn verify_password(hash: &str, password: &str) -> bool {
     })
 }
 
-/// Checks a user name and password and opens a session. Unknown users cost the same
-/// time as wrong passwords, so timing does not reveal which names exist.
+/// Checks a user name, password and (when enabled) TOTP or recovery code, then opens a
+/// session. Unknown users cost the same time as wrong passwords, so timing does not
+/// reveal which names exist.
 pub async fn login(
     store: &Arc<Store>,
     username: &str,
     password: &str,
+    code: Option<&str>,
     client: ClientInfo,
 ) -> Result<Issued, LoginError> {
     let name = username.to_owned();
@@ -64,10 +70,35 @@ pub async fn login(
     })
     .await
     .map_err(|e| StoreError::Internal(format!("password check failed: {e}")))?;
-    match user {
-        Some(u) if ok && !u.disabled => open_session(store, u.id, client).await,
-        _ => Err(LoginError::BadCredentials),
+    let user = match user {
+        Some(u) if ok && !u.disabled => u,
+        _ => return Err(LoginError::BadCredentials),
+    };
+    if let Some(secret) = &user.totp_secret {
+        let code = code
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .ok_or(LoginError::SecondFactor)?;
+        if !second_factor_ok(store, user.id, secret, code).await? {
+            return Err(LoginError::SecondFactor);
+        }
     }
+    open_session(store, user.id, client).await
+}
+
+/// A TOTP code for a step not used before, or an unused recovery code.
+async fn second_factor_ok(store: &Arc<Store>, user_id: i64, secret: &str, code: &str) -> Result<bool, StoreError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    if let Some(step) = crate::totp::matching_step(secret, code, now) {
+        return store.blocking(move |s| s.advance_totp_step(user_id, step)).await;
+    }
+    let hash = crate::totp::recovery_hash(code);
+    store
+        .blocking(move |s| s.use_recovery_code(user_id, &hash, &crate::clock::now()))
+        .await
 }
 
 static DUMMY_HASH: std::sync::LazyLock<String> =
@@ -146,18 +177,18 @@ mod tests {
             "set-up runs once"
         );
 
-        let issued = login(&store, "root", "correct horse", ClientInfo::default())
+        let issued = login(&store, "root", "correct horse", None, ClientInfo::default())
             .await
             .unwrap();
         let (who, csrf) = session(&store, &issued.token).await.expect("live session");
         assert_eq!((who.username.as_str(), who.role), ("root", Role::Superuser));
         assert_eq!(csrf, issued.csrf_token);
         assert!(matches!(
-            login(&store, "root", "wrong", ClientInfo::default()).await,
+            login(&store, "root", "wrong", None, ClientInfo::default()).await,
             Err(LoginError::BadCredentials)
         ));
         assert!(matches!(
-            login(&store, "nobody", "x", ClientInfo::default()).await,
+            login(&store, "nobody", "x", None, ClientInfo::default()).await,
             Err(LoginError::BadCredentials)
         ));
         assert!(session(&store, "kenny_ses_forged").await.is_none());

@@ -23,6 +23,7 @@ pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod totp;
 pub mod tunnel;
 pub mod web;
 

@@ -179,3 +179,89 @@ pub async fn revoke_token(
     state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// Starts TOTP set-up: a new secret (not active until confirmed with a code).
+pub async fn totp_start(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let secret = crate::totp::new_secret();
+    let uri = crate::totp::otpauth_uri(&secret, &who.username).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "could not build the otpauth URI",
+        )
+    })?;
+    let (id, s) = (who.user_id, secret.clone());
+    state.store.blocking(move |st| st.set_totp_pending(id, &s)).await?;
+    Ok(Json(json!({ "secret": secret, "otpauth_uri": uri })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TotpConfirm {
+    code: String,
+}
+
+/// Turns TOTP on once the app shows a valid code; returns recovery codes, once.
+pub async fn totp_confirm(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Json(body): Json<TotpConfirm>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let pending = state.store.blocking(move |s| s.totp_pending(id)).await?;
+    let pending = pending.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "start TOTP set-up first (POST /api/me/totp)",
+        )
+    })?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let step = crate::totp::matching_step(&pending, &body.code, now).ok_or_else(|| {
+        ApiError::bad_request("that code does not match; check the app's clock and try the current code")
+    })?;
+    let codes = crate::totp::new_recovery_codes();
+    let hashes: Vec<String> = codes.iter().map(|c| crate::totp::recovery_hash(c)).collect();
+    state.store.blocking(move |s| s.enable_totp(id, step, &hashes)).await?;
+    Ok(Json(json!({ "enabled": true, "recovery_codes": codes })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TotpDisable {
+    password: String,
+}
+
+/// Turns TOTP off; needs the account's password.
+pub async fn totp_disable(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Json(body): Json<TotpDisable>,
+) -> Result<StatusCode, ApiError> {
+    check_own_password(&state, &who, body.password).await?;
+    let id = who.user_id;
+    state.store.blocking(move |s| s.disable_totp(id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn check_own_password(state: &AppState, who: &Principal, password: String) -> Result<(), ApiError> {
+    let name = who.username.clone();
+    let login = state.store.blocking(move |s| s.user_login(&name)).await?;
+    let hash = login.map(|l| l.password_hash).unwrap_or_default();
+    let ok = tokio::task::spawn_blocking(move || crate::accounts::verify_password(&hash, &password)).await?;
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "wrong_password",
+            "the password is wrong",
+        ))
+    }
+}

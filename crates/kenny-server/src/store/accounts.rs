@@ -15,6 +15,8 @@ pub struct UserRecord {
     /// For `user` accounts: the agent ids it may reach.
     pub hosts: Vec<String>,
     pub created_at: String,
+    /// Whether signing in needs a TOTP code.
+    pub totp_enabled: bool,
 }
 
 /// A change to a user; `None` leaves a field as it is.
@@ -119,7 +121,7 @@ impl Store {
     pub fn user_login(&self, username: &str) -> Result<Option<UserLogin>> {
         self.with(|c| {
             Ok(c.query_row(
-                "SELECT id, username, password_hash, disabled FROM users WHERE username = ?1",
+                "SELECT id, username, password_hash, disabled, totp_secret, totp_last_step FROM users WHERE username = ?1",
                 [username],
                 |r| {
                     Ok(UserLogin {
@@ -127,6 +129,8 @@ impl Store {
                         username: r.get(1)?,
                         password_hash: r.get(2)?,
                         disabled: r.get(3)?,
+                        totp_secret: r.get(4)?,
+                        totp_last_step: r.get(5)?,
                     })
                 },
             )
@@ -440,10 +444,85 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Stores a TOTP secret waiting for its first code.
+    pub fn set_totp_pending(&self, user_id: i64, secret: &str) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE users SET totp_pending = ?2 WHERE id = ?1",
+                params![user_id, secret],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn totp_pending(&self, user_id: i64) -> Result<Option<String>> {
+        self.with(|c| Ok(c.query_row("SELECT totp_pending FROM users WHERE id = ?1", [user_id], |r| r.get(0))?))
+    }
+
+    /// Turns the pending secret on, with `step` as its last used step, and replaces the
+    /// recovery codes.
+    pub fn enable_totp(&self, user_id: i64, step: i64, recovery_hashes: &[String]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let changed = tx.execute(
+                "UPDATE users SET totp_secret = totp_pending, totp_pending = NULL, totp_last_step = ?2
+                 WHERE id = ?1 AND totp_pending IS NOT NULL",
+                params![user_id, step],
+            )?;
+            if changed == 0 {
+                return Err(StoreError::Conflict(
+                    "start TOTP set-up first: no secret is pending".into(),
+                ));
+            }
+            tx.execute("DELETE FROM recovery_codes WHERE user_id = ?1", [user_id])?;
+            for h in recovery_hashes {
+                tx.execute(
+                    "INSERT INTO recovery_codes (user_id, code_hash) VALUES (?1, ?2)",
+                    params![user_id, h],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    pub fn disable_totp(&self, user_id: i64) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = 0 WHERE id = ?1",
+                [user_id],
+            )?;
+            c.execute("DELETE FROM recovery_codes WHERE user_id = ?1", [user_id])?;
+            Ok(())
+        })
+    }
+
+    /// Records an accepted TOTP step; false if it is not newer than the last (a replay).
+    pub fn advance_totp_step(&self, user_id: i64, step: i64) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE users SET totp_last_step = ?2 WHERE id = ?1 AND totp_last_step < ?2",
+                params![user_id, step],
+            )? > 0)
+        })
+    }
+
+    /// Uses up a recovery code; false if it is unknown or used.
+    pub fn use_recovery_code(&self, user_id: i64, code_hash: &str, now: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.execute(
+                "UPDATE recovery_codes SET used_at = ?3 WHERE user_id = ?1 AND code_hash = ?2 AND used_at IS NULL",
+                params![user_id, code_hash, now],
+            )? > 0)
+        })
+    }
+}
+
 fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
     let row = c
         .query_row(
-            "SELECT id, username, role, disabled, created_at FROM users WHERE id = ?1",
+            "SELECT id, username, role, disabled, created_at, totp_secret IS NOT NULL FROM users WHERE id = ?1",
             [id],
             |r| {
                 Ok((
@@ -452,11 +531,12 @@ fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
                     r.get::<_, String>(2)?,
                     r.get::<_, bool>(3)?,
                     r.get::<_, String>(4)?,
+                    r.get::<_, bool>(5)?,
                 ))
             },
         )
         .optional()?;
-    let Some((id, username, role, disabled, created_at)) = row else {
+    let Some((id, username, role, disabled, created_at, totp_enabled)) = row else {
         return Ok(None);
     };
     let role =
@@ -468,6 +548,7 @@ fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
         disabled,
         hosts: load_hosts(c, id)?,
         created_at,
+        totp_enabled,
     }))
 }
 

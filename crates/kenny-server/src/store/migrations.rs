@@ -114,6 +114,17 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX oauth_tokens_by_family ON oauth_tokens (family);
     CREATE INDEX oauth_tokens_by_user ON oauth_tokens (user_id);",
+    // 5: TOTP second factor and its recovery codes.
+    "ALTER TABLE users ADD COLUMN totp_secret TEXT;
+    ALTER TABLE users ADD COLUMN totp_pending TEXT;
+    ALTER TABLE users ADD COLUMN totp_last_step INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE recovery_codes (
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        code_hash TEXT NOT NULL,
+        used_at TEXT
+    );
+    CREATE INDEX recovery_codes_by_user ON recovery_codes (user_id);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -57,6 +57,10 @@ pub struct UserLogin {
     pub username: String,
     pub password_hash: String,
     pub disabled: bool,
+    /// Base32 TOTP secret when the second factor is on.
+    pub totp_secret: Option<String>,
+    /// The last TOTP time step accepted: a code is good once.
+    pub totp_last_step: i64,
 }
 
 /// A new dashboard session, as stored.

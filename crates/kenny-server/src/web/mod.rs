@@ -161,6 +161,8 @@ struct NextParam {
 struct LoginForm {
     username: String,
     password: String,
+    #[serde(default)]
+    code: Option<String>,
     form_token: String,
     next: Option<String>,
 }
@@ -186,6 +188,7 @@ fn login_page(form_token: &str, next: &str, username: &str, error: Option<&str>,
                  <input type=\"hidden\" name=\"form_token\" value=\"{}\"><input type=\"hidden\" name=\"next\" value=\"{}\">\
                  <label for=\"username\">User name</label><input id=\"username\" name=\"username\" value=\"{}\" autocomplete=\"username\" required>\
                  <label for=\"password\">Password</label><input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"current-password\" required>\
+                 <label for=\"code\">Authenticator code (if you turned it on)</label><input id=\"code\" name=\"code\" inputmode=\"numeric\" autocomplete=\"one-time-code\">\
                  <button>Sign in</button></form></div>",
                 esc(form_token),
                 esc(next),
@@ -221,20 +224,33 @@ async fn login_submit(
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         return resp;
     }
-    match accounts::login(&state.store, &username, &form.password, client_info(addr, &headers)).await {
+    let code = form.code.as_deref();
+    match accounts::login(
+        &state.store,
+        &username,
+        &form.password,
+        code,
+        client_info(addr, &headers),
+    )
+    .await
+    {
         Ok(issued) => {
             state.login_limiter.record_success(&keys);
             tracing::info!(user = %username, client = %addr.ip(), "signed in");
             signed_in_redirect(&state, &issued.token, &next)
         }
-        Err(LoginError::BadCredentials) => {
+        Err(e @ (LoginError::BadCredentials | LoginError::SecondFactor)) => {
             state.login_limiter.record_failure(&keys, Instant::now());
-            tracing::warn!(user = %username, client = %addr.ip(), "sign-in failed");
+            tracing::warn!(user = %username, client = %addr.ip(), reason = %e, "sign-in failed");
+            let message = match e {
+                LoginError::SecondFactor => "Enter the current code from your authenticator app, or a recovery code.",
+                _ => "Wrong user name or password.",
+            };
             login_page(
                 &form.form_token,
                 &next,
                 &username,
-                Some("Wrong user name or password."),
+                Some(message),
                 StatusCode::UNAUTHORIZED,
             )
         }
