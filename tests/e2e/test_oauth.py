@@ -167,7 +167,7 @@ async def test_discovery_documents_and_the_401_challenge(fleet):
     assert httpx.get(f"{kenny.base_url}/.well-known/oauth-protected-resource").json() == prm
     asm = httpx.get(f"{kenny.base_url}/.well-known/oauth-authorization-server").json()
     assert asm["issuer"] == kenny.base_url and asm["code_challenge_methods_supported"] == ["S256"]
-    assert "client_id_metadata_document_supported" in asm
+    assert asm["client_id_metadata_document_supported"] is True
     r = httpx.post(kenny.mcp_url, json={})
     assert r.status_code == 401
     assert f'resource_metadata="{kenny.base_url}/.well-known/oauth-protected-resource/mcp"' in r.headers["www-authenticate"]
@@ -215,6 +215,10 @@ async def test_authorization_request_refusals(fleet):
         assert r.status_code == 400 and "location" not in r.headers
         r = go(client_id="kenny_client_unknown")
         assert r.status_code == 400 and "location" not in r.headers
+        # A client ID metadata document on a non-public host is never fetched (SSRF fence).
+        for doc in (f"https://127.0.0.1:{kenny.port}/client.json", f"https://localhost:{kenny.port}/client.json"):
+            r = go(client_id=doc)
+            assert r.status_code == 400 and "non-public address" in r.text and "location" not in r.headers, r.text[:300]
         # Consent without the page's CSRF token grants nothing.
         consent = go()
         fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', consent.text))

@@ -83,6 +83,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         ),
         auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url)),
         oauth: config.oauth,
+        client_documents: Default::default(),
         base_url,
         registry,
         store,

@@ -19,6 +19,8 @@ pub struct AppState {
     /// How clients reach this server: the public URL, or `http://<bound address>`.
     pub base_url: String,
     pub oauth: crate::oauth::OAuthSettings,
+    /// Client ID metadata documents fetched for `https` client ids.
+    pub client_documents: crate::oauth::cimd::DocumentCache,
     pub store: Arc<Store>,
     pub registry: Arc<Registry>,
     pub forwarder: Forwarder,

@@ -106,21 +106,34 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
             "The request names no client (client_id is missing).",
         ));
     };
-    let id = client_id.to_owned();
-    let client = match state.store.blocking(move |s| s.oauth_client(&id)).await {
-        Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(error_page(
-                StatusCode::BAD_REQUEST,
-                "This app is not registered with kenny (unknown client_id).",
-            ));
+    let client = if super::cimd::is_document_url(client_id) {
+        match state.client_documents.client(client_id).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(client = %client_id, error = %e, "client metadata document refused");
+                return Err(error_page(
+                    StatusCode::BAD_REQUEST,
+                    &format!("This app's metadata document cannot be used: {e}."),
+                ));
+            }
         }
-        Err(e) => {
-            tracing::error!(error = %e, "client lookup failed");
-            return Err(error_page(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "The server could not look up this app.",
-            ));
+    } else {
+        let id = client_id.to_owned();
+        match state.store.blocking(move |s| s.oauth_client(&id)).await {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                return Err(error_page(
+                    StatusCode::BAD_REQUEST,
+                    "This app is not registered with kenny (unknown client_id).",
+                ));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "client lookup failed");
+                return Err(error_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "The server could not look up this app.",
+                ));
+            }
         }
     };
     // Never redirect to a URI the client did not register: exact match only.

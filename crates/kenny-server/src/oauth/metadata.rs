@@ -36,7 +36,6 @@ pub async fn authorization_server(State(state): State<Arc<AppState>>) -> Json<Va
         "revocation_endpoint_auth_methods_supported": ["none"],
         "scopes_supported": [SCOPE],
         "authorization_response_iss_parameter_supported": true,
-        // Client ID metadata documents (URL client ids) are not implemented yet.
-        "client_id_metadata_document_supported": false,
+        "client_id_metadata_document_supported": true,
     }))
 }

@@ -3,9 +3,10 @@
 //! resource indicators (RFC 8707, RFC 9207), tokens that rotate, revocation (RFC 7009).
 
 mod authorize;
+pub mod cimd;
 mod metadata;
 pub mod pkce;
-mod register;
+pub mod register;
 mod token;
 
 use std::sync::Arc;
