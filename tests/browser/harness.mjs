@@ -1,0 +1,71 @@
+// Starts a real kenny-server on 127.0.0.1:0 with a fresh data directory, and headless
+// Chromium (Debian's /usr/bin/chromium) for playwright-core to drive.
+
+import { spawn } from 'node:child_process';
+import { createHmac, createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const repo = resolve(import.meta.dirname, '../..');
+const binDir = process.env.KENNY_BIN_DIR ?? join(repo, 'target', 'debug');
+
+export async function startServer(extraArgs = []) {
+  const dir = mkdtempSync(join(tmpdir(), 'kenny-browser-'));
+  const proc = spawn(join(binDir, 'kenny-server'), ['serve', '--listen', '127.0.0.1:0', '--data-dir', join(dir, 'data'), ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, KENNY_LOG: 'warn' },
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => { stderr += d; });
+  const base = await new Promise((ok, fail) => {
+    const timer = setTimeout(() => fail(new Error(`kenny-server did not start:\n${stderr}`)), 30000);
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/kenny-server listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); ok(m[1]); }
+    });
+    proc.on('exit', (code) => { clearTimeout(timer); fail(new Error(`kenny-server exited (${code}):\n${stderr}`)); });
+  });
+  return {
+    base,
+    logs: () => stderr,
+    async stop() {
+      proc.kill('SIGTERM');
+      await new Promise((r) => (proc.exitCode !== null ? r() : proc.on('exit', r)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function launchBrowser() {
+  // playwright gives the browser a fresh temporary profile of its own.
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  return { browser, close: () => browser.close() };
+}
+
+// RFC 6238 TOTP (SHA-1, 6 digits, 30 s) for a base32 secret, as an authenticator app computes it.
+export function totp(secretB32, atMs = Date.now()) {
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+  let bits = '';
+  for (const c of secretB32.replace(/=+$/, '').toUpperCase()) bits += alphabet.indexOf(c).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g).map((b) => parseInt(b, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(atMs / 30000)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  const off = mac[mac.length - 1] & 15;
+  const n = ((mac[off] & 0x7f) << 24) | (mac[off + 1] << 16) | (mac[off + 2] << 8) | mac[off + 3];
+  return String(n % 1e6).padStart(6, '0');
+}
+
+export function pkce() {
+  const verifier = randomBytes(48).toString('base64url');
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
+}
