@@ -26,11 +26,13 @@ test('set-up, TOTP sign-in, consent and sign-out', async () => {
   assert.match(await page.textContent('body'), /Signed in as root \(superuser\)/);
 
   // Turn TOTP on through the API, as the settings page will, with the page's CSRF token.
-  const secret = await page.evaluate(async () => {
+  const secret = await page.evaluate(async (password) => {
     const csrf = document.querySelector('input[name=csrf]').value;
-    const start = await (await fetch('/api/me/totp', { method: 'POST', headers: { 'X-CSRF-Token': csrf } })).json();
+    const start = await (await fetch('/api/me/totp', {
+      method: 'POST', headers: { 'X-CSRF-Token': csrf, 'Content-Type': 'application/json' }, body: JSON.stringify({ password }),
+    })).json();
     return { csrf, secret: start.secret, uri: start.otpauth_uri };
-  });
+  }, PASSWORD);
   assert.match(secret.uri, /^otpauth:\/\/totp\/kenny:root\?/);
   const enrolCode = totp(secret.secret);
   const confirmed = await page.evaluate(async ({ csrf, code }) => {

@@ -203,13 +203,15 @@ async def test_authorization_request_refusals(fleet):
             u = urlparse(_authorize_url(kenny, cid, challenge, **over))
             return http.get(f"{u.path}?{u.query}")
 
-        r = go(code_challenge_method="plain", code_challenge=verifier)
-        assert r.status_code == 303 and parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_request"]
-        assert "code=" not in r.headers["location"]
-        r = go(code_challenge=None, code_challenge_method=None)
-        assert parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_request"]
-        r = go(resource="https://elsewhere.example/mcp")
-        assert parse_qs(urlparse(r.headers["location"]).query)["error"] == ["invalid_target"]
+        # Malformed requests are answered on kenny's page, never by redirect (no open redirector).
+        for over, error in (
+            ({"code_challenge_method": "plain", "code_challenge": verifier}, "invalid_request"),
+            ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),
+            ({"resource": "https://elsewhere.example/mcp"}, "invalid_target"),
+            ({"scope": "admin"}, "invalid_scope"),
+        ):
+            r = go(**over)
+            assert r.status_code == 400 and "location" not in r.headers and f"({error})" in r.text, (over, r.status_code)
         # An unregistered redirect URI is never redirected to (no open redirect).
         r = go(redirect_uri="https://evil.example/cb")
         assert r.status_code == 400 and "location" not in r.headers
@@ -218,15 +220,21 @@ async def test_authorization_request_refusals(fleet):
         # A client ID metadata document on a non-public host is never fetched (SSRF fence).
         for doc in (f"https://127.0.0.1:{kenny.port}/client.json", f"https://localhost:{kenny.port}/client.json"):
             r = go(client_id=doc)
-            assert r.status_code == 400 and "non-public address" in r.text and "location" not in r.headers, r.text[:300]
-        # Consent without the page's CSRF token grants nothing.
+            assert r.status_code == 400 and "public address" in r.text and "location" not in r.headers, r.text[:300]
+        # Consent without the page's CSRF token grants nothing, nor does a post from another site.
         consent = go()
+        assert consent.headers["x-frame-options"] == "DENY", "the consent page cannot be framed"
+        assert "frame-ancestors 'none'" in consent.headers["content-security-policy"]
+        assert consent.headers["cache-control"] == "no-store"
         fields = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', consent.text))
         fields.pop("csrf")
         r = http.post("/oauth/authorize", data={**fields, "decision": "approve"})
         assert r.status_code == 403 and "location" not in r.headers
         r = http.post("/oauth/authorize", data={**fields, "csrf": "forged", "decision": "approve"})
         assert r.status_code == 403
+        good = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', consent.text))
+        r = http.post("/oauth/authorize", data={**good, "decision": "approve"}, headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403 and "location" not in r.headers
     # Not signed in: the authorize page sends you to sign in, and back.
     r = httpx.get(_authorize_url(kenny, cid, challenge))
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=%2Foauth%2Fauthorize")
@@ -287,3 +295,17 @@ async def test_revocation_disabled_user_and_another_resource(fleet):
     kenny.stop_server()
     kenny.start_server(port=port, extra_args=["--public-url", f"http://localhost:{port}"])
     assert _mcp_status(kenny, tokens["access_token"]) == 401, "a token for another resource is refused"
+
+
+async def test_oauth_tokens_open_mcp_only(fleet):
+    """A token granted for the MCP endpoint is not a key to the rest of the API: it
+    cannot mint personal access tokens or manage accounts."""
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    access = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()["access_token"]
+    assert _mcp_status(kenny, access) == 200
+    headers = {"Authorization": f"Bearer {access}"}
+    assert httpx.get(f"{kenny.base_url}/api/me", headers=headers).status_code == 401
+    assert httpx.post(f"{kenny.base_url}/api/me/tokens", json={}, headers=headers).status_code == 401
+    assert httpx.get(f"{kenny.base_url}/api/users", headers=headers).status_code == 401

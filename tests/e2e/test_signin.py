@@ -118,3 +118,13 @@ def test_next_cannot_redirect_off_site(kenny):
     with _client(kenny) as http:
         r = _login(http, "carol", PASSWORD, next_="/somewhere?x=1")
         assert r.headers["location"] == "/somewhere?x=1"
+
+
+def test_cross_site_form_posts_are_refused(kenny):
+    kenny.add_user("olga", "operator", password=PASSWORD)
+    with _client(kenny) as http:
+        form = http.get("/login")
+        data = {"username": "olga", "password": PASSWORD, "form_token": _form_token(form)}
+        r = http.post("/login", data=data, headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403 and "kenny_session" not in r.headers.get("set-cookie", "")
+        assert http.post("/login", data=data, headers={"Origin": kenny.base_url}).status_code == 303

@@ -8,6 +8,7 @@ import time
 from contextlib import closing
 from urllib.parse import parse_qs, urlparse
 
+import httpx
 import pyotp
 
 from test_signin import PASSWORD, _client, _csrf, _form_token
@@ -41,7 +42,8 @@ def test_totp_enrolment_sign_in_recovery_and_disable(kenny):
         assert http.post("/login", data={"username": "tina", "password": PASSWORD, "form_token": _form_token(form)}).status_code == 303
         csrf = _csrf(http.get("/"))
         h = {"X-CSRF-Token": csrf}
-        start = http.post("/api/me/totp", headers=h).json()
+        assert http.post("/api/me/totp", json={"password": "wrong password!"}, headers=h).status_code == 403
+        start = http.post("/api/me/totp", json={"password": PASSWORD}, headers=h).json()
         uri = urlparse(start["otpauth_uri"])
         assert uri.scheme == "otpauth" and uri.netloc == "totp" and parse_qs(uri.query)["secret"] == [start["secret"]]
         assert parse_qs(uri.query)["issuer"] == ["kenny"]
@@ -54,6 +56,11 @@ def test_totp_enrolment_sign_in_recovery_and_disable(kenny):
         recovery = confirmed.json()["recovery_codes"]
         assert len(recovery) == 10 and len(set(recovery)) == 10
         assert http.get("/api/me").json()["user"]["totp_enabled"] is True
+        again = http.post("/api/me/totp", json={"password": PASSWORD}, headers=h)
+        assert again.status_code == 409, "a second factor is not replaced without turning it off first"
+        pat = kenny.create_token("tina")
+        r = httpx.post(f"{kenny.base_url}/api/me/totp/disable", json={"password": PASSWORD}, headers={"Authorization": f"Bearer {pat}"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "session_required", "tokens do not turn TOTP off"
 
         missing = _login_with_code(kenny, None)
         assert missing.status_code == 401 and "authenticator" in missing.text

@@ -42,6 +42,20 @@ pub struct ClientInfo {
     pub user_agent: Option<String>,
 }
 
+/// Password checks running at once: each takes ~19 MiB and real CPU time, so a flood of
+/// sign-in attempts waits here instead of exhausting the machine.
+static PASSWORD_CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
+
+/// Checks a password against its Argon2id hash on the blocking pool, a few at a time.
+pub async fn check_password(hash: String, password: String) -> bool {
+    let Ok(_permit) = PASSWORD_CHECKS.acquire().await else {
+        return false;
+    };
+    tokio::task::spawn_blocking(move || verify_password(&hash, &password))
+        .await
+        .unwrap_or(false)
+}
+
 pub fn verify_password(hash: &str, password: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| {
         argon2::Argon2::default()
@@ -62,14 +76,10 @@ pub async fn login(
 ) -> Result<Issued, LoginError> {
     let name = username.to_owned();
     let user = store.blocking(move |s| s.user_login(&name)).await?;
-    let password = password.to_owned();
-    let (user, ok) = tokio::task::spawn_blocking(move || {
-        let hash = user.as_ref().map_or(DUMMY_HASH.as_str(), |u| u.password_hash.as_str());
-        let ok = verify_password(hash, &password);
-        (user, ok)
-    })
-    .await
-    .map_err(|e| StoreError::Internal(format!("password check failed: {e}")))?;
+    let hash = user
+        .as_ref()
+        .map_or_else(|| DUMMY_HASH.clone(), |u| u.password_hash.clone());
+    let ok = check_password(hash, password.to_owned()).await;
     let user = match user {
         Some(u) if ok && !u.disabled => u,
         _ => return Err(LoginError::BadCredentials),

@@ -79,7 +79,11 @@ pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Req
 /// that change state must carry the session's CSRF token in `X-CSRF-Token`: a cookie
 /// rides along on cross-site requests, a header set by our own page does not.
 pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
-    if request.headers().contains_key(header::AUTHORIZATION) {
+    if let Some(token) = crate::auth::bearer(request.headers()) {
+        // OAuth access tokens are issued for the MCP endpoint and nothing else.
+        if token.starts_with(crate::oauth::ACCESS_TOKEN_PREFIX) {
+            return unauthorized(&state, true);
+        }
         return require_bearer(State(state), request, next).await;
     }
     let Some((principal, csrf)) = crate::web::signed_in(&state, request.headers()).await else {
@@ -103,3 +107,46 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
 }
 
 pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Headers every response carries: pages cannot be framed (consent clickjacking), and
+/// nothing kenny answers is cached or leaks its URL onward (pages embed CSRF tokens,
+/// API answers can hold new secrets).
+pub async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let h = response.headers_mut();
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    // `same-origin`, not `no-referrer`: with the latter browsers send `Origin: null` on
+    // form posts, which the same-origin check must refuse.
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Cross-site form posts are refused: a browser names the page a POST came from, and
+/// sign-in, set-up and consent forms must come from this server's own pages.
+pub fn same_origin(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+    match headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
+        None => true,
+        Some(origin) => {
+            let ours = url::Url::parse(&state.base_url)
+                .ok()
+                .map(|u| u.origin().ascii_serialization());
+            ours.as_deref() == Some(origin) || url::Url::parse(origin).is_ok_and(|o| is_loopback_origin_of(&o, state))
+        }
+    }
+}
+
+/// On a loopback server, `localhost` and `127.0.0.1` are the same site for a person.
+fn is_loopback_origin_of(origin: &url::Url, state: &AppState) -> bool {
+    let Ok(base) = url::Url::parse(&state.base_url) else {
+        return false;
+    };
+    let loopback = |u: &url::Url| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
+    loopback(origin) && loopback(&base) && origin.port_or_known_default() == base.port_or_known_default()
+}

@@ -68,6 +68,14 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let addr = listener.local_addr()?;
     let base_url = match &config.public_url {
         Some(u) => u.trim_end_matches('/').to_owned(),
+        // 0.0.0.0 is not an address anyone can use; name loopback and say so.
+        None if addr.ip().is_unspecified() => {
+            tracing::warn!(
+                "listening on {addr} without --public-url: OAuth metadata will name http://127.0.0.1:{}; set --public-url to the URL clients use",
+                addr.port()
+            );
+            format!("http://127.0.0.1:{}", addr.port())
+        }
         None => format!("http://{addr}"),
     };
     let (audit, audit_thread) = AuditLog::start(store.clone());
@@ -124,6 +132,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::oauth::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
+        .layer(axum::middleware::from_fn(crate::guard::security_headers))
         .with_state(state)
 }
 

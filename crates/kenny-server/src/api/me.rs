@@ -180,11 +180,34 @@ pub async fn revoke_token(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Starts TOTP set-up: a new secret (not active until confirmed with a code).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TotpStart {
+    password: String,
+}
+
+/// Starts TOTP set-up: a new secret (not active until confirmed with a code). Needs the
+/// password, and TOTP must be off: replacing a second factor goes through turning it
+/// off, which needs the password too.
 pub async fn totp_start(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
+    Json(body): Json<TotpStart>,
 ) -> Result<Json<Value>, ApiError> {
+    check_own_password(&state, &who, body.password).await?;
+    let id = who.user_id;
+    if state
+        .store
+        .blocking(move |s| s.user(id))
+        .await?
+        .is_some_and(|u| u.totp_enabled)
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "TOTP is already on; turn it off first (needs your password)",
+        ));
+    }
     let secret = crate::totp::new_secret();
     let uri = crate::totp::otpauth_uri(&secret, &who.username).ok_or_else(|| {
         ApiError::new(
@@ -228,7 +251,17 @@ pub async fn totp_confirm(
     })?;
     let codes = crate::totp::new_recovery_codes();
     let hashes: Vec<String> = codes.iter().map(|c| crate::totp::recovery_hash(c)).collect();
-    state.store.blocking(move |s| s.enable_totp(id, step, &hashes)).await?;
+    if who.credential_kind != CredentialKind::Session {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "session_required",
+            "sign in to the dashboard to turn on TOTP",
+        ));
+    }
+    state
+        .store
+        .blocking(move |s| s.enable_totp(id, &pending, step, &hashes))
+        .await?;
     Ok(Json(json!({ "enabled": true, "recovery_codes": codes })))
 }
 
@@ -250,12 +283,36 @@ pub async fn totp_disable(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// Checks the caller's own password, under the same throttle as signing in (so a
+/// stolen session or token cannot be used to guess it), and only for a signed-in
+/// person: tokens do not change passwords or second factors.
 async fn check_own_password(state: &AppState, who: &Principal, password: String) -> Result<(), ApiError> {
+    if who.credential_kind != CredentialKind::Session {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "session_required",
+            "sign in to the dashboard to change your password or second factor; tokens cannot",
+        ));
+    }
+    let user_key = format!("user:{}", who.username.to_lowercase());
+    if let Err(wait) = state
+        .login_limiter
+        .attempt(&[user_key.as_str()], std::time::Instant::now())
+    {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "throttled",
+            format!(
+                "too many wrong passwords; try again in {} seconds",
+                wait.as_secs().max(1)
+            ),
+        ));
+    }
     let name = who.username.clone();
     let login = state.store.blocking(move |s| s.user_login(&name)).await?;
     let hash = login.map(|l| l.password_hash).unwrap_or_default();
-    let ok = tokio::task::spawn_blocking(move || crate::accounts::verify_password(&hash, &password)).await?;
-    if ok {
+    if crate::accounts::check_password(hash, password).await {
+        state.login_limiter.succeeded(&[user_key.as_str()], &[]);
         Ok(())
     } else {
         Err(ApiError::new(

@@ -59,6 +59,12 @@ pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
         Ok(c) => c,
         Err(resp) => return resp,
     };
+    if !crate::guard::same_origin(&state, &headers) {
+        return error_page(
+            StatusCode::FORBIDDEN,
+            "This consent form was not submitted from kenny's own page; nothing was granted.",
+        );
+    }
     let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
         return error_page(
             StatusCode::UNAUTHORIZED,
@@ -113,7 +119,8 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
                 tracing::warn!(client = %client_id, error = %e, "client metadata document refused");
                 return Err(error_page(
                     StatusCode::BAD_REQUEST,
-                    &format!("This app's metadata document cannot be used: {e}."),
+                    "This app's client metadata document could not be used: it must be served over https \
+                     from a public address as valid client metadata.",
                 ));
             }
         }
@@ -152,33 +159,22 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
         state: p.state.clone(),
     };
     if p.response_type.as_deref() != Some("code") {
-        return Err(redirect_error(
-            state,
-            &partial,
+        return Err(refuse_request(
             "unsupported_response_type",
             "response_type must be code",
         ));
     }
     let Some(challenge) = p.code_challenge.as_deref() else {
-        return Err(redirect_error(
-            state,
-            &partial,
+        return Err(refuse_request(
             "invalid_request",
             "PKCE is required: send code_challenge (S256)",
         ));
     };
     if p.code_challenge_method.as_deref() != Some("S256") {
-        return Err(redirect_error(
-            state,
-            &partial,
-            "invalid_request",
-            "code_challenge_method must be S256",
-        ));
+        return Err(refuse_request("invalid_request", "code_challenge_method must be S256"));
     }
     if !pkce::valid_challenge(challenge) {
-        return Err(redirect_error(
-            state,
-            &partial,
+        return Err(refuse_request(
             "invalid_request",
             "code_challenge is not an S256 challenge",
         ));
@@ -186,9 +182,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
     if let Some(resource) = p.resource.as_deref()
         && resource.trim_end_matches('/') != partial.resource
     {
-        return Err(redirect_error(
-            state,
-            &partial,
+        return Err(refuse_request(
             "invalid_target",
             "this server issues tokens only for its MCP endpoint",
         ));
@@ -196,12 +190,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
     if let Some(scope) = p.scope.as_deref()
         && scope.split(' ').any(|s| !s.is_empty() && s != SCOPE)
     {
-        return Err(redirect_error(
-            state,
-            &partial,
-            "invalid_scope",
-            "the only scope is mcp",
-        ));
+        return Err(refuse_request("invalid_scope", "the only scope is mcp"));
     }
     Ok(Checked {
         code_challenge: challenge.to_owned(),
@@ -269,6 +258,16 @@ fn redirect_with(state: &AppState, c: &Checked, params: &[(&str, &str)]) -> Resp
         q.append_pair("iss", &state.base_url);
     }
     Redirect::to(url.as_str()).into_response()
+}
+
+/// A malformed request is answered on kenny's own page rather than by redirect: sending
+/// people on to a URI that any self-registered client chose, before they have even
+/// signed in, would make kenny an open redirector (RFC 9700 §4.11).
+fn refuse_request(error: &str, description: &str) -> Response {
+    error_page(
+        StatusCode::BAD_REQUEST,
+        &format!("The app sent an invalid request: {description} ({error})."),
+    )
 }
 
 fn redirect_error(state: &AppState, c: &Checked, error: &str, description: &str) -> Response {

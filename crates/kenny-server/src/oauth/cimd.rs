@@ -75,12 +75,18 @@ pub fn is_public(ip: IpAddr) -> bool {
                 return is_public(IpAddr::V4(v4));
             }
             let s = v6.segments();
+            // Forms that embed an IPv4 address (NAT64, 6to4, IPv4-compatible) are judged
+            // by that address; refusing them outright is simpler and loses nothing real.
+            let embeds_v4 = (s[0] == 0x64 && s[1] == 0xff9b) || s[0] == 0x2002 || s[..6].iter().all(|x| *x == 0);
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x2001 && s[1] == 0x0db8))
+                || (s[0] & 0xffc0) == 0xfec0
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x100 && s[1..4].iter().all(|x| *x == 0))
+                || embeds_v4)
         }
     }
 }
@@ -174,6 +180,8 @@ async fn fetch(client_id: &str) -> Result<OAuthClient, CimdError> {
     let pinned = *addrs.first().ok_or_else(|| CimdError::Resolve("no addresses".into()))?;
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy would resolve the name itself and undo the address check.
+        .no_proxy()
         .timeout(TIMEOUT)
         .resolve(&host, pinned)
         .build()
@@ -218,6 +226,10 @@ mod tests {
             "fd00::1",
             "::ffff:127.0.0.1",
             "224.0.0.1",
+            "64:ff9b::a00:1",
+            "2002:a00:1::1",
+            "::a00:1",
+            "fec0::1",
         ] {
             assert!(!is_public(bad.parse().unwrap()), "{bad}");
         }

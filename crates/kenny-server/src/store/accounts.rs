@@ -462,17 +462,23 @@ impl Store {
 
     /// Turns the pending secret on, with `step` as its last used step, and replaces the
     /// recovery codes.
-    pub fn enable_totp(&self, user_id: i64, step: i64, recovery_hashes: &[String]) -> Result<()> {
+    pub fn enable_totp(
+        &self,
+        user_id: i64,
+        verified_secret: &str,
+        step: i64,
+        recovery_hashes: &[String],
+    ) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
             let changed = tx.execute(
                 "UPDATE users SET totp_secret = totp_pending, totp_pending = NULL, totp_last_step = ?2
-                 WHERE id = ?1 AND totp_pending IS NOT NULL",
-                params![user_id, step],
+                 WHERE id = ?1 AND totp_pending = ?3 AND totp_secret IS NULL",
+                params![user_id, step, verified_secret],
             )?;
             if changed == 0 {
                 return Err(StoreError::Conflict(
-                    "start TOTP set-up first: no secret is pending".into(),
+                    "the TOTP set-up changed meanwhile, or TOTP is already on; start again".into(),
                 ));
             }
             tx.execute("DELETE FROM recovery_codes WHERE user_id = ?1", [user_id])?;
@@ -569,6 +575,11 @@ fn guard_last_superuser(c: &Connection, id: i64) -> Result<()> {
 fn revoke_oauth(c: &Connection, user_id: i64, now: &str) -> Result<()> {
     c.execute(
         "UPDATE oauth_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
+        params![user_id, now],
+    )?;
+    // Codes not yet exchanged would otherwise mint a fresh grant afterwards.
+    c.execute(
+        "UPDATE oauth_codes SET used_at = ?2 WHERE user_id = ?1 AND used_at IS NULL",
         params![user_id, now],
     )?;
     Ok(())

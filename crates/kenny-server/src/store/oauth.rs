@@ -112,8 +112,9 @@ impl Store {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let row = tx
                 .query_row(
-                    "SELECT client_id, user_id, redirect_uri, code_challenge, resource, scope, family, expires_at, used_at
-                     FROM oauth_codes WHERE code_hash = ?1",
+                    "SELECT c.client_id, c.user_id, c.redirect_uri, c.code_challenge, c.resource, c.scope, c.family, c.expires_at,
+                            CASE WHEN u.disabled THEN COALESCE(c.used_at, 'disabled') ELSE c.used_at END
+                     FROM oauth_codes c JOIN users u ON u.id = c.user_id WHERE c.code_hash = ?1",
                     [code_hash],
                     |r| {
                         Ok((

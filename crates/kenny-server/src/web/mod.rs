@@ -48,7 +48,12 @@ fn secure(state: &AppState) -> bool {
 /// cannot be used to send someone elsewhere after signing in.
 pub fn safe_next(next: Option<&str>) -> String {
     match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.starts_with("/\\") && !n.contains(['\r', '\n']) => {
+        Some(n)
+            if n.starts_with('/')
+                && !n.starts_with("//")
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"/?&=%._~-+:,".contains(&b)) =>
+        {
             n.to_owned()
         }
         _ => "/".to_owned(),
@@ -130,6 +135,9 @@ async fn setup_submit(
     headers: HeaderMap,
     Form(form): Form<SetupForm>,
 ) -> Response {
+    if !crate::guard::same_origin(&state, &headers) {
+        return forbidden_form();
+    }
     if !form_token_ok(&headers, &form.form_token) {
         return forbidden_form();
     }
@@ -205,14 +213,20 @@ async fn login_submit(
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    if !crate::guard::same_origin(&state, &headers) {
+        return forbidden_form();
+    }
     if !form_token_ok(&headers, &form.form_token) {
         return forbidden_form();
     }
     let next = safe_next(form.next.as_deref());
     let username = form.username.trim().to_owned();
-    let (ip_key, user_key) = (format!("ip:{}", addr.ip()), format!("user:{}", username.to_lowercase()));
+    let (ip_key, user_key) = (
+        crate::ratelimit::client_key(addr.ip()),
+        format!("user:{}", username.to_lowercase()),
+    );
     let keys = [ip_key.as_str(), user_key.as_str()];
-    if let Some(wait) = state.login_limiter.blocked(&keys, Instant::now()) {
+    if let Err(wait) = state.login_limiter.attempt(&keys, Instant::now()) {
         let secs = wait.as_secs().max(1);
         let mut resp = login_page(
             &form.form_token,
@@ -235,13 +249,12 @@ async fn login_submit(
     .await
     {
         Ok(issued) => {
-            state.login_limiter.record_success(&keys);
-            tracing::info!(user = %username, client = %addr.ip(), "signed in");
+            state.login_limiter.succeeded(&[user_key.as_str()], &[ip_key.as_str()]);
+            tracing::info!(user = ?username, client = %addr.ip(), "signed in");
             signed_in_redirect(&state, &issued.token, &next)
         }
         Err(e @ (LoginError::BadCredentials | LoginError::SecondFactor)) => {
-            state.login_limiter.record_failure(&keys, Instant::now());
-            tracing::warn!(user = %username, client = %addr.ip(), reason = %e, "sign-in failed");
+            tracing::warn!(user = ?username, client = %addr.ip(), reason = %e, "sign-in failed");
             let message = match e {
                 LoginError::SecondFactor => "Enter the current code from your authenticator app, or a recovery code.",
                 _ => "Wrong user name or password.",
@@ -264,6 +277,9 @@ struct LogoutForm {
 }
 
 async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(form): Form<LogoutForm>) -> Response {
+    if !crate::guard::same_origin(&state, &headers) {
+        return forbidden_form();
+    }
     let Some((who, csrf)) = signed_in(&state, &headers).await else {
         return Redirect::to("/login").into_response();
     };
@@ -357,6 +373,9 @@ mod tests {
             "evil",
             "",
             "/a\r\nSet-Cookie: x",
+            "/\t/evil.example",
+            "/\t\\evil.example",
+            "/ /x",
         ] {
             assert_eq!(safe_next(Some(bad)), "/", "{bad:?}");
         }
