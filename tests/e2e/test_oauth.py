@@ -309,3 +309,23 @@ async def test_oauth_tokens_open_mcp_only(fleet):
     assert httpx.get(f"{kenny.base_url}/api/me", headers=headers).status_code == 401
     assert httpx.post(f"{kenny.base_url}/api/me/tokens", json={}, headers=headers).status_code == 401
     assert httpx.get(f"{kenny.base_url}/api/users", headers=headers).status_code == 401
+
+
+async def test_a_mismatched_refresh_does_not_burn_the_token_and_registration_is_bounded(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    other = _register(kenny)
+    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=other))
+    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid, resource="https://elsewhere.example/mcp"))
+    ok = _token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid)
+    assert ok.status_code == 200, "the mismatched attempts did not use the token up nor revoke the grant"
+
+    big = httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [REDIRECT + "?" + "x" * 3000]}, timeout=10)
+    assert big.status_code == 400
+    statuses = [
+        httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [REDIRECT]}, timeout=10).status_code
+        for _ in range(25)
+    ]
+    assert statuses.count(201) < 25 and statuses[-1] == 429, statuses

@@ -26,6 +26,9 @@ const MAX_PENDING_HANDSHAKES: usize = 64;
 /// attempt is answered 429.
 const LOGIN_FAILURES_ALLOWED: usize = 5;
 const LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// OAuth client registrations allowed per client address within the window.
+const REGISTRATIONS_ALLOWED: usize = 20;
+const REGISTRATION_WINDOW: Duration = Duration::from_secs(600);
 
 /// A server that is listening. Dropping it does not stop it; cancel the token given
 /// to [`start`] and await [`RunningServer::finished`].
@@ -101,6 +104,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         shutdown: shutdown.clone(),
         handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
         login_limiter: crate::ratelimit::FailureLimiter::new(LOGIN_FAILURES_ALLOWED, LOGIN_FAILURE_WINDOW),
+        registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
     });
 
     let app = router(state.clone());

@@ -34,4 +34,6 @@ pub struct AppState {
     pub handshakes: Semaphore,
     /// Failed sign-ins per client and per user name.
     pub login_limiter: crate::ratelimit::FailureLimiter,
+    /// OAuth client registrations per client address (registration needs no account).
+    pub registration_limiter: crate::ratelimit::FailureLimiter,
 }

@@ -21,6 +21,8 @@ pub const ACCESS_TOKEN_PREFIX: &str = "kenny_oat_";
 pub const REFRESH_TOKEN_PREFIX: &str = "kenny_ort_";
 pub const CODE_PREFIX: &str = "kenny_oac_";
 pub const SCOPE: &str = "mcp";
+/// Client metadata is small; a registration body larger than this is refused.
+const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
 
 /// Lifetimes, configurable per server.
 #[derive(Debug, Clone, Copy)]
@@ -54,7 +56,10 @@ pub fn routes() -> Router<Arc<AppState>> {
             "/.well-known/oauth-authorization-server",
             get(metadata::authorization_server),
         )
-        .route("/oauth/register", post(register::register))
+        .route(
+            "/oauth/register",
+            post(register::register).layer(axum::extract::DefaultBodyLimit::max(MAX_REGISTRATION_BYTES)),
+        )
         .route("/oauth/authorize", get(authorize::show).post(authorize::decide))
         .route("/oauth/token", post(token::token))
         .route("/oauth/revoke", post(token::revoke))

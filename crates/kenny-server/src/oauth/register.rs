@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -14,6 +14,7 @@ use crate::state::AppState;
 use crate::store::OAuthClient;
 
 const MAX_REDIRECT_URIS: usize = 10;
+const MAX_REDIRECT_URI_LEN: usize = 2000;
 
 #[derive(Deserialize)]
 pub struct Registration {
@@ -57,8 +58,25 @@ fn invalid(error: &str, description: String) -> Response {
 
 pub async fn register(
     State(state): State<Arc<AppState>>,
+    ConnectInfo(addr): ConnectInfo<std::net::SocketAddr>,
     body: Result<Json<Registration>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
+    let key = crate::ratelimit::client_key(addr.ip());
+    if let Err(wait) = state
+        .registration_limiter
+        .attempt(&[key.as_str()], std::time::Instant::now())
+    {
+        let mut resp = (
+            StatusCode::TOO_MANY_REQUESTS,
+            Json(json!({"error": "too_many_requests", "error_description": "too many client registrations from this address"})),
+        )
+            .into_response();
+        resp.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from(wait.as_secs().max(1)),
+        );
+        return resp;
+    }
     let Json(reg) = match body {
         Ok(b) => b,
         Err(e) => {
@@ -72,6 +90,12 @@ pub async fn register(
         return invalid(
             "invalid_redirect_uri",
             format!("give 1 to {MAX_REDIRECT_URIS} redirect_uris"),
+        );
+    }
+    if reg.redirect_uris.iter().any(|u| u.len() > MAX_REDIRECT_URI_LEN) {
+        return invalid(
+            "invalid_redirect_uri",
+            format!("redirect URIs are at most {MAX_REDIRECT_URI_LEN} characters"),
         );
     }
     if let Some((uri, why)) = reg

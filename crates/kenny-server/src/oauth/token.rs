@@ -83,7 +83,8 @@ async fn from_code(state: &AppState, req: &TokenRequest) -> Result<Grant, Refusa
         .map_err(server_error)?;
     let grant = match redeemed {
         Redeem::Ok(g) => g,
-        Redeem::Unknown => return Err(("invalid_grant", "unknown authorization code".into())),
+        // Codes are single-use whatever the request: a mismatch is found after redemption.
+        Redeem::Unknown | Redeem::Mismatch => return Err(("invalid_grant", "unknown authorization code".into())),
         Redeem::Expired => return Err(("invalid_grant", "the authorization code has expired".into())),
         Redeem::Reused => {
             return Err((
@@ -122,14 +123,27 @@ async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<Grant, Ref
     let client_id = required(&req.client_id, "client_id")?;
     let hash = crate::secrets::token_hash(token);
     let now = crate::clock::now();
+    let (expected_client, resource) = (client_id.to_owned(), req.resource.clone());
+    let fits = move |g: &crate::store::RefreshGrant| {
+        g.client_id == expected_client
+            && resource
+                .as_deref()
+                .is_none_or(|r| r.trim_end_matches('/') == g.resource)
+    };
     let redeemed = state
         .store
-        .blocking(move |s| s.redeem_refresh(&hash, &now))
+        .blocking(move |s| s.redeem_refresh(&hash, &now, fits))
         .await
         .map_err(server_error)?;
     let grant = match redeemed {
         Redeem::Ok(g) => g,
         Redeem::Unknown => return Err(("invalid_grant", "unknown or revoked refresh token".into())),
+        Redeem::Mismatch => {
+            return Err((
+                "invalid_grant",
+                "the refresh token was issued to another client or resource".into(),
+            ));
+        }
         Redeem::Expired => return Err(("invalid_grant", "the refresh token has expired; sign in again".into())),
         Redeem::Reused => {
             return Err((
@@ -138,10 +152,6 @@ async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<Grant, Ref
             ));
         }
     };
-    if grant.client_id != client_id {
-        return Err(("invalid_grant", "the refresh token was issued to another client".into()));
-    }
-    check_resource(req, &grant.resource)?;
     Ok(Grant {
         client_id: grant.client_id,
         user_id: grant.user_id,

@@ -34,6 +34,8 @@ pub enum Redeem<T> {
     Expired,
     /// Used before: the grant's family has now been revoked.
     Reused,
+    /// Live, but the request does not fit it (another client or resource); not used up.
+    Mismatch,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,8 +163,15 @@ impl Store {
     }
 
     /// Uses up a refresh token (they rotate). Presenting one that was already used is
-    /// taken as theft: the whole family is revoked.
-    pub fn redeem_refresh(&self, token_hash: &str, now: &str) -> Result<Redeem<RefreshGrant>> {
+    /// taken as theft: the whole family is revoked. A request that does not fit the
+    /// grant (`fits` is false) is refused without using the token up, so a client's
+    /// malformed request cannot make its own retry look like theft.
+    pub fn redeem_refresh(
+        &self,
+        token_hash: &str,
+        now: &str,
+        fits: impl FnOnce(&RefreshGrant) -> bool,
+    ) -> Result<Redeem<RefreshGrant>> {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let row = tx
@@ -194,6 +203,7 @@ impl Store {
                     revoke_family(&tx, &grant.family, now)?;
                     Redeem::Reused
                 }
+                Some((grant, _, None, None, false)) if !fits(&grant) => Redeem::Mismatch,
                 Some((grant, expires_at, None, None, false)) => {
                     tx.execute("UPDATE oauth_tokens SET used_at = ?2 WHERE token_hash = ?1", params![token_hash, now])?;
                     if expires_at.as_str() <= now { Redeem::Expired } else { Redeem::Ok(grant) }
