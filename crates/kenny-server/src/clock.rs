@@ -1,13 +1,41 @@
-//! Timestamps as kenny stores and shows them: RFC 3339, UTC, millisecond precision.
+//! Timestamps as kenny stores and shows them: RFC 3339, UTC, always with exactly three
+//! fractional digits, so that stored timestamps order correctly as plain strings (expiry
+//! checks in SQL compare them that way).
 
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
+use time::macros::format_description;
 
 pub fn now() -> String {
     format(OffsetDateTime::now_utc())
 }
 
 pub fn format(t: OffsetDateTime) -> String {
-    let t = t.replace_nanosecond(t.millisecond() as u32 * 1_000_000).unwrap_or(t);
-    t.format(&Rfc3339).unwrap_or_else(|_| t.unix_timestamp().to_string())
+    let t = t.to_offset(time::UtcOffset::UTC);
+    t.format(format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    ))
+    .unwrap_or_else(|_| t.unix_timestamp().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use time::Duration;
+
+    #[test]
+    fn fixed_width_so_strings_order_like_times() {
+        let t = time::macros::datetime!(2026-11-30 13:40:01 UTC);
+        assert_eq!(format(t), "2026-11-30T13:40:01.000Z");
+        assert_eq!(format(t + Duration::milliseconds(500)), "2026-11-30T13:40:01.500Z");
+        // Regression: trimmed fractions ("01.5Z" vs "01.52Z") once made a later time sort earlier.
+        let times = [
+            t,
+            t + Duration::milliseconds(500),
+            t + Duration::milliseconds(520),
+            t + Duration::seconds(1),
+        ];
+        for w in times.windows(2) {
+            assert!(format(w[0]) < format(w[1]), "{} < {}", format(w[0]), format(w[1]));
+        }
+    }
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE, pkce};
 use crate::state::AppState;
-use crate::store::{NewOAuthToken, Redeem};
+use crate::store::{NewOAuthToken, Redeem, RefreshGrant};
 
 #[derive(Deserialize)]
 pub struct TokenRequest {
@@ -23,15 +23,6 @@ pub struct TokenRequest {
     code_verifier: Option<String>,
     refresh_token: Option<String>,
     resource: Option<String>,
-}
-
-/// What a grant is for, to mint a new token pair.
-struct Grant {
-    client_id: String,
-    user_id: i64,
-    resource: String,
-    scope: Option<String>,
-    family: String,
 }
 
 pub async fn token(
@@ -69,7 +60,7 @@ fn required<'a>(v: &'a Option<String>, name: &str) -> Result<&'a str, Refusal> {
         .ok_or_else(|| ("invalid_request", format!("{name} is required")))
 }
 
-async fn from_code(state: &AppState, req: &TokenRequest) -> Result<Grant, Refusal> {
+async fn from_code(state: &AppState, req: &TokenRequest) -> Result<RefreshGrant, Refusal> {
     let code = required(&req.code, "code")?;
     let client_id = required(&req.client_id, "client_id")?;
     let redirect_uri = required(&req.redirect_uri, "redirect_uri")?;
@@ -109,7 +100,7 @@ async fn from_code(state: &AppState, req: &TokenRequest) -> Result<Grant, Refusa
         ));
     }
     check_resource(req, &grant.resource)?;
-    Ok(Grant {
+    Ok(RefreshGrant {
         client_id: grant.client_id,
         user_id: grant.user_id,
         resource: grant.resource,
@@ -118,13 +109,13 @@ async fn from_code(state: &AppState, req: &TokenRequest) -> Result<Grant, Refusa
     })
 }
 
-async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<Grant, Refusal> {
+async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<RefreshGrant, Refusal> {
     let token = required(&req.refresh_token, "refresh_token")?;
     let client_id = required(&req.client_id, "client_id")?;
     let hash = crate::secrets::token_hash(token);
     let now = crate::clock::now();
     let (expected_client, resource) = (client_id.to_owned(), req.resource.clone());
-    let fits = move |g: &crate::store::RefreshGrant| {
+    let fits = move |g: &RefreshGrant| {
         g.client_id == expected_client
             && resource
                 .as_deref()
@@ -152,13 +143,7 @@ async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<Grant, Ref
             ));
         }
     };
-    Ok(Grant {
-        client_id: grant.client_id,
-        user_id: grant.user_id,
-        resource: grant.resource,
-        scope: grant.scope,
-        family: grant.family,
-    })
+    Ok(grant)
 }
 
 fn check_resource(req: &TokenRequest, granted: &str) -> Result<(), Refusal> {
@@ -176,7 +161,9 @@ fn server_error(e: crate::store::StoreError) -> Refusal {
     ("server_error", "the server could not complete the request".into())
 }
 
-async fn issue(state: &AppState, g: Grant) -> Response {
+/// Mints an access and a refresh token for a grant (a fresh one, or the family of the
+/// refresh token just used).
+async fn issue(state: &AppState, g: RefreshGrant) -> Response {
     let access = crate::secrets::new_token(ACCESS_TOKEN_PREFIX);
     let refresh = crate::secrets::new_token(REFRESH_TOKEN_PREFIX);
     let now = time::OffsetDateTime::now_utc();

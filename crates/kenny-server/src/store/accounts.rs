@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use super::{NewSession, Result, Store, StoreError, UserLogin, load_hosts};
+use super::{NewSession, Result, Store, StoreError, UserLogin, load_hosts, principal};
 use crate::principal::{CredentialKind, Principal, Role};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -178,17 +178,8 @@ impl Store {
                 )
                 .optional()?;
             let Some((session_id, csrf, user_id, username, role)) = row else { return Ok(None) };
-            let Some(role) = Role::parse(&role) else { return Ok(None) };
-            let hosts = if role == Role::User { Some(load_hosts(c, user_id)?) } else { None };
-            let principal = Principal {
-                user_id,
-                username,
-                role,
-                hosts,
-                credential_kind: CredentialKind::Session,
-                credential_id: session_id.to_string(),
-            };
-            Ok(Some((principal, csrf)))
+            let principal = principal(c, CredentialKind::Session, session_id, user_id, username, &role)?;
+            Ok(principal.map(|p| (p, csrf)))
         })
     }
 
@@ -264,22 +255,7 @@ impl Store {
             let Some((token_id, user_id, username, role)) = row else {
                 return Ok(None);
             };
-            let Some(role) = Role::parse(&role) else {
-                return Ok(None);
-            };
-            let hosts = if role == Role::User {
-                Some(load_hosts(c, user_id)?)
-            } else {
-                None
-            };
-            Ok(Some(Principal {
-                user_id,
-                username,
-                role,
-                hosts,
-                credential_kind: kind,
-                credential_id: token_id.to_string(),
-            }))
+            principal(c, kind, token_id, user_id, username, &role)
         })
     }
 

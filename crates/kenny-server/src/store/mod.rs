@@ -438,6 +438,33 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
     })
 }
 
+/// The principal a credential row stands for: the user, its role and (for `user`) its
+/// hosts. `None` for a role this build does not know.
+fn principal(
+    c: &Connection,
+    credential_kind: crate::principal::CredentialKind,
+    credential_id: i64,
+    user_id: i64,
+    username: String,
+    role: &str,
+) -> Result<Option<crate::principal::Principal>> {
+    use crate::principal::{Principal, Role};
+    let Some(role) = Role::parse(role) else { return Ok(None) };
+    let hosts = if role == Role::User {
+        Some(load_hosts(c, user_id)?)
+    } else {
+        None
+    };
+    Ok(Some(Principal {
+        user_id,
+        username,
+        role,
+        hosts,
+        credential_kind,
+        credential_id: credential_id.to_string(),
+    }))
+}
+
 fn load_hosts(c: &Connection, user_id: i64) -> Result<Vec<String>> {
     let mut stmt = c.prepare_cached("SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id")?;
     let hosts = stmt

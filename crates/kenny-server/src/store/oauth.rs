@@ -3,8 +3,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, Store, StoreError, load_hosts};
-use crate::principal::{CredentialKind, Principal, Role};
+use super::{Result, Store, StoreError, principal};
+use crate::principal::{CredentialKind, Principal};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OAuthClient {
@@ -236,22 +236,7 @@ impl Store {
             let Some((token_id, user_id, username, role)) = row else {
                 return Ok(None);
             };
-            let Some(role) = Role::parse(&role) else {
-                return Ok(None);
-            };
-            let hosts = if role == Role::User {
-                Some(load_hosts(c, user_id)?)
-            } else {
-                None
-            };
-            Ok(Some(Principal {
-                user_id,
-                username,
-                role,
-                hosts,
-                credential_kind: CredentialKind::OAuth,
-                credential_id: token_id.to_string(),
-            }))
+            principal(c, CredentialKind::OAuth, token_id, user_id, username, &role)
         })
     }
 
