@@ -3,7 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
-use super::{NewSession, Result, Store, StoreError, UserLogin, load_hosts, principal};
+use super::{NewSession, Result, Store, StoreError, UserLogin, credential_columns, load_hosts, principal};
 use crate::principal::{CredentialKind, Principal, Role};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -242,14 +242,7 @@ impl Store {
                     "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
                      WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
                     params![token_hash, kind.as_str()],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                        ))
-                    },
+                    credential_columns,
                 )
                 .optional()?;
             let Some((token_id, user_id, username, role)) = row else {

@@ -438,6 +438,11 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
     })
 }
 
+/// The columns a credential lookup selects: credential id, user id, user name, role.
+fn credential_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+}
+
 /// The principal a credential row stands for: the user, its role and (for `user`) its
 /// hosts. `None` for a role this build does not know.
 fn principal(

@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, Store, StoreError, principal};
+use super::{Result, Store, StoreError, credential_columns, principal};
 use crate::principal::{CredentialKind, Principal};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,14 +223,7 @@ impl Store {
                      WHERE t.token_hash = ?1 AND t.kind = 'access' AND t.revoked_at IS NULL AND t.expires_at > ?2
                        AND t.resource = ?3 AND u.disabled = 0",
                     params![token_hash, now, resource],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, i64>(1)?,
-                            r.get::<_, String>(2)?,
-                            r.get::<_, String>(3)?,
-                        ))
-                    },
+                    credential_columns,
                 )
                 .optional()?;
             let Some((token_id, user_id, username, role)) = row else {
