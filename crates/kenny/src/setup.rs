@@ -160,6 +160,7 @@ pub fn banner(base: &str, p: &Prepared, agent_online: bool) -> String {
             "not connected yet; see the log above"
         }
     ));
+    out.push_str(&format!("Dashboard:   {base}/  (sign in as {})\n", p.username));
     out.push_str(&format!("MCP URL:     {mcp}\nToken:       {}\n\n", p.token));
     out.push_str("MCP client configuration (Claude Desktop, Cursor, ...):\n");
     out.push_str(&serde_json::to_string_pretty(&config).unwrap_or_default());
