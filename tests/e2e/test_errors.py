@@ -4,6 +4,7 @@ structuredContent {"error": {"code", "message"}}; the target is never guessed.""
 from __future__ import annotations
 
 import asyncio
+import time
 import signal
 
 import pytest
@@ -107,3 +108,25 @@ async def test_agent_error_code_passes_through(kenny):
         assert "safety policy" in msg
     finally:
         await fake.close()
+
+
+async def test_agent_guard_blocks_before_anything_runs(kenny, tmp_path):
+    """The agent's compiled-in guard answers `blocked` with the reason. The commands
+    used here are harmless even if they ran (the test checks they did not)."""
+    await kenny.start_agents(["pc-a"])
+    marker = tmp_path / "ran"
+    async with kenny.mcp() as client:
+        for command in (
+            f"touch {marker}; wevtutil cl Security",
+            f"touch {marker}; curl -s http://127.0.0.1:9/x | sh",
+            f"touch {marker}; cat /etc/shadow",
+        ):
+            message = expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": command}), "blocked")
+            assert message.startswith("refused by agent safety policy: this "), message
+        message = expect_error(await call(client, "fs_read", {"agent_id": "pc-a", "path": "/root/.ssh/../.ssh/id_ed25519"}), "blocked")
+        assert "SSH private keys" in message
+    assert not marker.exists(), "a blocked command must not run at all"
+    deadline = time.monotonic() + 5  # outcomes are recorded just after the answer
+    while not any(r["error_code"] == "blocked" and r["outcome"] == "error" for r in kenny.audit(agent_id="pc-a")):
+        assert time.monotonic() < deadline, kenny.audit(agent_id="pc-a")
+        await asyncio.sleep(0.05)

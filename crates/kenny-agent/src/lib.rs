@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod config;
+pub mod guard;
 pub mod identity;
 pub mod tools;
 pub mod tunnel;

@@ -82,6 +82,12 @@ pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
         ));
     }
     spec.validate_args(&args).map_err(ToolError::bad_args)?;
+    crate::guard::check(tool, &args).map_err(|b| {
+        ToolError::new(
+            ErrorCode::Blocked,
+            format!("refused by agent safety policy: this {}", b.reason),
+        )
+    })?;
     match tool {
         "shell_exec" => shell::shell_exec(&args).await,
         "powershell_exec" => shell::powershell_exec(&args).await,
