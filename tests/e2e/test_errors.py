@@ -4,12 +4,13 @@ structuredContent {"error": {"code", "message"}}; the target is never guessed.""
 from __future__ import annotations
 
 import asyncio
-import time
 import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import FakeAgent, call, expect_error, expect_ok, shell_stdout
+from conftest import AGENT_BIN, FakeAgent, call, expect_error, expect_ok, shell_stdout
 
 
 @pytest.mark.parametrize("agent_id", [None, "", "   "], ids=["missing", "empty", "blank"])
@@ -130,3 +131,26 @@ async def test_agent_guard_blocks_before_anything_runs(kenny, tmp_path):
     while not any(r["error_code"] == "blocked" and r["outcome"] == "error" for r in kenny.audit(agent_id="pc-a")):
         assert time.monotonic() < deadline, kenny.audit(agent_id="pc-a")
         await asyncio.sleep(0.05)
+
+
+async def test_remote_control_switch_on_the_pc(kenny, tmp_path):
+    """The person at the PC turns remote control off with the agent's own command: every
+    state-changing tool answers `disabled`, read-only tools keep working, and turning it
+    back on takes effect at once, with no restart."""
+    agent = (await kenny.start_agents(["pc-a"]))["pc-a"]
+    flip = lambda state: subprocess.run(  # noqa: E731
+        [str(AGENT_BIN), "remote-control", state, "--state-dir", str(agent.state_dir)],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout
+    marker = tmp_path / "ran"
+    async with kenny.mcp() as client:
+        assert "off" in flip("off")
+        message = expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"touch {marker}"}), "disabled")
+        assert "remote control is disabled" in message
+        assert not marker.exists()
+        expect_ok(await call(client, "fs_list", {"agent_id": "pc-a", "path": str(tmp_path)}))
+        expect_ok(await call(client, "telemetry_collect", {"agent_id": "pc-a"}))
+        assert flip("status").strip() == "remote control is off: only read-only tools work"
+        assert flip("on").strip() == "remote control is on"
+        assert shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"touch {marker} && echo ok"})) == "ok\n"
+    assert marker.exists()

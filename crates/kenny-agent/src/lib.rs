@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod config;
 pub mod guard;
 pub mod identity;
+pub mod switch;
 pub mod tools;
 pub mod tunnel;
 

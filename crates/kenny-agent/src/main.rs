@@ -23,6 +23,22 @@ struct Cli {
 enum Command {
     /// Connect to the server and serve tool calls.
     Run(RunArgs),
+    /// For the person at this PC: turn remote control off (only read-only tools keep
+    /// working) or back on, or show which it is.
+    RemoteControl {
+        #[arg(value_enum)]
+        state: SwitchState,
+        /// The agent's state directory.
+        #[arg(long, env = "KENNY_STATE_DIR", default_value = "kenny-agent-state")]
+        state_dir: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SwitchState {
+    On,
+    Off,
+    Status,
 }
 
 #[derive(clap::Args)]
@@ -61,7 +77,10 @@ struct RunArgs {
 }
 
 fn main() -> anyhow::Result<()> {
-    let Command::Run(args) = Cli::parse().command;
+    let args = match Cli::parse().command {
+        Command::Run(args) => args,
+        Command::RemoteControl { state, state_dir } => return remote_control(state, &state_dir),
+    };
     kenny_host::init_logging("info");
     let auth = match (args.token, args.server_pubkey) {
         (Some(token), _) => AuthMode::Token(Secret(token)),
@@ -89,4 +108,22 @@ fn main() -> anyhow::Result<()> {
         });
         kenny_agent::run(config, shutdown).await
     })
+}
+
+fn remote_control(state: SwitchState, state_dir: &std::path::Path) -> anyhow::Result<()> {
+    let switch = kenny_agent::switch::KillSwitch::new(state_dir);
+    match state {
+        SwitchState::Off => switch.set_off(true)?,
+        SwitchState::On => switch.set_off(false)?,
+        SwitchState::Status => {}
+    }
+    println!(
+        "remote control is {}",
+        if switch.is_off() {
+            "off: only read-only tools work"
+        } else {
+            "on"
+        }
+    );
+    Ok(())
 }

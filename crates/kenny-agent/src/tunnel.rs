@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::config::{AgentConfig, AuthMode};
 use crate::identity;
+use crate::switch::KillSwitch;
 use crate::tools;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -258,6 +259,7 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 /// The authenticated session: requests run concurrently; their answers, pings and
 /// telemetry are written from this one loop.
 async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let switch = KillSwitch::new(&config.state_dir);
     let (mut sink, mut stream) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
     // Dropping the set aborts calls still running: their connection is gone.
@@ -283,7 +285,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 last_heard = Instant::now();
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
-                        calls.spawn(run_call(req, slots.clone(), out_tx.clone()));
+                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone()));
                         None
                     }
                     Ok(Frame::Ping {}) => Some(Frame::Pong),
@@ -337,9 +339,9 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
 
 /// Runs one call once a slot is free; a call that cannot start within `QUEUE_WAIT`
 /// is answered `timeout` and never runs.
-async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>) {
+async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>, switch: KillSwitch) {
     let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
-        Ok(Ok(_slot)) => handle(req).await,
+        Ok(Ok(_slot)) => handle(req, &switch).await,
         _ => Response::failure(
             req.id,
             ErrorCode::Timeout.as_str(),
@@ -352,9 +354,17 @@ async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>)
     let _ = out.send(Frame::Response(response)).await;
 }
 
-async fn handle(req: Request) -> Response {
+async fn handle(req: Request, switch: &KillSwitch) -> Response {
     let started = Instant::now();
-    let outcome = tools::execute(&req.tool, req.args).await;
+    let changes_state = kenny_proto::catalog::find(&req.tool).is_some_and(|s| !s.read_only());
+    let outcome = if changes_state && switch.is_off() {
+        Err(tools::ToolError::new(
+            ErrorCode::Disabled,
+            "remote control is disabled at the endpoint: the person at this PC turned it off; read-only tools still work",
+        ))
+    } else {
+        tools::execute(&req.tool, req.args).await
+    };
     tracing::info!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
     match outcome {
         Ok(value) => Response::success(req.id, value),

@@ -1,0 +1,57 @@
+//! The PC owner's "remote control off" switch: a file in the agent's state directory.
+//! While it is there, every state-changing tool answers `disabled`; read-only tools keep
+//! working, so the owner can still be helped by looking. Only someone on the PC can
+//! flip it (`kenny-agent remote-control off|on`); no server message touches it.
+
+use std::path::{Path, PathBuf};
+
+pub const FILE: &str = "remote-control-off";
+
+#[derive(Debug, Clone)]
+pub struct KillSwitch {
+    path: PathBuf,
+}
+
+impl KillSwitch {
+    pub fn new(state_dir: &Path) -> Self {
+        KillSwitch {
+            path: state_dir.join(FILE),
+        }
+    }
+
+    /// Read on every call, so flipping the switch takes effect at once.
+    pub fn is_off(&self) -> bool {
+        self.path.exists()
+    }
+
+    pub fn set_off(&self, off: bool) -> std::io::Result<()> {
+        if off {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&self.path, "remote control turned off on this PC\n")
+        } else {
+            match std::fs::remove_file(&self.path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flips_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let switch = KillSwitch::new(&dir.path().join("state"));
+        assert!(!switch.is_off());
+        switch.set_off(true).unwrap();
+        assert!(switch.is_off());
+        switch.set_off(false).unwrap();
+        switch.set_off(false).unwrap();
+        assert!(!switch.is_off());
+    }
+}
