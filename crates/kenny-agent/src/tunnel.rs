@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::config::{AgentConfig, AuthMode};
+use crate::guard::OperatorRules;
 use crate::identity;
 use crate::switch::KillSwitch;
 use crate::tools;
@@ -260,6 +261,9 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 /// telemetry are written from this one loop.
 async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<()> {
     let switch = KillSwitch::new(&config.state_dir);
+    // Operator rules live as long as the connection: a reconnect starts from the built-in
+    // guard alone until the server pushes its policy again.
+    let mut operator = Arc::new(OperatorRules::default());
     let (mut sink, mut stream) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
     // Dropping the set aborts calls still running: their connection is gone.
@@ -285,13 +289,18 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 last_heard = Instant::now();
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
-                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone()));
+                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone(), operator.clone()));
                         None
                     }
                     Ok(Frame::Ping {}) => Some(Frame::Pong),
                     Ok(Frame::Pong {}) => None,
                     Ok(Frame::Policy(p)) => {
-                        tracing::info!(rules = p.rules.len(), "policy received; operator rules arrive with the guard");
+                        let (rules, problems) = OperatorRules::from_policy(&p);
+                        for problem in &problems {
+                            tracing::warn!(%problem, "operator policy rule ignored");
+                        }
+                        tracing::info!(rules = rules.len(), "operator policy applied");
+                        operator = Arc::new(rules);
                         None
                     }
                     Ok(other) => {
@@ -339,9 +348,15 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
 
 /// Runs one call once a slot is free; a call that cannot start within `QUEUE_WAIT`
 /// is answered `timeout` and never runs.
-async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>, switch: KillSwitch) {
+async fn run_call(
+    req: Request,
+    slots: Arc<Semaphore>,
+    out: mpsc::Sender<Frame>,
+    switch: KillSwitch,
+    operator: Arc<OperatorRules>,
+) {
     let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
-        Ok(Ok(_slot)) => handle(req, &switch).await,
+        Ok(Ok(_slot)) => handle(req, &switch, &operator).await,
         _ => Response::failure(
             req.id,
             ErrorCode::Timeout.as_str(),
@@ -354,7 +369,7 @@ async fn run_call(req: Request, slots: Arc<Semaphore>, out: mpsc::Sender<Frame>,
     let _ = out.send(Frame::Response(response)).await;
 }
 
-async fn handle(req: Request, switch: &KillSwitch) -> Response {
+async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules) -> Response {
     let started = Instant::now();
     let changes_state = kenny_proto::catalog::find(&req.tool).is_some_and(|s| !s.read_only());
     let outcome = if changes_state && switch.is_off() {
@@ -363,7 +378,7 @@ async fn handle(req: Request, switch: &KillSwitch) -> Response {
             "remote control is disabled at the endpoint: the person at this PC turned it off; read-only tools still work",
         ))
     } else {
-        tools::execute(&req.tool, req.args).await
+        tools::execute_with(&req.tool, req.args, operator).await
     };
     tracing::info!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
     match outcome {

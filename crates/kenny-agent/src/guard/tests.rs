@@ -181,3 +181,59 @@ fn normalisation() {
     assert_eq!(normalize_path("C:\\a\\..\\b\\.\\C"), "/c:/b/c");
     assert_eq!(normalize_path("/x/../../etc/shadow"), "/etc/shadow");
 }
+
+#[test]
+fn operator_rules_add_refusals_and_never_remove_built_in_ones() {
+    use kenny_proto::frame::{Policy, PolicyRule};
+    let rule = |id: &str, applies_to: &str, pattern: &str| PolicyRule {
+        id: id.into(),
+        applies_to: applies_to.into(),
+        pattern: pattern.into(),
+        reason: format!("operator: {id}"),
+    };
+    let policy = Policy {
+        rules: vec![
+            rule("no-choco", "powershell", r"(?i)\bchoco\b"),
+            rule("no-secrets", "path", r"(?i)[\\/]secret-projects[\\/]"),
+            rule("broken", "command", r"(unclosed"),
+            rule("odd", "registry", r"x"),
+        ],
+    };
+    let (rules, problems) = OperatorRules::from_policy(&policy);
+    assert_eq!(rules.len(), 2);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    let run = |tool: &str, args: serde_json::Value| check_all(tool, args.as_object().unwrap(), &rules);
+
+    let err = run("powershell_exec", json!({"script": "Choco install vlc"})).unwrap_err();
+    assert!(
+        err.message().contains("operator: no-choco (operator rule no-choco)"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(
+        run("shell_exec", json!({"command": "choco --help"})),
+        Ok(()),
+        "scoped to PowerShell"
+    );
+    assert!(run("fs_read", json!({"path": "C:\\Users\\sam\\secret-projects\\plan.txt"})).is_err());
+    assert!(
+        run(
+            "shell_exec",
+            json!({"command": "cat /home/sam/secret-projects/plan.txt"})
+        )
+        .is_err()
+    );
+    assert_eq!(run("fs_read", json!({"path": "/home/sam/projects/plan.txt"})), Ok(()));
+    // Built-in rules come first and stay, whatever the policy says.
+    assert!(run("shell_exec", json!({"command": "wevtutil cl System"})).is_err());
+    let (empty, _) = OperatorRules::from_policy(&Policy { rules: vec![] });
+    assert!(empty.is_empty());
+    assert!(
+        check_all(
+            "shell_exec",
+            json!({"command": "mkfs.ext4 /dev/sda"}).as_object().unwrap(),
+            &empty
+        )
+        .is_err()
+    );
+}

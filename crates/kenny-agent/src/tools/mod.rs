@@ -57,6 +57,11 @@ pub type ToolResult = Result<Value, ToolError>;
 
 /// Runs one call. Never panics on bad input: every problem becomes a `ToolError`.
 pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
+    execute_with(tool, args, &crate::guard::OperatorRules::default()).await
+}
+
+/// Runs one call under the operator's rules as well as the built-in guard.
+pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate::guard::OperatorRules) -> ToolResult {
     let Some(spec) = catalog::find(tool) else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -82,12 +87,7 @@ pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
         ));
     }
     spec.validate_args(&args).map_err(ToolError::bad_args)?;
-    crate::guard::check(tool, &args).map_err(|b| {
-        ToolError::new(
-            ErrorCode::Blocked,
-            format!("refused by agent safety policy: this {}", b.reason),
-        )
-    })?;
+    crate::guard::check_all(tool, &args, operator).map_err(|b| ToolError::new(ErrorCode::Blocked, b.message()))?;
     match tool {
         "shell_exec" => shell::shell_exec(&args).await,
         "powershell_exec" => shell::powershell_exec(&args).await,
