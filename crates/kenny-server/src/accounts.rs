@@ -98,10 +98,7 @@ pub async fn login(
 
 /// A TOTP code for a step not used before, or an unused recovery code.
 async fn second_factor_ok(store: &Arc<Store>, user_id: i64, secret: &str, code: &str) -> Result<bool, StoreError> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = crate::clock::unix_secs();
     if let Some(step) = crate::totp::matching_step(secret, code, now) {
         return store.blocking(move |s| s.advance_totp_step(user_id, step)).await;
     }

@@ -9,6 +9,14 @@ pub fn now() -> String {
     format(OffsetDateTime::now_utc())
 }
 
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 pub fn format(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
     t.format(format_description!(

@@ -253,10 +253,7 @@ impl Registry {
 }
 
 pub fn unix_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
+    crate::clock::unix_secs() as i64
 }
 
 #[cfg(test)]

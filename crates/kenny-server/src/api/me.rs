@@ -242,10 +242,7 @@ pub async fn totp_confirm(
             "start TOTP set-up first (POST /api/me/totp)",
         )
     })?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let now = crate::clock::unix_secs();
     let step = crate::totp::matching_step(&pending, &body.code, now).ok_or_else(|| {
         ApiError::bad_request("that code does not match; check the app's clock and try the current code")
     })?;

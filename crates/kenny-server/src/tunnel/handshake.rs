@@ -5,7 +5,6 @@ use ed25519_dalek::SigningKey;
 use kenny_proto::MUTUAL_AUTH_PROTOCOL;
 use kenny_proto::auth;
 use kenny_proto::frame::{AgentMeta, Challenge, Register};
-use subtle::ConstantTimeEq;
 
 use crate::secrets;
 use crate::store::AgentRecord;
@@ -70,7 +69,7 @@ pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> 
 pub fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject> {
     let expected = record_hash.ok_or_else(|| Reject::unauthorized("unknown agent or bad token"))?;
     let got = secrets::token_hash(token);
-    if bool::from(got.as_bytes().ct_eq(expected.as_bytes())) {
+    if secrets::constant_time_eq(&got, expected) {
         Ok(())
     } else {
         Err(Reject::unauthorized("unknown agent or bad token"))
