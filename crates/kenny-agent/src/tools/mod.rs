@@ -1,12 +1,21 @@
 //! Tool execution: looks a call up in the shared catalog, checks that this OS supports
 //! it and that its arguments fit the schema, then runs the handler.
 
+mod autostart;
 mod bounded;
 mod diag;
+mod eventlog;
 mod fs;
 mod net;
+mod netctl;
+mod netprobe;
+mod packages;
+mod remotehelp;
+mod screen;
+mod services;
 mod shell;
 mod telemetry;
+mod webfilter;
 
 use kenny_proto::catalog::{self, Os};
 use kenny_proto::error::ErrorCode;
@@ -77,9 +86,10 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
         return Err(ToolError::new(
             ErrorCode::Unsupported,
             format!(
-                "{tool} is not available on {}: it runs on {}{}",
+                "{tool} is not available on {}: it runs on {}{}{}",
                 std::env::consts::OS,
                 on.join(", "),
+                why_not_here(tool).map(|w| format!(" ({w})")).unwrap_or_default(),
                 alternative(tool)
                     .map(|a| format!("; use {a} here instead"))
                     .unwrap_or_default()
@@ -96,13 +106,46 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
         "fs_search" => fs::search(&args).await,
         "fs_disk_usage" => fs::disk_usage(&args).await,
         "diag_processes" => diag::processes(&args).await,
+        "diag_services" => services::list(&args).await,
+        "diag_eventlog" => eventlog::query(&args).await,
+        "diag_autostart" => autostart::list(&args).await,
         "net_config" => net::config(&args).await,
+        "net_dns_flush" => netctl::dns_flush(&args).await,
+        "net_adapter_reset" => netctl::adapter_reset(&args).await,
+        "net_ping" => netprobe::ping(&args).await,
+        "net_dns_lookup" => netprobe::dns_lookup(&args).await,
+        "net_port_check" => netprobe::port_check(&args).await,
+        "screen_capture" => screen::capture(&args).await,
+        "winget_list" => packages::list(&args).await,
+        "winget_install" => packages::install(&args).await,
+        "winget_uninstall" => packages::uninstall(&args).await,
+        "winget_update" => packages::update(&args).await,
+        "webfilter_status" => webfilter::status(&args).await,
+        "webfilter_apply" => webfilter::apply(&args).await,
+        "webfilter_clear" => webfilter::clear(&args).await,
+        "remotehelp_status" => remotehelp::status(&args).await,
+        "remotehelp_start" => remotehelp::start(&args).await,
+        "remotehelp_stop" => remotehelp::stop(&args).await,
         "telemetry_collect" => telemetry::collect_tool(&args).await,
-        _ => Err(ToolError::new(
-            ErrorCode::Unsupported,
-            format!("{tool} is in the catalog but this agent build does not implement it yet"),
-        )),
+        _ => Err(not_implemented(tool)),
     }
+}
+
+/// A catalog tool this agent build has no handler for (an older agent, or a tool still
+/// being built): the caller learns it plainly instead of getting a wrong answer.
+pub(crate) fn not_implemented(what: &str) -> ToolError {
+    ToolError::new(
+        ErrorCode::Unsupported,
+        format!(
+            "{what} is not implemented in kenny-agent {}; update the agent",
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+}
+
+fn why_not_here(tool: &str) -> Option<&'static str> {
+    tool.starts_with("remotehelp_")
+        .then_some("it drives Quick Assist, which exists only on Windows; on other PCs ask the person to start their own screen-sharing tool")
 }
 
 fn alternative(tool: &str) -> Option<&'static str> {
