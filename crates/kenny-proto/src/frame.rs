@@ -172,7 +172,7 @@ pub struct Log {
     pub fields: Option<Map<String, Value>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     pub rules: Vec<PolicyRule>,

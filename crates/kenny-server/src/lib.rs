@@ -16,6 +16,7 @@ pub mod forward;
 pub mod guard;
 pub mod mcp;
 pub mod oauth;
+pub mod policy;
 pub mod principal;
 pub mod ratelimit;
 pub mod registry;

@@ -64,6 +64,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             "calls were still running when the server last stopped; audited as interrupted"
         );
     }
+    let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -97,6 +98,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         client_documents: Default::default(),
         base_url,
         registry,
+        policy,
         store,
         audit,
         server_key,

@@ -4,6 +4,7 @@ mod agents;
 mod audit;
 mod error;
 mod me;
+mod policy;
 mod users;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub fn authenticated() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/audit", get(audit::list))
         .route("/api/agents", get(agents::list))
+        .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/users", get(users::list).post(users::create))
         .route(
             "/api/users/{id}",

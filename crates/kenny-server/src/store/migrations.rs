@@ -125,6 +125,13 @@ const MIGRATIONS: &[&str] = &[
         used_at TEXT
     );
     CREATE INDEX recovery_codes_by_user ON recovery_codes (user_id);",
+    // 6: the operator's guard rules, one fleet-wide list pushed to every agent.
+    "CREATE TABLE operator_policy (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        rules TEXT NOT NULL,
+        updated_by TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -4,9 +4,11 @@
 mod accounts;
 mod migrations;
 mod oauth;
+mod policy;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
+pub use policy::StoredPolicy;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

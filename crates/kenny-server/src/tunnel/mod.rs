@@ -61,6 +61,13 @@ async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
         old.close("replaced by a newer connection from the same agent");
     }
     tracing::info!(agent = %agent_id, conn_id, "agent connected");
+    // Queued before any call can be: the outbox is FIFO, so the agent holds the
+    // operator's rules before its first request arrives.
+    if let Some(frame) = state.policy.frame_for_new_agent()
+        && !link.try_send(&frame)
+    {
+        tracing::warn!(agent = %agent_id, "operator policy could not be queued for a new connection");
+    }
     record_seen(&state, &agent_id, meta).await;
 
     let reason = run_session(&state, &link, socket, outbox).await;

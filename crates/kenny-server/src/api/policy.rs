@@ -1,0 +1,85 @@
+//! `/api/policy`: the operator's guard rules. Everyone signed in may read them (they
+//! explain refusals); only superusers change them. A change is stored, then pushed to
+//! every connected agent at once; agents that connect later get it on connect.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use kenny_proto::frame::PolicyRule;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ApiError;
+use crate::policy::{Current, SCOPES, push_to_all, validate};
+use crate::principal::{Principal, Role};
+use crate::state::AppState;
+use crate::store::StoredPolicy;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyBody {
+    rules: Vec<PolicyRule>,
+}
+
+pub async fn show(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(render(&state.policy.current(), None))
+}
+
+pub async fn replace(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    body: Result<Json<PolicyBody>, JsonRejection>,
+) -> Result<Json<Value>, ApiError> {
+    if who.role != Role::Superuser {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only superusers change the operator policy",
+        ));
+    }
+    let Json(body) = body.map_err(|e| {
+        ApiError::bad_request(format!(
+            "body must be {{\"rules\": [{{\"id\", \"applies_to\" ({}), \"pattern\", \"reason\"}}]}}: {e}",
+            SCOPES.join("|")
+        ))
+    })?;
+    let policy = validate(body.rules).map_err(|e| ApiError::bad_request(format!("policy not changed: {e}")))?;
+    let stored = StoredPolicy {
+        rules_json: serde_json::to_string(&policy.rules).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot encode rules: {e}"),
+            )
+        })?,
+        updated_by: who.username.clone(),
+        updated_at: crate::clock::now(),
+    };
+    let saved = stored.clone();
+    state.store.blocking(move |s| s.save_operator_policy(&saved)).await?;
+    let current = Current {
+        policy,
+        updated_by: Some(stored.updated_by),
+        updated_at: Some(stored.updated_at),
+    };
+    state.policy.set(current.clone());
+    let pushed = push_to_all(&state.registry, &current.policy);
+    tracing::info!(by = %who.username, rules = current.policy.rules.len(), agents = pushed, "operator policy changed");
+    Ok(Json(render(&current, Some(pushed))))
+}
+
+fn render(current: &Current, pushed_to: Option<usize>) -> Value {
+    let mut v = json!({
+        "rules": current.policy.rules,
+        "updated_by": current.updated_by,
+        "updated_at": current.updated_at,
+    });
+    if let Some(n) = pushed_to {
+        v["pushed_to"] = json!(n);
+    }
+    v
+}
