@@ -134,14 +134,19 @@ struct Captured {
 /// Spawns `cmd`, feeds it `stdin` if given, and collects its output until it exits or
 /// `limit` passes. The whole process tree is killed on timeout and if this future is
 /// dropped before the command finished.
-async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
+async fn run(cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
+    let started = Instant::now();
+    let captured = run_captured(cmd, stdin, limit).await?;
+    Ok(result_json(captured, started.elapsed()))
+}
+
+async fn run_captured(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> Result<Captured, ToolError> {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     isolate(&mut cmd);
 
-    let started = Instant::now();
     let mut child = cmd
         .spawn()
         .map_err(|e| ToolError::exec_failed(format!("could not start the command: {e}")))?;
@@ -163,7 +168,7 @@ async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolR
         Ok(Ok(captured)) => {
             // Processes deliberately left in the background (`nohup x &`) stay alive.
             tree.disarm();
-            Ok(result_json(captured, started.elapsed()))
+            Ok(captured)
         }
         Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
         Err(_) => {
@@ -176,6 +181,90 @@ async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolR
             ))
         }
     }
+}
+
+/// What a helper program printed, for tools that run one (systemctl, ip, winget...)
+/// and parse its output rather than hand it back raw.
+#[derive(Debug, Clone)]
+pub(crate) struct ProgramOutput {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: Option<i32>,
+}
+
+impl ProgramOutput {
+    pub(crate) fn success(&self) -> bool {
+        self.exit_code == Some(0)
+    }
+
+    /// The end of stderr (or stdout when stderr is empty): where programs say what failed.
+    pub(crate) fn complaint(&self) -> String {
+        let text = if self.stderr.trim().is_empty() {
+            &self.stdout
+        } else {
+            &self.stderr
+        };
+        let text = text.trim();
+        let start = text.char_indices().rev().nth(599).map_or(0, |(i, _)| i);
+        text[start..].to_owned()
+    }
+}
+
+/// Runs `program` with `args` as argv (never through a shell), bounded like shell_exec.
+pub(crate) async fn run_program(program: &str, args: &[&str], limit: Duration) -> Result<ProgramOutput, ToolError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    let captured = run_captured(cmd, None, limit).await.map_err(|e| match e.code {
+        ErrorCode::ExecFailed => ToolError::exec_failed(format!("{program}: {}", e.message)),
+        _ => e,
+    })?;
+    Ok(program_output(captured))
+}
+
+/// Runs a PowerShell script (Windows) and returns what it printed.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) async fn run_powershell(script: &str, limit: Duration) -> Result<ProgramOutput, ToolError> {
+    #[cfg(windows)]
+    {
+        let invocation = powershell_invocation(script);
+        let mut cmd = Command::new(windows::powershell_program());
+        cmd.args(&invocation.args);
+        Ok(program_output(run_captured(cmd, Some(invocation.stdin), limit).await?))
+    }
+    #[cfg(not(windows))]
+    {
+        let _ = (script, limit);
+        Err(ToolError::new(
+            ErrorCode::Unsupported,
+            "PowerShell runs on Windows only",
+        ))
+    }
+}
+
+/// Output past the cap is cut with the usual marker; parsers only need what fits.
+fn program_output(captured: Captured) -> ProgramOutput {
+    ProgramOutput {
+        exit_code: captured.status.code(),
+        stdout: captured.stdout.into_text(),
+        stderr: captured.stderr.into_text(),
+    }
+}
+
+/// A PowerShell single-quoted string literal of `text`: inside one, only the quote
+/// itself is special (doubled), so no `$`, backtick or `;` in hostile input can act.
+/// PowerShell also treats the typographic single quotes as quotes; they are doubled too.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) fn ps_quote(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for c in text.chars() {
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+    out
 }
 
 /// Reads stdout and stderr concurrently until the child exits and both pipes close (or
@@ -377,6 +466,39 @@ mod windows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn powershell_literals_neutralise_hostile_text() {
+        assert_eq!(ps_quote("plain"), "'plain'");
+        assert_eq!(
+            ps_quote(r"x'; Remove-Item C:\ -Recurse; '"),
+            r"'x''; Remove-Item C:\ -Recurse; '''"
+        );
+        assert_eq!(ps_quote("$env:USERNAME `whoami`"), "'$env:USERNAME `whoami`'");
+        assert_eq!(ps_quote("a\u{2019}b"), "'a\u{2019}\u{2019}b'");
+        assert_eq!(ps_quote(""), "''");
+    }
+
+    #[tokio::test]
+    #[cfg(unix)]
+    async fn run_program_passes_argv_verbatim() {
+        let out = run_program("printf", &["%s|", "a b", "$(id)", ";x"], Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(out.success());
+        assert_eq!(out.stdout, "a b|$(id)|;x|");
+        let missing = run_program("kenny-no-such-program", &[], Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert!(
+            missing.message.starts_with("kenny-no-such-program: could not start"),
+            "{missing:?}"
+        );
+        let failing = run_program("sh", &["-c", "echo oops >&2; exit 3"], Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!((failing.exit_code, failing.complaint().as_str()), (Some(3), "oops"));
+    }
 
     #[cfg_attr(windows, allow(unused_imports))] // every caller is a Unix-only test
     use crate::tools::test_args as args;

@@ -16,12 +16,35 @@ pub fn outcome(outcome: Result<Value, CallFailure>) -> CallToolResult {
 pub fn success(value: Value) -> CallToolResult {
     // Structured content must be an object; agents answer with objects, but wrap
     // anything else rather than break the client.
-    let value = if value.is_object() {
+    let mut value = if value.is_object() {
         value
     } else {
         json!({ "value": value })
     };
+    if let Some((data, mime_type)) = take_image(&mut value) {
+        // The picture travels once, as image content a client can show; the metadata
+        // (size, scaling) stays structured and readable.
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::image(data, mime_type),
+            ContentBlock::text(value.to_string()),
+        ]);
+        result.structured_content = Some(value);
+        return result;
+    }
     CallToolResult::structured(value)
+}
+
+/// An agent result carrying an image (`data_base64` plus an `image/*` `mime_type`):
+/// the data is taken out of the value.
+fn take_image(value: &mut Value) -> Option<(String, String)> {
+    let mime_type = value.get("mime_type")?.as_str()?.to_owned();
+    if !mime_type.starts_with("image/") || !value.get("data_base64")?.is_string() {
+        return None;
+    }
+    match value.as_object_mut()?.remove("data_base64")? {
+        Value::String(data) => Some((data, mime_type)),
+        _ => None,
+    }
 }
 
 pub fn failure(f: &CallFailure) -> CallToolResult {
@@ -43,5 +66,19 @@ mod tests {
         assert_eq!(v["content"][0]["text"], "no_agent: agent_id is required");
         assert_eq!(v["structuredContent"]["error"]["code"], "no_agent");
         assert_eq!(success(json!(3)).structured_content, Some(json!({"value": 3})));
+    }
+
+    #[test]
+    fn images_become_image_content_once() {
+        let r = success(json!({"mime_type": "image/png", "width": 2, "data_base64": "iVBORw0KGgo="}));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["type"], "image");
+        assert_eq!(v["content"][0]["data"], "iVBORw0KGgo=");
+        assert_eq!(v["content"][0]["mimeType"], "image/png");
+        assert_eq!(v["structuredContent"], json!({"mime_type": "image/png", "width": 2}));
+        assert!(!v["content"][1]["text"].as_str().unwrap().contains("iVBOR"));
+        // Not an image type: left as plain structured data.
+        let plain = success(json!({"mime_type": "text/plain", "data_base64": "eA=="}));
+        assert_eq!(plain.structured_content.unwrap()["data_base64"], "eA==");
     }
 }
