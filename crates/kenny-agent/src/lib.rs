@@ -8,9 +8,13 @@ pub mod backoff;
 pub mod config;
 pub mod guard;
 pub mod identity;
+pub mod install;
+pub mod service;
 pub mod switch;
 pub mod tools;
 pub mod tunnel;
+#[cfg(windows)]
+pub mod winservice;
 
 pub use config::{AgentConfig, AuthMode};
 pub use tunnel::run;

@@ -23,6 +23,8 @@ struct Cli {
 enum Command {
     /// Connect to the server and serve tool calls.
     Run(RunArgs),
+    /// Windows: how the service manager starts the agent (`install` sets this up).
+    Service(RunArgs),
     /// For the person at this PC: turn remote control off (only read-only tools keep
     /// working) or back on, or show which it is.
     RemoteControl {
@@ -32,6 +34,50 @@ enum Command {
         #[arg(long, env = "KENNY_STATE_DIR", default_value = "kenny-agent-state")]
         state_dir: PathBuf,
     },
+    /// Install this agent as a system service (systemd on Linux, a Windows service)
+    /// that starts at boot and restarts on failure, with its settings in a private file.
+    Install(InstallArgs),
+    /// Stop and remove the service and the installed binary.
+    Uninstall {
+        /// Also remove the settings file and the agent's key (its identity).
+        #[arg(long)]
+        purge: bool,
+        /// Linux: the staging root the agent was installed under (default /).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Only remove files; do not ask the service manager to stop anything.
+        #[arg(long)]
+        no_stop: bool,
+    },
+}
+
+#[derive(clap::Args)]
+struct InstallArgs {
+    /// The server's URL, e.g. https://kenny.example.com.
+    #[arg(long)]
+    server: String,
+    /// This PC's agent id, as registered with `kenny-server agent add`.
+    #[arg(long)]
+    agent_id: String,
+    /// Mutual auth: the server's Ed25519 public key (base64).
+    #[arg(long, required_unless_present = "token")]
+    server_pubkey: Option<String>,
+    /// Mutual auth: the enrollment token from `kenny-server agent add`.
+    #[arg(long, requires = "server_pubkey")]
+    enroll_token: Option<String>,
+    /// Legacy auth: the per-agent token.
+    #[arg(long, conflicts_with_all = ["server_pubkey", "enroll_token"])]
+    token: Option<String>,
+    /// Allow plain http:// to a server that is not on this machine.
+    #[arg(long)]
+    allow_plaintext: bool,
+    /// Linux: install under this directory instead of / (for packaging; implies nothing
+    /// is started).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Write the files but do not register or start the service.
+    #[arg(long)]
+    no_start: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -71,16 +117,28 @@ struct RunArgs {
     /// network you trust).
     #[arg(long, env = "KENNY_ALLOW_PLAINTEXT")]
     allow_plaintext: bool,
+    /// A settings file of KENNY_* lines (as `install` writes); flags and environment
+    /// variables take precedence over it.
+    #[arg(long, env = "KENNY_CONFIG")]
+    config: Option<PathBuf>,
     /// Seconds between telemetry snapshots pushed to the server.
     #[arg(long, env = "KENNY_TELEMETRY_INTERVAL_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(10..=86400))]
     telemetry_interval_secs: u64,
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = match Cli::parse().command {
-        Command::Run(args) => args,
+    load_config_file()?;
+    let (args, as_service) = match Cli::parse().command {
+        Command::Run(args) => (args, false),
+        Command::Service(args) => (args, true),
         Command::RemoteControl { state, state_dir } => return remote_control(state, &state_dir),
+        Command::Install(args) => return install(args),
+        Command::Uninstall { purge, root, no_stop } => {
+            let plan = kenny_agent::install::plan_here(root.as_deref(), &placeholder_settings())?;
+            return kenny_agent::install::uninstall(&plan, !no_stop && root.is_none(), purge);
+        }
     };
+    let _ = args.config;
     kenny_host::init_logging("info");
     let auth = match (args.token, args.server_pubkey) {
         (Some(token), _) => AuthMode::Token(Secret(token)),
@@ -97,6 +155,9 @@ fn main() -> anyhow::Result<()> {
     config.max_backoff = Duration::from_secs(args.max_backoff_secs);
     config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
     config.allow_plaintext = args.allow_plaintext;
+    if as_service {
+        return run_as_service(config);
+    }
 
     tokio::runtime::Runtime::new()?.block_on(async move {
         let shutdown = CancellationToken::new();
@@ -108,6 +169,16 @@ fn main() -> anyhow::Result<()> {
         });
         kenny_agent::run(config, shutdown).await
     })
+}
+
+#[cfg(windows)]
+fn run_as_service(config: AgentConfig) -> anyhow::Result<()> {
+    kenny_agent::winservice::run_as_service(config)
+}
+
+#[cfg(not(windows))]
+fn run_as_service(_config: AgentConfig) -> anyhow::Result<()> {
+    anyhow::bail!("`service` is how the Windows service manager starts the agent; on this OS use `kenny-agent run`")
 }
 
 fn remote_control(state: SwitchState, state_dir: &std::path::Path) -> anyhow::Result<()> {
@@ -126,4 +197,64 @@ fn remote_control(state: SwitchState, state_dir: &std::path::Path) -> anyhow::Re
         }
     );
     Ok(())
+}
+
+/// `run --config FILE` (or KENNY_CONFIG): the file's KENNY_* settings become environment
+/// variables before the command line is parsed, so flags and real environment variables
+/// still win and every setting has one source of defaults (clap's `env`).
+fn load_config_file() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    let from_flag = argv.iter().enumerate().find_map(|(i, a)| {
+        a.strip_prefix("--config=")
+            .map(str::to_owned)
+            .or_else(|| (a == "--config").then(|| argv.get(i + 1).cloned()).flatten())
+    });
+    let Some(path) = from_flag.or_else(|| std::env::var("KENNY_CONFIG").ok()) else {
+        return Ok(());
+    };
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("cannot read the settings file {path}: {e}"))?;
+    let vars = kenny_agent::service::parse_config(&text).map_err(|e| anyhow::anyhow!("settings file {path}: {e}"))?;
+    for (key, value) in vars {
+        if std::env::var_os(&key).is_none() {
+            // SAFETY: called first thing in main, before any other thread exists.
+            unsafe { std::env::set_var(key, value) };
+        }
+    }
+    Ok(())
+}
+
+fn install(args: InstallArgs) -> anyhow::Result<()> {
+    let settings = kenny_agent::service::InstallSettings {
+        server: args.server.trim_end_matches('/').to_owned(),
+        agent_id: args.agent_id,
+        server_pubkey: args.server_pubkey,
+        enroll_token: args.enroll_token,
+        token: args.token,
+        allow_plaintext: args.allow_plaintext,
+    };
+    // Refuse settings the agent would refuse at its first start, while someone is watching.
+    let check = AgentConfig::new(
+        settings.server.clone(),
+        settings.agent_id.clone(),
+        AuthMode::Token(Secret(String::new())),
+        PathBuf::new(),
+    );
+    let mut check = check;
+    check.allow_plaintext = settings.allow_plaintext;
+    check.ws_url().map_err(|e| anyhow::anyhow!(e))?;
+    let plan = kenny_agent::install::plan_here(args.root.as_deref(), &settings)?;
+    kenny_agent::install::install(&plan, !args.no_start && args.root.is_none())
+}
+
+/// Uninstalling needs only the paths, which do not depend on the settings.
+fn placeholder_settings() -> kenny_agent::service::InstallSettings {
+    kenny_agent::service::InstallSettings {
+        server: "https://placeholder".into(),
+        agent_id: "placeholder".into(),
+        server_pubkey: None,
+        enroll_token: None,
+        token: None,
+        allow_plaintext: false,
+    }
 }
