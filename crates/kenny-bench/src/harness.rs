@@ -31,15 +31,44 @@ impl ServerProcess {
 
     /// Resident memory of the server process, from /proc.
     pub fn rss_bytes(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))?;
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .context("VmRSS not found")?;
-        Ok(kb * 1024)
+        Ok(status_kib(self.pid(), "VmRSS:")? * 1024)
     }
+}
+
+/// One `kB` figure (VmRSS, VmHWM...) from /proc/PID/status.
+pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("{field} not found for process {pid}"))
+}
+
+/// A real `kenny-agent run` enrolled with the server, killed when dropped.
+pub fn spawn_agent(
+    bin_dir: &Path,
+    server: &ServerProcess,
+    enrollment: &admin::AgentEnrollment,
+    state_dir: &Path,
+) -> anyhow::Result<Child> {
+    Command::new(bin_dir.join("kenny-agent"))
+        .args([
+            "run",
+            "--server",
+            &server.base,
+            "--agent-id",
+            "bench-pc",
+            "--server-pubkey",
+            &enrollment.server_pubkey,
+        ])
+        .args(["--enroll-token", &enrollment.token, "--state-dir"])
+        .arg(state_dir)
+        .env("KENNY_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting kenny-agent")
 }
 
 /// Creates a data directory with a superuser and a PAT (through the library, so
@@ -95,22 +124,7 @@ pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration) -> anyho
     let enrollment = admin::add_agent(&Store::open(&data_dir)?, &data_dir, "bench-pc")?;
     let server = start_server(bin_dir, &data_dir, token).await?;
 
-    let _agent = Command::new(bin_dir.join("kenny-agent"))
-        .args([
-            "run",
-            "--server",
-            &server.base,
-            "--agent-id",
-            "bench-pc",
-            "--server-pubkey",
-            &enrollment.server_pubkey,
-        ])
-        .args(["--enroll-token", &enrollment.token, "--state-dir"])
-        .arg(dir.path().join("agent"))
-        .env("KENNY_LOG", "warn")
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting kenny-agent")?;
+    let _agent = spawn_agent(bin_dir, &server, &enrollment, &dir.path().join("agent"))?;
     let file = dir.path().join("tiny.txt");
     std::fs::write(&file, "sixteen bytes!!\n")?;
 

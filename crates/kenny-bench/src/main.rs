@@ -8,6 +8,7 @@
 //!   handshakes over loopback), and `list_agents` latency at that fleet size.
 
 mod fleet;
+mod footprint;
 mod harness;
 mod mcp_client;
 mod stats;
@@ -37,6 +38,15 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         seconds: u64,
     },
+    /// The agent's footprint: binary size, idle memory and CPU, telemetry time.
+    Agent {
+        /// Seconds to watch the idle agent's CPU use.
+        #[arg(long, default_value_t = 60)]
+        idle_seconds: u64,
+        /// Full telemetry collections to time.
+        #[arg(long, default_value_t = 10)]
+        collections: usize,
+    },
     /// Server memory and list_agents latency with simulated agents connected.
     Fleet {
         #[arg(long, value_delimiter = ',', default_value = "1,1000,10000")]
@@ -57,6 +67,10 @@ fn main() -> anyhow::Result<()> {
                 harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds)).await
             }
             Command::Fleet { agents } => fleet::run(&bin_dir, &agents).await,
+            Command::Agent {
+                idle_seconds,
+                collections,
+            } => footprint::run(&bin_dir, Duration::from_secs(idle_seconds), collections).await,
         }
     })
 }

@@ -1,0 +1,91 @@
+//! The agent's own footprint on the PC it runs on: binary size, resident memory when
+//! idle, CPU used while idle (heartbeats only), and how long one full telemetry
+//! collection takes, measured on a real agent connected to a real server.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use kenny_server::admin;
+use kenny_server::store::Store;
+use serde_json::json;
+
+use crate::harness::{provision, spawn_agent, start_server, status_kib, wait_online};
+use crate::mcp_client::Mcp;
+use crate::stats::{ms, summarize};
+
+pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data_dir = dir.path().join("server");
+    let token = provision(&data_dir)?;
+    let enrollment = admin::add_agent(&Store::open(&data_dir)?, &data_dir, "bench-pc")?;
+    let server = start_server(bin_dir, &data_dir, token).await?;
+    let agent = spawn_agent(bin_dir, &server, &enrollment, &dir.path().join("agent"))?;
+    let pid = agent.id().context("agent pid")?;
+    let mcp = Mcp::new(reqwest::Client::new(), &server.base, &server.token);
+    wait_online(&mcp, "bench-pc", Duration::from_secs(15)).await?;
+
+    let binary = bin_dir.join("kenny-agent");
+    let size = std::fs::metadata(&binary)?.len();
+    // Let the first telemetry push (right after connecting) finish before measuring idle.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle_rss = status_kib(pid, "VmRSS:")?;
+    let cpu_before = cpu_ticks(pid)?;
+    let started = Instant::now();
+    tokio::time::sleep(idle).await;
+    let cpu_used = (cpu_ticks(pid)? - cpu_before) as f64 / clock_ticks_per_sec();
+    let cpu_percent = 100.0 * cpu_used / started.elapsed().as_secs_f64();
+
+    let mut samples = Vec::with_capacity(collections);
+    for _ in 0..collections {
+        let t = Instant::now();
+        let v = mcp.call("telemetry_collect", json!({"agent_id": "bench-pc"})).await?;
+        samples.push(t.elapsed());
+        anyhow::ensure!(v["snapshot"].is_object(), "unexpected telemetry result: {v}");
+    }
+    let after_rss = status_kib(pid, "VmRSS:")?;
+    let peak_rss = status_kib(pid, "VmHWM:")?;
+    let s = summarize(&mut samples);
+
+    println!("| measure | value |");
+    println!("|---|---:|");
+    println!(
+        "| binary size ({}) | {:.1} MiB |",
+        binary.display(),
+        size as f64 / 1048576.0
+    );
+    println!("| RSS idle, connected | {:.1} MiB |", idle_rss as f64 / 1024.0);
+    println!(
+        "| CPU while idle over {}s (heartbeat 20 s) | {:.3} % of one core ({:.2} s) |",
+        idle.as_secs(),
+        cpu_percent,
+        cpu_used
+    );
+    println!(
+        "| full telemetry_collect, {} runs via /mcp | p50 {} ms, p95 {} ms, max {} ms |",
+        s.count,
+        ms(s.p50),
+        ms(s.p95),
+        ms(s.max)
+    );
+    println!("| RSS after the collections | {:.1} MiB |", after_rss as f64 / 1024.0);
+    println!("| peak RSS (VmHWM) | {:.1} MiB |", peak_rss as f64 / 1024.0);
+    Ok(())
+}
+
+/// utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat).
+fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; count fields after its closing ')'.
+    let rest = stat.rsplit_once(')').context("malformed /proc stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: u64 = fields.get(12).context("no stime")?.parse()?;
+    Ok(utime + stime)
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}
