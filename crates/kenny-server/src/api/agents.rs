@@ -22,6 +22,43 @@ pub async fn list(
     Ok(Json(json!({ "agents": agents })))
 }
 
+/// The newest health snapshot the agent pushed (agents push one on connecting and
+/// then every `--telemetry-interval-secs`).
+pub async fn telemetry(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    // Out of scope and unknown look the same, so a `user` learns nothing about other hosts.
+    let not_found = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no telemetry for agent {agent_id}: it is unknown to you or has not reported yet"),
+        )
+    };
+    if !who.may_reach(&agent_id) {
+        return Err(not_found());
+    }
+    let id = agent_id.clone();
+    let latest = state.store.blocking(move |s| s.latest_telemetry(&id)).await?;
+    let (collected_at, received_at, snapshot) = latest.ok_or_else(not_found)?;
+    let snapshot: Value = serde_json::from_str(&snapshot).map_err(|e| {
+        tracing::error!(agent = %agent_id, error = %e, "stored telemetry is not JSON");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "stored telemetry is unreadable; see the server log",
+        )
+    })?;
+    Ok(Json(json!({
+        "agent_id": agent_id,
+        "collected_at": collected_at,
+        "received_at": received_at,
+        "snapshot": snapshot,
+    })))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnrollBody {

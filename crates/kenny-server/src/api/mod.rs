@@ -21,6 +21,7 @@ pub fn authenticated() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/audit", get(audit::list))
         .route("/api/agents", get(agents::list))
+        .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/users", get(users::list).post(users::create))
         .route(

@@ -343,6 +343,18 @@ impl Store {
         })
     }
 
+    /// The newest stored snapshot of an agent: (collected_at, received_at, snapshot JSON).
+    pub fn latest_telemetry(&self, agent_id: &str) -> Result<Option<(String, String, String)>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT collected_at, received_at, snapshot FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1",
+                [agent_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?)
+        })
+    }
+
     pub fn telemetry_count(&self, agent_id: &str) -> Result<i64> {
         self.with(|c| {
             Ok(

@@ -82,6 +82,9 @@ fn telemetry_keeps_only_the_newest_snapshots_per_agent() {
     store.insert_telemetry("b", "t", "{}", "now", 3).unwrap();
     assert_eq!(store.telemetry_count("a").unwrap(), 3);
     assert_eq!(store.telemetry_count("b").unwrap(), 1);
+    let (collected_at, _, _) = store.latest_telemetry("a").unwrap().unwrap();
+    assert_eq!(collected_at, "t4");
+    assert_eq!(store.latest_telemetry("c").unwrap(), None);
 }
 
 #[test]
