@@ -21,11 +21,10 @@ fn pid1_name() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn the_reason_names_pid_1() {
         let comm = std::fs::read_to_string("/proc/1/comm").unwrap();

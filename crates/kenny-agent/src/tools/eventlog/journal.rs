@@ -1,5 +1,6 @@
 //! The systemd journal, through `journalctl --output=json`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -16,6 +17,8 @@ const LIMIT: Duration = Duration::from_secs(30);
 /// this still fits 1000 entries with every field an entry usually has.
 const OUTPUT_CAP: usize = 16 * 1024 * 1024;
 const NO_JOURNAL: &str = "No journal files were found";
+/// Where journald keeps its files: volatile, then persistent (each in a machine-id folder).
+const JOURNAL_DIRS: [&str; 2] = ["/run/log/journal", "/var/log/journal"];
 
 pub(super) enum Answer {
     Entries(Value),
@@ -63,14 +66,39 @@ pub(super) async fn query(query: &Query) -> Result<Answer, ToolError> {
         )));
     }
     let cut = out.stdout.truncated();
-    let (mut entries, truncated) = parse(&out.stdout.into_text(), query.limit);
-    entries.truncate(query.limit);
+    let (entries, truncated) = parse(&out.stdout.into_text(), query.limit);
+    // In JSON mode journalctl does not say that it found no journal files; it prints
+    // nothing and succeeds, like a query that matched nothing.
+    if entries.is_empty() && !JOURNAL_DIRS.iter().any(|dir| has_journal_files(Path::new(dir))) {
+        return Ok(Answer::NoJournal(format!(
+            "the systemd journal has no files on this PC (nothing in {})",
+            JOURNAL_DIRS.join(" or ")
+        )));
+    }
     Ok(Answer::Entries(render(
         "journal",
         entries,
         truncated || cut,
         Vec::new(),
     )))
+}
+
+/// Journal files sit in `dir` or one folder down (the machine id, or a namespace).
+fn has_journal_files(dir: &Path) -> bool {
+    let is_journal = |path: &Path| {
+        path.extension()
+            .is_some_and(|ext| ext == "journal" || ext == "journal~")
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().take(1000).any(|entry| {
+        let path = entry.path();
+        is_journal(&path)
+            || (path.is_dir()
+                && std::fs::read_dir(&path)
+                    .is_ok_and(|inner| inner.flatten().take(10_000).any(|e| is_journal(&e.path()))))
+    })
 }
 
 /// One JSON object a line; lines that do not parse (a line cut at the output cap) are
@@ -226,6 +254,22 @@ mod tests {
         assert_eq!(rendered["entries"][0]["time"], "2024-05-10T12:00:00.123456Z");
         assert_eq!(rendered["entries"][0]["priority"], "error");
         assert_eq!(rendered["entries"][2]["priority"], "critical");
+    }
+
+    #[test]
+    fn journal_files_are_found_in_the_machine_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!has_journal_files(dir.path()));
+        assert!(!has_journal_files(&dir.path().join("missing")));
+        let machine = dir.path().join("0123456789abcdef0123456789abcdef");
+        std::fs::create_dir(&machine).unwrap();
+        std::fs::write(machine.join("notes.txt"), "x").unwrap();
+        assert!(!has_journal_files(dir.path()));
+        std::fs::write(machine.join("system@0005f-1.journal~"), "x").unwrap();
+        assert!(has_journal_files(dir.path()));
+        std::fs::remove_file(machine.join("system@0005f-1.journal~")).unwrap();
+        std::fs::write(machine.join("system.journal"), "x").unwrap();
+        assert!(has_journal_files(dir.path()));
     }
 
     #[test]
