@@ -29,13 +29,7 @@ pub(super) async fn query(query: &Query) -> ToolResult {
         );
     }
     if !out.status.success() {
-        if stderr.contains(NO_EVENTS) {
-            return Ok(render("windows", Vec::new(), false, notes));
-        }
-        return Err(ToolError::exec_failed(format!(
-            "reading the {log} event log with Get-WinEvent failed: {}",
-            stderr.trim()
-        )));
+        return failure(log, query, &stderr).map(|()| render("windows", Vec::new(), false, notes));
     }
     let cut = out.stdout.truncated();
     let mut entries = parse(&out.stdout.into_text()).map_err(ToolError::exec_failed)?;
@@ -44,6 +38,24 @@ pub(super) async fn query(query: &Query) -> ToolResult {
     let mut result = render("windows", entries, more || cut, notes);
     result["log"] = log.into();
     Ok(result)
+}
+
+/// A failed Get-WinEvent: "no events" is an empty answer, an unknown provider is
+/// `not_found`, anything else is passed on.
+fn failure(log: &str, query: &Query, stderr: &str) -> Result<(), ToolError> {
+    if stderr.contains(NO_EVENTS) || stderr.contains("NoMatchingEventsFound") {
+        return Ok(());
+    }
+    if stderr.contains("NoMatchingProvidersFound") || stderr.contains("There is not an event provider") {
+        return Err(ToolError::not_found(format!(
+            "no event source named `{}` on this PC; leave `unit` out to see every source in the {log} log",
+            query.unit.as_deref().unwrap_or_default()
+        )));
+    }
+    Err(ToolError::exec_failed(format!(
+        "reading the {log} event log with Get-WinEvent failed: {}",
+        stderr.trim()
+    )))
 }
 
 /// The allow-listed log name, spelled as Windows spells it; `System` by default.
@@ -219,6 +231,25 @@ $events | Select-Object TimeCreated,Id,Level,LevelDisplayName,ProviderName,Proce
         // No events: the script exits 0 having printed nothing.
         assert!(parse("").unwrap().is_empty());
         assert!(parse("oops").is_err());
+    }
+
+    #[test]
+    fn failures_from_recorded_stderr() {
+        let q = query(Some("NoSuchSource"), Priority::Warning, 10);
+        let no_events = "Get-WinEvent : No events were found that match the specified selection criteria.\r\nAt line:4 char:14\r\n    + CategoryInfo          : ObjectNotFound: (:) [Get-WinEvent], Exception\r\n    + FullyQualifiedErrorId : NoMatchingEventsFound,Microsoft.PowerShell.Commands.GetWinEventCommand\r\n";
+        assert_eq!(failure("System", &q, no_events), Ok(()));
+        let no_provider = "Get-WinEvent : There is not an event provider on the localhost computer that matches \"NoSuchSource\".\r\n    + FullyQualifiedErrorId : NoMatchingProvidersFound,Microsoft.PowerShell.Commands.GetWinEventCommand\r\n";
+        let err = failure("System", &q, no_provider).unwrap_err();
+        assert_eq!(err.code, ErrorCode::NotFound);
+        assert!(err.message.contains("`NoSuchSource`"), "{}", err.message);
+        let denied = "Get-WinEvent : Attempted to perform an unauthorized operation.\r\n";
+        let err = failure("Security", &q, denied).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ExecFailed);
+        assert!(
+            err.message.contains("Security event log") && err.message.contains("unauthorized"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
