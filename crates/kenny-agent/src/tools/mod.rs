@@ -10,10 +10,12 @@ mod net;
 mod netctl;
 mod netprobe;
 mod packages;
+mod psjson;
 mod remotehelp;
 mod screen;
 mod services;
 mod shell;
+mod systemd;
 mod telemetry;
 mod webfilter;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::shell::{ProgramOutput, ps_quote, run_powershell, run_program};
+use super::shell::{ProgramOutput, powershell_literal, powershell_output, run_program};
 use super::{ToolError, ToolResult, arg_str};
 
 const COMMAND_TIME: Duration = Duration::from_secs(20);
@@ -17,7 +17,7 @@ const NETNS_ENV: &str = "KENNY_NETNS";
 
 pub async fn dns_flush(_args: &Map<String, Value>) -> ToolResult {
     if cfg!(windows) {
-        run_powershell("Clear-DnsClientCache -ErrorAction Stop", COMMAND_TIME)
+        powershell_output("Clear-DnsClientCache -ErrorAction Stop", COMMAND_TIME)
             .await
             .and_then(|out| checked("Clear-DnsClientCache", out))?;
         return Ok(json!({"flushed": true, "cache": "windows-dns-client"}));
@@ -64,7 +64,7 @@ fn linux_dns_cache() -> Option<LinuxCache> {
 pub async fn adapter_reset(args: &Map<String, Value>) -> ToolResult {
     let adapter = adapter_arg(args)?;
     if cfg!(windows) {
-        let out = run_powershell(&windows_reset_script(adapter), Duration::from_secs(45)).await?;
+        let out = powershell_output(&windows_reset_script(adapter), Duration::from_secs(45)).await?;
         return windows_reset_result(adapter, out);
     }
     let netns = std::env::var(NETNS_ENV).ok().filter(|n| !n.is_empty());
@@ -170,7 +170,7 @@ fn parse_link(json_text: &str) -> Option<LinkState> {
 }
 
 fn windows_reset_script(adapter: &str) -> String {
-    let name = ps_quote(adapter);
+    let name = powershell_literal(adapter);
     format!(
         "$ErrorActionPreference = 'Stop'\n\
          $before = (Get-NetAdapter -Name {name}).Status\n\

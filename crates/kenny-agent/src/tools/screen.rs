@@ -310,7 +310,7 @@ mod windows {
 
     use super::{Rgb, decode_png};
     use crate::tools::ToolError;
-    use crate::tools::shell::run_powershell;
+    use crate::tools::shell::powershell_output;
 
     pub(super) const SCRIPT: &str = "\
 $ErrorActionPreference = 'Stop'
@@ -326,7 +326,7 @@ Write-Output $path
 ";
 
     pub(super) async fn grab() -> Result<Rgb, ToolError> {
-        let out = run_powershell(SCRIPT, Duration::from_secs(30)).await?;
+        let out = powershell_output(SCRIPT, Duration::from_secs(30)).await?;
         if !out.success() {
             return Err(ToolError::exec_failed(format!(
                 "screen capture failed: {} (the agent service sees no desktop until a user is signed in)",

@@ -124,67 +124,49 @@ fn encode_powershell_command(text: &str) -> String {
     BASE64.encode(utf16le)
 }
 
-/// Everything a finished command produced.
-struct Captured {
-    stdout: BoundedBuf,
-    stderr: BoundedBuf,
-    status: ExitStatus,
-}
-
-/// Spawns `cmd`, feeds it `stdin` if given, and collects its output until it exits or
-/// `limit` passes. The whole process tree is killed on timeout and if this future is
-/// dropped before the command finished.
-async fn run(cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
-    let started = Instant::now();
-    let captured = run_captured(cmd, stdin, limit).await?;
-    Ok(result_json(captured, started.elapsed()))
-}
-
-async fn run_captured(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> Result<Captured, ToolError> {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    isolate(&mut cmd);
-
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| ToolError::exec_failed(format!("could not start the command: {e}")))?;
-    let Some(pid) = child.id() else {
-        return Err(ToolError::exec_failed(
-            "the command vanished before it could be tracked",
-        ));
-    };
-    let mut tree = TreeGuard::new(pid);
-    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
-        // A separate task so a child that reads slowly (or never) cannot stall the
-        // output loop; dropping the pipe afterwards is what signals end of input.
-        tokio::spawn(async move {
-            let _ = pipe.write_all(&bytes).await;
-        });
+/// `text` as a PowerShell single-quoted string literal: nothing inside is expanded, and a
+/// quote is escaped by doubling it. PowerShell also ends such a string at the typographic
+/// single quotes (U+2018..U+201B), so those are doubled too.
+pub(crate) fn powershell_literal(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('\'');
+    for c in text.chars() {
+        if is_powershell_single_quote(c) {
+            quoted.push(c);
+        }
+        quoted.push(c);
     }
+    quoted.push('\'');
+    quoted
+}
 
-    match tokio::time::timeout(limit, capture(&mut child)).await {
-        Ok(Ok(captured)) => {
-            // Processes deliberately left in the background (`nohup x &`) stay alive.
-            tree.disarm();
-            Ok(captured)
-        }
-        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
-        Err(_) => {
-            let what = tree.describe();
-            tree.kill();
-            let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
-            Err(ToolError::new(
-                ErrorCode::Timeout,
-                format!("command exceeded {}s and was killed ({what})", limit.as_secs()),
-            ))
-        }
+fn is_powershell_single_quote(c: char) -> bool {
+    matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}')
+}
+
+/// Runs one of the agent's own PowerShell queries (built by kenny, not an operator's
+/// script) and captures its output; see [`run_captured`].
+pub(crate) async fn run_powershell(script: &str, limit: Duration, cap: usize) -> Result<Captured, ToolError> {
+    #[cfg(windows)]
+    {
+        let invocation = powershell_invocation(script);
+        let mut cmd = Command::new(windows::powershell_program());
+        cmd.args(&invocation.args);
+        run_captured(cmd, Some(invocation.stdin), limit, cap).await
+    }
+    #[cfg(not(windows))]
+    {
+        let _ = (script, limit, cap);
+        Err(ToolError::new(
+            ErrorCode::Unsupported,
+            "this query uses PowerShell, which the agent only runs on Windows",
+        ))
     }
 }
 
-/// What a helper program printed, for tools that run one (systemctl, ip, winget...)
-/// and parse its output rather than hand it back raw.
+/// What a helper program printed, for tools that run one (ip, resolvectl, ping...) and
+/// parse its output rather than hand it back raw. Output past the cap is cut with the
+/// usual marker; parsers only need what fits.
 #[derive(Debug, Clone)]
 pub(crate) struct ProgramOutput {
     pub stdout: String,
@@ -210,71 +192,112 @@ impl ProgramOutput {
     }
 }
 
+impl From<Captured> for ProgramOutput {
+    fn from(captured: Captured) -> Self {
+        ProgramOutput {
+            exit_code: captured.status.code(),
+            stdout: captured.stdout.into_text(),
+            stderr: captured.stderr.into_text(),
+        }
+    }
+}
+
 /// Runs `program` with `args` as argv (never through a shell), bounded like shell_exec.
 pub(crate) async fn run_program(program: &str, args: &[&str], limit: Duration) -> Result<ProgramOutput, ToolError> {
     let mut cmd = Command::new(program);
     cmd.args(args);
-    let captured = run_captured(cmd, None, limit).await.map_err(|e| match e.code {
-        ErrorCode::ExecFailed => ToolError::exec_failed(format!("{program}: {}", e.message)),
-        _ => e,
-    })?;
-    Ok(program_output(captured))
+    Ok(run_captured(cmd, None, limit, OUTPUT_CAP).await?.into())
 }
 
-/// Runs a PowerShell script (Windows) and returns what it printed.
+/// [`run_powershell`] with the standard output cap, as text.
 #[cfg_attr(not(windows), allow(dead_code))]
-pub(crate) async fn run_powershell(script: &str, limit: Duration) -> Result<ProgramOutput, ToolError> {
-    #[cfg(windows)]
-    {
-        let invocation = powershell_invocation(script);
-        let mut cmd = Command::new(windows::powershell_program());
-        cmd.args(&invocation.args);
-        Ok(program_output(run_captured(cmd, Some(invocation.stdin), limit).await?))
-    }
-    #[cfg(not(windows))]
-    {
-        let _ = (script, limit);
-        Err(ToolError::new(
-            ErrorCode::Unsupported,
-            "PowerShell runs on Windows only",
-        ))
-    }
+pub(crate) async fn powershell_output(script: &str, limit: Duration) -> Result<ProgramOutput, ToolError> {
+    Ok(run_powershell(script, limit, OUTPUT_CAP).await?.into())
 }
 
-/// Output past the cap is cut with the usual marker; parsers only need what fits.
-fn program_output(captured: Captured) -> ProgramOutput {
-    ProgramOutput {
-        exit_code: captured.status.code(),
-        stdout: captured.stdout.into_text(),
-        stderr: captured.stderr.into_text(),
-    }
+/// Everything a finished command produced.
+pub(crate) struct Captured {
+    pub stdout: BoundedBuf,
+    pub stderr: BoundedBuf,
+    pub status: ExitStatus,
 }
 
-/// A PowerShell single-quoted string literal of `text`: inside one, only the quote
-/// itself is special (doubled), so no `$`, backtick or `;` in hostile input can act.
-/// PowerShell also treats the typographic single quotes as quotes; they are doubled too.
-#[cfg_attr(not(windows), allow(dead_code))]
-pub(crate) fn ps_quote(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for c in text.chars() {
-        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
-            out.push(c);
+/// Spawns `cmd`, feeds it `stdin` if given, and collects its output until it exits or
+/// `limit` passes. The whole process tree is killed on timeout and if this future is
+/// dropped before the command finished.
+async fn run(cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
+    let started = Instant::now();
+    let captured = run_captured(cmd, stdin, limit, OUTPUT_CAP).await?;
+    Ok(result_json(captured, started.elapsed()))
+}
+
+/// [`run`] for the agent's own helper commands (systemctl, journalctl, PowerShell
+/// queries): the same process-tree handling, output kept up to `cap` bytes per stream,
+/// and the raw capture returned for the caller to parse.
+pub(crate) async fn run_captured(
+    mut cmd: Command,
+    stdin: Option<Vec<u8>>,
+    limit: Duration,
+    cap: usize,
+) -> Result<Captured, ToolError> {
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    isolate(&mut cmd);
+
+    let mut child = cmd.spawn().map_err(|e| {
+        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
+        if e.kind() == std::io::ErrorKind::NotFound {
+            ToolError::new(
+                ErrorCode::Unsupported,
+                format!("`{program}` is not installed on this PC (or not on the agent's PATH)"),
+            )
+        } else {
+            ToolError::exec_failed(format!("could not start `{program}`: {e}"))
         }
-        out.push(c);
+    })?;
+    let Some(pid) = child.id() else {
+        return Err(ToolError::exec_failed(
+            "the command vanished before it could be tracked",
+        ));
+    };
+    let mut tree = TreeGuard::new(pid);
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A separate task so a child that reads slowly (or never) cannot stall the
+        // output loop; dropping the pipe afterwards is what signals end of input.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&bytes).await;
+        });
     }
-    out.push('\'');
-    out
+
+    match tokio::time::timeout(limit, capture(&mut child, cap)).await {
+        Ok(Ok(captured)) => {
+            // Processes deliberately left in the background (`nohup x &`) stay alive.
+            tree.disarm();
+            Ok(captured)
+        }
+        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
+        Err(_) => {
+            let what = tree.describe();
+            tree.kill();
+            let _ = tokio::time::timeout(REAP_WAIT, child.wait()).await;
+            Err(ToolError::new(
+                ErrorCode::Timeout,
+                format!("command exceeded {}s and was killed ({what})", limit.as_secs()),
+            ))
+        }
+    }
 }
 
 /// Reads stdout and stderr concurrently until the child exits and both pipes close (or
 /// the grace period after exit ends). Reading never stops at the cap, so a chatty child
 /// never blocks on a full pipe.
-async fn capture(child: &mut Child) -> std::io::Result<Captured> {
+async fn capture(child: &mut Child, cap: usize) -> std::io::Result<Captured> {
     let mut out_pipe = child.stdout.take();
     let mut err_pipe = child.stderr.take();
-    let mut stdout = BoundedBuf::new(OUTPUT_CAP);
-    let mut stderr = BoundedBuf::new(OUTPUT_CAP);
+    let mut stdout = BoundedBuf::new(cap);
+    let mut stderr = BoundedBuf::new(cap);
     let mut out_chunk = vec![0u8; READ_CHUNK];
     let mut err_chunk = vec![0u8; READ_CHUNK];
     let mut status = None;
@@ -467,18 +490,6 @@ mod windows {
 mod tests {
     use super::*;
 
-    #[test]
-    fn powershell_literals_neutralise_hostile_text() {
-        assert_eq!(ps_quote("plain"), "'plain'");
-        assert_eq!(
-            ps_quote(r"x'; Remove-Item C:\ -Recurse; '"),
-            r"'x''; Remove-Item C:\ -Recurse; '''"
-        );
-        assert_eq!(ps_quote("$env:USERNAME `whoami`"), "'$env:USERNAME `whoami`'");
-        assert_eq!(ps_quote("a\u{2019}b"), "'a\u{2019}\u{2019}b'");
-        assert_eq!(ps_quote(""), "''");
-    }
-
     #[tokio::test]
     #[cfg(unix)]
     async fn run_program_passes_argv_verbatim() {
@@ -490,8 +501,9 @@ mod tests {
         let missing = run_program("kenny-no-such-program", &[], Duration::from_secs(5))
             .await
             .unwrap_err();
+        assert_eq!(missing.code, ErrorCode::Unsupported, "{missing:?}");
         assert!(
-            missing.message.starts_with("kenny-no-such-program: could not start"),
+            missing.message.contains("`kenny-no-such-program` is not installed"),
             "{missing:?}"
         );
         let failing = run_program("sh", &["-c", "echo oops >&2; exit 3"], Duration::from_secs(5))
@@ -563,6 +575,68 @@ mod tests {
         let huge = "x".repeat(65536);
         assert!(encode_powershell_command(&huge).len() > 32767);
         assert_eq!(powershell_invocation(&huge).args, baseline.args);
+    }
+
+    #[test]
+    fn powershell_literals_double_every_kind_of_single_quote() {
+        assert_eq!(powershell_literal(""), "''");
+        assert_eq!(
+            powershell_literal("Service Control Manager"),
+            "'Service Control Manager'"
+        );
+        assert_eq!(
+            powershell_literal("x'; Remove-Item C:\\ -Recurse; '"),
+            "'x''; Remove-Item C:\\ -Recurse; '''"
+        );
+        // Expansion characters stay literal inside single quotes: nothing to escape.
+        assert_eq!(powershell_literal("$(calc) `n \"@"), "'$(calc) `n \"@'");
+        assert_eq!(
+            powershell_literal("a\u{2019}b\u{2018}"),
+            "'a\u{2019}\u{2019}b\u{2018}\u{2018}'"
+        );
+        assert_eq!(
+            powershell_literal("\u{201A}\u{201B}"),
+            "'\u{201A}\u{201A}\u{201B}\u{201B}'"
+        );
+    }
+
+    /// Reads a literal back the way PowerShell's tokenizer does: the string ends at the
+    /// first single quote (of any kind) that is not doubled.
+    fn read_powershell_literal(source: &str) -> (String, &str) {
+        let mut chars = source.char_indices().peekable();
+        assert!(chars.next().is_some_and(|(_, c)| is_powershell_single_quote(c)));
+        let mut value = String::new();
+        while let Some((at, c)) = chars.next() {
+            if !is_powershell_single_quote(c) {
+                value.push(c);
+                continue;
+            }
+            match chars.peek() {
+                Some(&(_, next)) if is_powershell_single_quote(next) => {
+                    value.push(c);
+                    chars.next();
+                }
+                _ => return (value, &source[at + c.len_utf8()..]),
+            }
+        }
+        panic!("unterminated literal: {source}");
+    }
+
+    #[test]
+    fn powershell_literals_cannot_be_broken_out_of() {
+        let extra = [
+            "x'; Remove-Item C:\\ -Recurse; '",
+            "'",
+            "''",
+            "\u{2019}; calc; \u{2018}",
+            "end'",
+        ];
+        for text in HOSTILE_SCRIPTS.iter().copied().chain(extra) {
+            let quoted = powershell_literal(text);
+            let (value, rest) = read_powershell_literal(&quoted);
+            assert_eq!(value, text);
+            assert_eq!(rest, "", "the literal ends exactly where the quoting put its end");
+        }
     }
 
     #[cfg(not(windows))]

@@ -1,0 +1,116 @@
+//! What starts by itself at boot or login.
+
+mod linux;
+mod windows;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::ToolResult;
+use super::bounded::blocking;
+
+/// For tests: a directory used as `/` when looking for XDG autostart files, home
+/// directories and crontabs.
+const ROOT_ENV: &str = "KENNY_AUTOSTART_ROOT";
+const MAX_ENTRIES: usize = 2000;
+const BACKSTOP: Duration = Duration::from_secs(50);
+
+/// One thing that starts by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub kind: &'static str,
+    pub name: String,
+    pub command: Option<String>,
+    pub location: String,
+    /// `None` where the source cannot tell.
+    pub enabled: Option<bool>,
+    pub user: Option<String>,
+    /// Source-specific details (a task's triggers, a unit's file state).
+    pub extra: Map<String, Value>,
+}
+
+impl Entry {
+    fn into_json(self) -> Value {
+        let mut entry = json!({
+            "kind": self.kind,
+            "name": self.name,
+            "command": self.command,
+            "location": self.location,
+            "enabled": self.enabled,
+            "user": self.user,
+        });
+        if let Some(object) = entry.as_object_mut() {
+            object.extend(self.extra);
+        }
+        entry
+    }
+}
+
+pub async fn list(_args: &Map<String, Value>) -> ToolResult {
+    let (entries, notes) = if cfg!(windows) {
+        windows::list().await?
+    } else {
+        let mut notes = Vec::new();
+        let mut entries = if super::systemd::is_running() {
+            linux::systemd_units(&mut notes).await
+        } else {
+            notes.push(format!(
+                "{}: enabled systemd units were not listed, since nothing starts them",
+                super::systemd::not_running_reason()
+            ));
+            Vec::new()
+        };
+        let root = std::env::var_os(ROOT_ENV)
+            .filter(|r| !r.is_empty())
+            .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let (files, file_notes) = blocking("diag_autostart", BACKSTOP, move || linux::scan_files(&root)).await?;
+        entries.extend(files);
+        notes.extend(file_notes);
+        (entries, notes)
+    };
+    Ok(render(entries, notes))
+}
+
+fn render(entries: Vec<Entry>, notes: Vec<String>) -> Value {
+    let truncated = entries.len() > MAX_ENTRIES;
+    let listed: Vec<Value> = entries.into_iter().take(MAX_ENTRIES).map(Entry::into_json).collect();
+    json!({
+        "count": listed.len(),
+        "truncated": truncated,
+        "entries": listed,
+        "notes": notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_entries_with_their_extras_and_bounds_them() {
+        let mut extra = Map::new();
+        extra.insert("triggers".into(), "Logon".into());
+        let entry = Entry {
+            kind: "scheduled_task",
+            name: "\\Updater".into(),
+            command: Some("C:\\u.exe /quiet".into()),
+            location: "Task Scheduler \\".into(),
+            enabled: Some(true),
+            user: None,
+            extra,
+        };
+        let out = render(vec![entry.clone()], vec!["a note".into()]);
+        assert_eq!(
+            out,
+            json!({"count": 1, "truncated": false, "notes": ["a note"], "entries": [{
+                "kind": "scheduled_task", "name": "\\Updater", "command": "C:\\u.exe /quiet",
+                "location": "Task Scheduler \\", "enabled": true, "user": null, "triggers": "Logon"
+            }]})
+        );
+        let many = render(vec![entry; MAX_ENTRIES + 1], Vec::new());
+        assert_eq!(many["count"], MAX_ENTRIES);
+        assert_eq!(many["truncated"], true);
+    }
+}
