@@ -203,6 +203,7 @@ pub(crate) fn decode_png(bytes: &[u8]) -> Result<Rgb, String> {
 
 /// How the server-side image is laid out in memory (from the X server's setup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct PixelLayout {
     pub bits_per_pixel: u8,
     pub scanline_pad: u8,
@@ -213,6 +214,7 @@ pub(crate) struct PixelLayout {
 }
 
 /// Converts a ZPixmap image to RGB for true-colour visuals of 16, 24 or 32 bits per pixel.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn zpixmap_to_rgb(data: &[u8], width: u32, height: u32, layout: PixelLayout) -> Result<Rgb, String> {
     let bytes_pp = match layout.bits_per_pixel {
         16 | 24 | 32 => usize::from(layout.bits_per_pixel / 8),
