@@ -7,7 +7,7 @@
 //!    reserved[20]). Written by `login` and sshd for every failed attempt.
 //! 2. `/var/log/auth.log` (Debian/Ubuntu) or `/var/log/secure` (RHEL-like): sshd's
 //!    "Failed password for ..." and login's "FAILED LOGIN ... FOR '...'" lines.
-//! 3. The journal (`journalctl -t sshd -t login`), when systemd runs.
+//! 3. The journal (`journalctl -t sshd -t sshd-session -t login`), when systemd runs.
 //!
 //! Names that are not local accounts are only counted (`unmatched_count`): they are
 //! mostly guesses by scanners, sometimes a password typed into the user field.
@@ -99,6 +99,7 @@ fn from_files(now: OffsetDateTime) -> Option<Found> {
 
 async fn from_journal(now: OffsetDateTime) -> Option<Found> {
     let since = format!("--since=-{WINDOW_HOURS}h");
+    // OpenSSH 9.8 and later log authentication as `sshd-session`.
     let args = [
         "-q",
         "--no-pager",
@@ -107,6 +108,8 @@ async fn from_journal(now: OffsetDateTime) -> Option<Found> {
         &since,
         "-t",
         "sshd",
+        "-t",
+        "sshd-session",
         "-t",
         "login",
     ];

@@ -295,7 +295,7 @@ mod tests {
         eprintln!("full telemetry collection took {} ms", took.as_millis());
     }
 
-    /// Times a few full collections; `cargo test -p kenny-agent --lib telemetry_timing -- --ignored --nocapture`.
+    /// Times a few full collections, then each section alone; `cargo test -p kenny-agent --lib telemetry_timing -- --ignored --nocapture`.
     #[tokio::test(flavor = "multi_thread")]
     #[ignore = "a measurement, not a check"]
     async fn telemetry_timing() {
@@ -307,6 +307,12 @@ mod tests {
             assert_eq!(snapshot.len(), SECTIONS.len());
         }
         eprintln!("full collection, 5 runs (ms): {samples:?}");
+        for name in SECTIONS {
+            let run = collector(name).unwrap();
+            let started = Instant::now();
+            let _ = run_collectors(vec![(name, run)], COLLECT_TIME).await;
+            eprintln!("  {name}: {} ms alone", started.elapsed().as_millis());
+        }
     }
 
     #[tokio::test]
