@@ -32,13 +32,13 @@ impl SortBy {
 
 /// One process as sampled, before sorting and cutting.
 #[derive(Debug, Clone)]
-struct Row {
-    pid: u32,
-    name: String,
-    cpu_percent: f32,
-    memory_bytes: u64,
-    user_id: Value,
-    command: String,
+pub(super) struct Row {
+    pub(super) pid: u32,
+    pub(super) name: String,
+    pub(super) cpu_percent: f32,
+    pub(super) memory_bytes: u64,
+    pub(super) user_id: Value,
+    pub(super) command: String,
 }
 
 pub async fn processes(args: &Map<String, Value>) -> ToolResult {
@@ -61,7 +61,8 @@ fn sort_arg(args: &Map<String, Value>) -> Result<SortBy, ToolError> {
 }
 
 /// Two samples `SAMPLE_GAP` apart, so `cpu_percent` reflects the present. Blocking.
-fn sample() -> Result<Vec<Row>, String> {
+/// Telemetry's processes section uses it too.
+pub(super) fn sample() -> Result<Vec<Row>, String> {
     let mut sys = System::new().map_err(|e| format!("cannot read the process table: {e}"))?;
     // Threads are left out: they would crowd real processes off a short list.
     let what = ProcessRefreshKind::nothing()

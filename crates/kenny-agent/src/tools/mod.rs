@@ -8,6 +8,7 @@ mod eventlog;
 mod fs;
 mod net;
 mod netctl;
+mod netinfo;
 mod netprobe;
 mod packages;
 mod psjson;

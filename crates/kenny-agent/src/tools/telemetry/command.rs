@@ -1,0 +1,149 @@
+//! Runs a fixed system tool (systemctl, timedatectl, chronyc, rpm, journalctl) for a section: argv only, bounded output, killed on timeout.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Command;
+
+use crate::tools::bounded::BoundedBuf;
+
+/// Per stream; the biggest caller is `rpm -qa` on a large install (~2 MB).
+const OUTPUT_CAP: usize = 8 * 1024 * 1024;
+
+#[derive(Debug)]
+pub(super) struct Output {
+    pub stdout: String,
+    pub stderr: String,
+    pub success: bool,
+    pub truncated: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum RunError {
+    /// The program is not installed on this PC.
+    Missing,
+    Failed(String),
+}
+
+impl RunError {
+    pub(super) fn describe(&self, program: &str) -> String {
+        match self {
+            RunError::Missing => format!("`{program}` is not installed"),
+            RunError::Failed(why) => why.clone(),
+        }
+    }
+}
+
+/// Runs `program args..` with a C locale (stable output to parse) and no stdin. On
+/// timeout, or when the section is cancelled, the child is killed.
+pub(super) async fn run(program: &str, args: &[&str], limit: Duration) -> Result<Output, RunError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LC_ALL", "C")
+        .env("SYSTEMD_PAGER", "")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => RunError::Missing,
+        _ => RunError::Failed(format!("could not start `{program}`: {e}")),
+    })?;
+    let (out_pipe, err_pipe) = (child.stdout.take(), child.stderr.take());
+    let work = async {
+        let (stdout, stderr, status) = tokio::join!(drain(out_pipe), drain(err_pipe), child.wait());
+        (stdout, stderr, status)
+    };
+    let finished = tokio::time::timeout(limit, work).await;
+    match finished {
+        Ok((stdout, stderr, status)) => {
+            let status = status.map_err(|e| RunError::Failed(format!("waiting for `{program}` failed: {e}")))?;
+            let truncated = stdout.truncated() || stderr.truncated();
+            Ok(Output {
+                stdout: stdout.into_text(),
+                stderr: stderr.into_text(),
+                success: status.success(),
+                truncated,
+            })
+        }
+        Err(_) => {
+            let _ = child.start_kill();
+            Err(RunError::Failed(format!(
+                "`{program}` gave no answer within {}s and was killed",
+                limit.as_secs_f32()
+            )))
+        }
+    }
+}
+
+/// Reads a pipe to its end, keeping the first `OUTPUT_CAP` bytes; reading on past the
+/// cap keeps a chatty child from blocking on a full pipe.
+async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>) -> BoundedBuf {
+    let mut buf = BoundedBuf::new(OUTPUT_CAP);
+    let Some(mut pipe) = pipe else {
+        return buf;
+    };
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) | Err(_) => return buf,
+            Ok(n) => buf.push(&chunk[..n]),
+        }
+    }
+}
+
+/// First line of a failed command's stderr (or stdout), for a section's reason.
+pub(super) fn first_line(output: &Output) -> String {
+    let text = if output.stderr.trim().is_empty() {
+        &output.stdout
+    } else {
+        &output.stderr
+    };
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no output")
+        .to_owned()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn captures_output_and_exit_status() {
+        let out = run("sh", &["-c", "echo hi; echo oops >&2; exit 3"], Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(out.stdout, "hi\n");
+        assert_eq!(out.stderr, "oops\n");
+        assert!(!out.success);
+        assert!(!out.truncated);
+        assert_eq!(first_line(&out), "oops");
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_told_apart() {
+        let err = run("kenny-no-such-tool", &[], Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(err, RunError::Missing);
+        assert_eq!(
+            err.describe("kenny-no-such-tool"),
+            "`kenny-no-such-tool` is not installed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hanging_program_is_killed_at_the_timeout() {
+        let started = Instant::now();
+        let err = run("sleep", &["30"], Duration::from_millis(200)).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            matches!(&err, RunError::Failed(m) if m.contains("no answer within 0.2s and was killed")),
+            "{err:?}"
+        );
+    }
+}

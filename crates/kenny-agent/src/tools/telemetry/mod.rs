@@ -1,0 +1,423 @@
+//! Health telemetry: a snapshot of independent sections (disk, cpu, network, accounts, ...), each with a status and a one-line summary.
+//!
+//! Every section is `{status: ok|warn|crit, summary, ...details}`; names and shapes follow
+//! the 0.17 wire reference where it has the section. This module is the runner: each
+//! collector runs on its own thread or task, all at once, and a collector that fails,
+//! panics or hangs becomes a `crit` section with the reason without touching the others.
+
+mod accounts;
+mod command;
+mod cpu;
+mod files;
+mod format;
+mod logons;
+mod network;
+mod os;
+mod ports;
+mod services;
+mod software;
+mod system;
+mod thermals;
+mod time_sync;
+
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+
+use super::bounded::join_error_message;
+use super::{ToolError, ToolResult};
+
+pub(in crate::tools) use format::rfc3339;
+
+/// Every section this agent can collect, in the order they appear in a snapshot.
+pub const SECTIONS: &[&str] = &[
+    "disk",
+    "memory",
+    "cpu",
+    "processes",
+    "uptime",
+    "os",
+    "time_sync",
+    "thermals",
+    "network",
+    "failed_services",
+    "listening_ports",
+    "installed_software",
+    "local_accounts",
+    "logon_failures",
+    "defender",
+    "win_update",
+];
+
+/// All sections together must finish within this; a stuck one (statfs on a hung mount,
+/// a sensor read stuck in a driver) is reported as failed instead of holding back the
+/// snapshot. Subprocesses get shorter timeouts of their own.
+const COLLECT_TIME: Duration = Duration::from_secs(15);
+
+type Section = Map<String, Value>;
+type Outcome = Result<Section, String>;
+
+/// How a section is collected.
+#[derive(Clone, Copy)]
+enum Collector {
+    /// File, /proc and sysinfo reads: on a blocking thread.
+    Blocking(fn() -> Outcome),
+    /// Collectors that wait on subprocesses: as a task, so a timeout can cancel them
+    /// (which kills the subprocess).
+    Async(fn() -> BoxFuture<'static, Outcome>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Status {
+    Ok,
+    Warn,
+    Crit,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Warn => "warn",
+            Status::Crit => "crit",
+        }
+    }
+}
+
+/// Collects the named sections (all when `None`). Never fails as a whole: a section
+/// whose collector errors, panics or hangs comes back as `crit` with the reason.
+/// Unknown names are skipped; `collect_tool` refuses them before getting here.
+pub async fn collect(sections: Option<&[String]>) -> Map<String, Value> {
+    let jobs: Vec<(&'static str, Collector)> = SECTIONS
+        .iter()
+        .filter(|known| sections.is_none_or(|wanted| wanted.iter().any(|w| w == *known)))
+        .filter_map(|&name| collector(name).map(|run| (name, run)))
+        .collect();
+    if let Some(wanted) = sections {
+        for unknown in wanted.iter().filter(|w| !SECTIONS.contains(&w.as_str())) {
+            tracing::warn!(section = %unknown, "skipping unknown telemetry section");
+        }
+    }
+    run_collectors(jobs, COLLECT_TIME).await
+}
+
+pub async fn collect_tool(args: &Map<String, Value>) -> ToolResult {
+    let sections = requested_sections(args)?;
+    let collected_at = rfc3339(SystemTime::now());
+    let snapshot = collect(sections.as_deref()).await;
+    Ok(json!({ "collected_at": collected_at, "snapshot": snapshot }))
+}
+
+fn requested_sections(args: &Map<String, Value>) -> Result<Option<Vec<String>>, ToolError> {
+    let items = match args.get("sections") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(ToolError::bad_args("`sections` must be a list of section names"));
+        }
+    };
+    let mut names = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item
+            .as_str()
+            .ok_or_else(|| ToolError::bad_args("`sections` must be a list of section names"))?;
+        if !SECTIONS.contains(&name) {
+            return Err(ToolError::bad_args(format!(
+                "unknown telemetry section `{name}`; known sections: {}",
+                SECTIONS.join(", ")
+            )));
+        }
+        names.push(name.to_owned());
+    }
+    Ok(Some(names))
+}
+
+fn collector(name: &str) -> Option<Collector> {
+    use Collector::{Async, Blocking};
+    Some(match name {
+        "disk" => Blocking(system::disk_section),
+        "memory" => Blocking(system::memory_section),
+        "cpu" => Blocking(cpu::cpu_section),
+        "processes" => Blocking(cpu::processes_section),
+        "uptime" => Blocking(system::uptime_section),
+        "os" => Blocking(os::os_section),
+        "time_sync" => Async(|| Box::pin(time_sync::time_sync_section())),
+        "thermals" => Blocking(thermals::thermals_section),
+        "network" => Blocking(network::network_section),
+        "failed_services" => Async(|| Box::pin(services::failed_services_section())),
+        "listening_ports" => Blocking(ports::listening_ports_section),
+        "installed_software" => Async(|| Box::pin(software::installed_software_section())),
+        "local_accounts" => Blocking(accounts::local_accounts_section),
+        "logon_failures" => Async(|| Box::pin(logons::logon_failures_section())),
+        "defender" | "win_update" => Blocking(windows_only),
+        _ => return None,
+    })
+}
+
+/// Runs every collector at once, so one slow section does not delay the rest, and
+/// isolates their failures from each other. Whatever has not answered by `limit` is
+/// reported as failed; a task still running then is cancelled (killing its
+/// subprocesses), a blocking thread is left to finish on its own.
+async fn run_collectors(jobs: Vec<(&'static str, Collector)>, limit: Duration) -> Map<String, Value> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let running: Vec<_> = jobs
+        .into_iter()
+        .map(|(name, run)| {
+            let handle = match run {
+                Collector::Blocking(run) => tokio::task::spawn_blocking(run),
+                Collector::Async(run) => tokio::spawn(run()),
+            };
+            (name, handle)
+        })
+        .collect();
+    let mut snapshot = Map::new();
+    for (name, mut handle) in running {
+        let section = match tokio::time::timeout_at(deadline, &mut handle).await {
+            Ok(Ok(Ok(section))) => section,
+            Ok(Ok(Err(reason))) => failed_section(&reason),
+            Ok(Err(join)) => failed_section(&join_error_message(join)),
+            Err(_) => {
+                handle.abort();
+                failed_section(&format!("no answer within {}s", limit.as_secs_f32()))
+            }
+        };
+        snapshot.insert(name.to_owned(), Value::Object(section));
+    }
+    snapshot
+}
+
+fn failed_section(reason: &str) -> Section {
+    section(Status::Crit, format!("collector failed: {reason}"), json!({}))
+}
+
+/// A section object: `fields` plus the `status` and `summary` every section has.
+fn section(status: Status, summary: String, fields: Value) -> Section {
+    let mut map = match fields {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    map.insert("status".into(), status.as_str().into());
+    map.insert("summary".into(), summary.into());
+    map
+}
+
+/// Windows-only sections on other systems: present, so every agent's snapshot has the
+/// same keys (as 0.17 agents send them), and plainly not applicable.
+fn windows_only() -> Outcome {
+    if cfg!(windows) {
+        return Ok(not_collected_here());
+    }
+    Ok(section(Status::Ok, "n/a on this platform".to_owned(), json!({})))
+}
+
+/// A section this agent build does not collect on this OS yet: said plainly, and not a
+/// fault of the PC.
+fn not_collected_here() -> Section {
+    section(
+        Status::Ok,
+        format!(
+            "not collected on {} by kenny-agent {} yet",
+            std::env::consts::OS,
+            env!("CARGO_PKG_VERSION")
+        ),
+        json!({ "collected": false }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kenny_proto::error::ErrorCode;
+    use std::time::Instant;
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+
+    use crate::tools::test_args as args;
+
+    fn assert_section_shape(name: &str, section: &Value) {
+        let status = section["status"].as_str().unwrap_or_default();
+        assert!(["ok", "warn", "crit"].contains(&status), "{name}: {section}");
+        assert!(
+            section["summary"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty() && !s.contains('\n')),
+            "{name}: {section}"
+        );
+    }
+
+    #[test]
+    fn every_section_has_a_collector_and_appears_once() {
+        for name in SECTIONS {
+            assert!(collector(name).is_some(), "{name} has no collector");
+            assert_eq!(SECTIONS.iter().filter(|n| *n == name).count(), 1, "{name}");
+        }
+        assert!(collector("registry").is_none());
+    }
+
+    #[test]
+    fn the_catalog_names_every_section_in_order() {
+        let spec = kenny_proto::catalog::find("telemetry_collect").unwrap();
+        assert!(spec.description.contains(&SECTIONS.join(", ")), "{}", spec.description);
+    }
+
+    #[tokio::test]
+    async fn collects_every_section_by_default() {
+        let started = Instant::now();
+        let snapshot = collect(None).await;
+        let took = started.elapsed();
+        let mut names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
+        let mut expected = SECTIONS.to_vec();
+        expected.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(names, expected);
+        for (name, section) in &snapshot {
+            assert_section_shape(name, section);
+            assert!(
+                !section["summary"].as_str().unwrap().starts_with("collector failed"),
+                "{name}: {section}"
+            );
+        }
+        assert_eq!(snapshot["os"]["arch"], sysinfo::System::cpu_arch());
+        assert!(snapshot["memory"]["total_bytes"].as_u64().unwrap() > 0);
+        assert!(snapshot["uptime"]["seconds"].as_u64().unwrap() > 0);
+        assert!(snapshot["disk"]["volumes"].is_array());
+        assert!(snapshot["cpu"]["cores"].as_u64().unwrap() >= 1);
+        assert!(snapshot["processes"]["count"].as_u64().unwrap() >= 1);
+        if cfg!(not(windows)) {
+            for name in ["defender", "win_update"] {
+                assert_eq!(
+                    snapshot[name],
+                    json!({"status": "ok", "summary": "n/a on this platform"})
+                );
+            }
+        }
+        eprintln!("full telemetry collection took {} ms", took.as_millis());
+    }
+
+    /// Times a few full collections, then each section alone; `cargo test -p kenny-agent --lib telemetry_timing -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore = "a measurement, not a check"]
+    async fn telemetry_timing() {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let snapshot = collect(None).await;
+            samples.push(started.elapsed().as_millis());
+            assert_eq!(snapshot.len(), SECTIONS.len());
+        }
+        eprintln!("full collection, 5 runs (ms): {samples:?}");
+        for name in SECTIONS {
+            let run = collector(name).unwrap();
+            let started = Instant::now();
+            let _ = run_collectors(vec![(name, run)], COLLECT_TIME).await;
+            eprintln!("  {name}: {} ms alone", started.elapsed().as_millis());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_tool_collects_only_the_sections_asked_for() {
+        let out = collect_tool(&args(json!({"sections": ["memory", "os"]})))
+            .await
+            .unwrap();
+        let snapshot = out["snapshot"].as_object().unwrap();
+        let mut names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["memory", "os"]);
+        let stamp = out["collected_at"].as_str().unwrap();
+        let parsed = OffsetDateTime::parse(stamp, &Rfc3339).unwrap();
+        assert!(
+            (OffsetDateTime::now_utc() - parsed).whole_seconds().abs() < 60,
+            "{stamp}"
+        );
+        assert!(stamp.ends_with('Z'), "{stamp}");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_section_is_refused_with_the_known_ones() {
+        let err = collect_tool(&args(json!({"sections": ["disk", "registry"]})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadArgs);
+        assert!(err.message.contains("`registry`"), "{}", err.message);
+        assert!(err.message.contains(&SECTIONS.join(", ")), "{}", err.message);
+    }
+
+    fn panics() -> Outcome {
+        panic!("sensor on fire")
+    }
+
+    fn errors() -> Outcome {
+        Err("no such counter".to_owned())
+    }
+
+    fn hangs() -> Outcome {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(section(Status::Ok, "too late".into(), json!({})))
+    }
+
+    fn hangs_async() -> BoxFuture<'static, Outcome> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok(section(Status::Ok, "never".into(), json!({})))
+        })
+    }
+
+    fn panics_async() -> BoxFuture<'static, Outcome> {
+        Box::pin(async { panic!("task on fire") })
+    }
+
+    fn quick() -> Outcome {
+        Ok(section(Status::Warn, "fine".into(), json!({"x": 1})))
+    }
+
+    #[tokio::test]
+    async fn a_failing_collector_does_not_take_the_others_down() {
+        use Collector::{Async, Blocking};
+        let started = Instant::now();
+        let snapshot = run_collectors(
+            vec![
+                ("boom", Blocking(panics)),
+                ("bad", Blocking(errors)),
+                ("stuck", Blocking(hangs)),
+                ("stuck_task", Async(hangs_async)),
+                ("boom_task", Async(panics_async)),
+                ("quick", Blocking(quick)),
+                ("os", Blocking(os::os_section)),
+            ],
+            Duration::from_millis(500),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the deadline bounds the wait"
+        );
+        assert_eq!(snapshot["boom"]["status"], "crit");
+        let boom = snapshot["boom"]["summary"].as_str().unwrap();
+        assert!(
+            boom.starts_with("collector failed:") && boom.contains("sensor on fire"),
+            "{boom}"
+        );
+        assert_eq!(
+            snapshot["bad"],
+            json!({"status": "crit", "summary": "collector failed: no such counter"})
+        );
+        for stuck in ["stuck", "stuck_task"] {
+            assert_eq!(
+                snapshot[stuck],
+                json!({"status": "crit", "summary": "collector failed: no answer within 0.5s"}),
+                "{stuck}"
+            );
+        }
+        assert!(
+            snapshot["boom_task"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("task on fire"),
+            "{}",
+            snapshot["boom_task"]
+        );
+        assert_eq!(snapshot["quick"], json!({"status": "warn", "summary": "fine", "x": 1}));
+        assert!(snapshot["os"]["summary"].as_str().is_some_and(|s| s.contains(" on ")));
+    }
+}

@@ -1,0 +1,239 @@
+//! The thermals section: temperatures from the kernel's thermal zones and hwmon sensors.
+//!
+//! Reads `<sys>/class/thermal/thermal_zone*/{type,temp}` and
+//! `<sys>/class/hwmon/hwmon*/{name,temp*_input,temp*_label}` (millidegrees Celsius).
+//! Status by the hottest sensor: warn at 85 °C, crit at 95 °C, where most desktop and
+//! laptop CPUs start throttling. Containers and VMs usually expose no sensors: that is
+//! `ok`, not a fault.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::files::{read_small, sys_root};
+use super::format::one_decimal;
+use super::{Outcome, Status, not_collected_here, section};
+
+const WARN_C: f64 = 85.0;
+const CRIT_C: f64 = 95.0;
+/// Readings outside this are sensor faults (unconnected inputs read -273 or 255).
+const PLAUSIBLE_C: std::ops::RangeInclusive<f64> = -40.0..=150.0;
+/// Bounds the directory walk on machines with unusual numbers of sensors.
+const MAX_DEVICES: usize = 64;
+const MAX_INPUTS_PER_DEVICE: usize = 32;
+const MAX_SENSORS: usize = 128;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Sensor {
+    label: String,
+    temperature_c: f64,
+}
+
+pub(super) fn thermals_section() -> Outcome {
+    if !cfg!(target_os = "linux") {
+        return Ok(not_collected_here());
+    }
+    Ok(build(read_sensors(&sys_root())))
+}
+
+fn read_sensors(sys: &Path) -> Vec<Sensor> {
+    let mut sensors = thermal_zones(&sys.join("class/thermal"));
+    sensors.extend(hwmon(&sys.join("class/hwmon")));
+    sensors.truncate(MAX_SENSORS);
+    sensors
+}
+
+/// Entries of `dir` named `<prefix><number>`, in numeric order, at most `MAX_DEVICES`.
+fn numbered(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u32, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name.strip_prefix(prefix)?.parse().ok()?;
+            Some((n, e.path()))
+        })
+        .take(MAX_DEVICES * 4)
+        .collect();
+    found.sort();
+    found.into_iter().take(MAX_DEVICES).map(|(_, p)| p).collect()
+}
+
+fn thermal_zones(dir: &Path) -> Vec<Sensor> {
+    numbered(dir, "thermal_zone")
+        .iter()
+        .filter_map(|zone| {
+            let temperature_c = millidegrees(&zone.join("temp"))?;
+            let label = read_small(&zone.join("type"))
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| file_name(zone));
+            Some(Sensor { label, temperature_c })
+        })
+        .collect()
+}
+
+fn hwmon(dir: &Path) -> Vec<Sensor> {
+    let mut sensors = Vec::new();
+    for device in numbered(dir, "hwmon") {
+        let chip = read_small(&device.join("name"))
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| file_name(&device));
+        let Ok(entries) = fs::read_dir(&device) else {
+            continue;
+        };
+        let mut inputs: Vec<(u32, String)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let n = name.strip_prefix("temp")?.strip_suffix("_input")?.parse().ok()?;
+                Some((n, name))
+            })
+            .take(MAX_INPUTS_PER_DEVICE * 4)
+            .collect();
+        inputs.sort();
+        for (n, input) in inputs.into_iter().take(MAX_INPUTS_PER_DEVICE) {
+            let Some(temperature_c) = millidegrees(&device.join(&input)) else {
+                continue;
+            };
+            let label = read_small(&device.join(format!("temp{n}_label")))
+                .filter(|l| !l.is_empty())
+                .unwrap_or_else(|| format!("temp{n}"));
+            sensors.push(Sensor {
+                label: format!("{chip} {label}"),
+                temperature_c,
+            });
+        }
+    }
+    sensors
+}
+
+fn millidegrees(path: &Path) -> Option<f64> {
+    let milli: i64 = read_small(path)?.parse().ok()?;
+    let celsius = milli as f64 / 1000.0;
+    PLAUSIBLE_C.contains(&celsius).then(|| one_decimal(celsius))
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn build(sensors: Vec<Sensor>) -> super::Section {
+    let hottest = sensors
+        .iter()
+        .max_by(|a, b| a.temperature_c.total_cmp(&b.temperature_c));
+    let (status, summary) = match hottest {
+        None => (Status::Ok, "no temperature sensors exposed".to_owned()),
+        Some(hot) => {
+            let status = if hot.temperature_c >= CRIT_C {
+                Status::Crit
+            } else if hot.temperature_c >= WARN_C {
+                Status::Warn
+            } else {
+                Status::Ok
+            };
+            (status, format!("hottest {}C ({})", hot.temperature_c, hot.label))
+        }
+    };
+    let listed: Vec<_> = sensors
+        .iter()
+        .map(|s| json!({"label": s.label, "temperature_c": s.temperature_c}))
+        .collect();
+    section(status, summary, json!({ "sensors": listed }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let path = root.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+
+    /// A laptop's sysfs as recorded: two thermal zones, coretemp with labels, an NVMe
+    /// drive, and an unconnected input reading nonsense.
+    fn laptop_sys() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "class/thermal/thermal_zone0/type", "acpitz\n");
+        write(root, "class/thermal/thermal_zone0/temp", "48500\n");
+        write(root, "class/thermal/thermal_zone10/type", "x86_pkg_temp\n");
+        write(root, "class/thermal/thermal_zone10/temp", "61000\n");
+        write(root, "class/thermal/thermal_zone2/type", "iwlwifi_1\n");
+        write(root, "class/thermal/thermal_zone2/temp", "not a number\n");
+        write(root, "class/thermal/cooling_device0/type", "Processor\n");
+        write(root, "class/hwmon/hwmon3/name", "coretemp\n");
+        write(root, "class/hwmon/hwmon3/temp1_input", "62000\n");
+        write(root, "class/hwmon/hwmon3/temp1_label", "Package id 0\n");
+        write(root, "class/hwmon/hwmon3/temp2_input", "59000\n");
+        write(root, "class/hwmon/hwmon3/temp2_label", "Core 0\n");
+        write(root, "class/hwmon/hwmon3/temp2_crit", "100000\n");
+        write(root, "class/hwmon/hwmon1/name", "nvme\n");
+        write(root, "class/hwmon/hwmon1/temp1_input", "38850\n");
+        write(root, "class/hwmon/hwmon4/name", "acpi_fan\n");
+        write(root, "class/hwmon/hwmon4/temp1_input", "-273150\n");
+        dir
+    }
+
+    fn labels(section: &super::super::Section) -> Vec<(String, f64)> {
+        section["sensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["label"].as_str().unwrap().to_owned(),
+                    s["temperature_c"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reads_thermal_zones_and_hwmon_in_order() {
+        let sys = laptop_sys();
+        let section = build(read_sensors(sys.path()));
+        assert_eq!(
+            labels(&section),
+            [
+                ("acpitz".to_owned(), 48.5),
+                ("x86_pkg_temp".to_owned(), 61.0),
+                ("nvme temp1".to_owned(), 38.9),
+                ("coretemp Package id 0".to_owned(), 62.0),
+                ("coretemp Core 0".to_owned(), 59.0),
+            ]
+        );
+        assert_eq!(section["status"], "ok");
+        assert_eq!(section["summary"], "hottest 62C (coretemp Package id 0)");
+    }
+
+    #[test]
+    fn hot_is_warn_at_85_and_crit_at_95() {
+        let at = |c: f64| {
+            build(vec![Sensor {
+                label: "cpu".into(),
+                temperature_c: c,
+            }])["status"]
+                .clone()
+        };
+        assert_eq!(at(84.9), "ok");
+        assert_eq!(at(85.0), "warn");
+        assert_eq!(at(94.9), "warn");
+        assert_eq!(at(95.0), "crit");
+    }
+
+    #[test]
+    fn no_sensors_is_fine() {
+        let empty = tempfile::tempdir().unwrap();
+        let section = build(read_sensors(empty.path()));
+        assert_eq!(section["status"], "ok");
+        assert_eq!(section["summary"], "no temperature sensors exposed");
+        assert_eq!(section["sensors"], json!([]));
+    }
+}
