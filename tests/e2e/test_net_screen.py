@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import secrets
 import shutil
@@ -80,6 +81,14 @@ async def test_network_probes(kenny):
 
         config = expect_ok(await call(client, "net_config", {"agent_id": "pc-a"}))
         assert any(i["name"] == "lo" for i in config["interfaces"]), config
+        # The same facts as the OS's own tools give.
+        with open("/etc/resolv.conf") as f:
+            nameservers = [line.split()[1] for line in f if line.startswith("nameserver") and len(line.split()) > 1]
+        if not any(ns.startswith("127.0.0.5") for ns in nameservers):  # systemd-resolved's stub is followed
+            assert config["dns_servers"] == list(dict.fromkeys(nameservers)), config
+        routes = json.loads(subprocess.run(["ip", "-j", "route", "show", "default"], capture_output=True, text=True, check=True).stdout)
+        gateways = [r["gateway"] for r in routes if "gateway" in r]
+        assert config["default_gateway"] == (gateways[0] if gateways else None), (config, routes)
 
         for bad in ({"host": "-f"}, {"host": "a;id"}):
             expect_error(await call(client, "net_ping", {"agent_id": "pc-a", **bad}), "bad_args")

@@ -1,4 +1,5 @@
-//! Network configuration: the hostname and every interface with its addresses, MAC and traffic counters.
+//! Network configuration: the hostname, every interface with its addresses, MAC and
+//! traffic counters, the default gateways and the DNS servers.
 
 use std::time::Duration;
 
@@ -6,14 +7,36 @@ use serde_json::{Map, Value, json};
 use sysinfo::{NetworkData, Networks, System};
 
 use super::bounded::blocking;
+use super::netinfo;
+use super::shell::powershell_output;
 use super::{ToolError, ToolResult};
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 
 pub async fn config(_args: &Map<String, Value>) -> ToolResult {
-    blocking("net_config", BACKSTOP, snapshot)
+    let mut result = blocking("net_config", BACKSTOP, snapshot)
         .await?
-        .map_err(ToolError::exec_failed)
+        .map_err(ToolError::exec_failed)?;
+    let (routes, dns_servers) = if cfg!(windows) {
+        windows_routes_and_dns().await?
+    } else {
+        blocking("net_config", BACKSTOP, || {
+            (netinfo::default_routes(), netinfo::dns_servers())
+        })
+        .await?
+    };
+    result["default_gateway"] = json!(routes.iter().find_map(|r| r.gateway.map(|g| g.to_string())));
+    result["default_routes"] = routes.iter().map(netinfo::Route::to_json).collect();
+    result["dns_servers"] = json!(dns_servers);
+    Ok(result)
+}
+
+async fn windows_routes_and_dns() -> Result<(Vec<netinfo::Route>, Vec<String>), ToolError> {
+    let routes = powershell_output(netinfo::windows::ROUTES_SCRIPT, BACKSTOP).await?;
+    let dns = powershell_output(netinfo::windows::DNS_SCRIPT, BACKSTOP).await?;
+    let routes = netinfo::windows::parse_routes(&routes.stdout).map_err(ToolError::exec_failed)?;
+    let dns = netinfo::windows::parse_dns(&dns.stdout).map_err(ToolError::exec_failed)?;
+    Ok((routes, dns))
 }
 
 fn snapshot() -> Result<Value, String> {
@@ -59,6 +82,19 @@ mod tests {
     async fn lists_interfaces_sorted_by_name() {
         let out = config(&Map::new()).await.unwrap();
         assert!(out["hostname"].is_string() || out["hostname"].is_null());
+        assert!(
+            out["dns_servers"].is_array() && out["default_routes"].is_array(),
+            "{out}"
+        );
+        let first_gateway = out["default_routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| !r["gateway"].is_null());
+        assert_eq!(
+            out["default_gateway"],
+            first_gateway.map_or(Value::Null, |r| r["gateway"].clone())
+        );
         let interfaces = out["interfaces"].as_array().unwrap();
         let names: Vec<&str> = interfaces.iter().map(|i| i["name"].as_str().unwrap()).collect();
         let mut sorted = names.clone();

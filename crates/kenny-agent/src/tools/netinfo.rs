@@ -1,9 +1,8 @@
-//! Default routes and DNS servers as the OS itself records them; read by telemetry, meant for `net_config` too.
+//! Default routes and DNS servers as the OS itself records them; read by telemetry and `net_config`.
 //!
 //! Linux: `/proc/net/route`, `/proc/net/ipv6_route` and `/etc/resolv.conf` (following
 //! systemd-resolved's stub to its real upstream list). Windows: the parsers for
-//! `Get-NetRoute` and `Get-DnsClientServerAddress` JSON are here and tested; running
-//! PowerShell for them is left to the async callers that need it.
+//! `Get-NetRoute` and `Get-DnsClientServerAddress` JSON, run by `net_config`.
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -192,7 +191,7 @@ pub(crate) fn parse_resolv_conf(text: &str) -> Vec<String> {
 
 /// Windows: the PowerShell commands and the parsers for their output. Nothing calls
 /// them yet; `net_config` will, from an async context that can run PowerShell.
-#[allow(dead_code)]
+#[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) mod windows {
     use serde_json::Value;
     use std::net::{IpAddr, Ipv6Addr};
@@ -264,16 +263,10 @@ pub(crate) mod windows {
 
     /// ConvertTo-Json writes a lone object for one result and nothing for none.
     fn json_items(text: &str) -> Result<Vec<Value>, String> {
-        let text = text.trim_start_matches('\u{feff}').trim();
-        if text.is_empty() {
-            return Ok(Vec::new());
-        }
-        match serde_json::from_str(text) {
-            Ok(Value::Array(items)) => Ok(items),
-            Ok(item @ Value::Object(_)) => Ok(vec![item]),
-            Ok(other) => Err(format!("expected a JSON object or list, got {other}")),
-            Err(e) => Err(format!("unreadable JSON from PowerShell: {e}")),
-        }
+        Ok(crate::tools::psjson::rows(text)?
+            .into_iter()
+            .map(Value::Object)
+            .collect())
     }
 }
 
