@@ -1,5 +1,6 @@
 //! Runs shell commands and PowerShell scripts with bounded output and a timeout, leaving no processes behind when killed or cancelled.
 
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -124,31 +125,86 @@ fn encode_powershell_command(text: &str) -> String {
     BASE64.encode(utf16le)
 }
 
-/// Everything a finished command produced.
-struct Captured {
-    stdout: BoundedBuf,
-    stderr: BoundedBuf,
-    status: ExitStatus,
+/// A program under `%SystemRoot%\\System32`, by full path so a PATH entry cannot shadow
+/// it; the bare file name when that is unknown (or off Windows, where it is never run).
+pub(super) fn system32_tool(relative: &str) -> PathBuf {
+    std::env::var_os("SystemRoot")
+        .map(|root| PathBuf::from(root).join("System32").join(relative))
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from(relative.rsplit('\\').next().unwrap_or(relative)))
 }
 
-/// Spawns `cmd`, feeds it `stdin` if given, and collects its output until it exits or
-/// `limit` passes. The whole process tree is killed on timeout and if this future is
-/// dropped before the command finished.
-async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
+/// powershell.exe set up to run `script`, with the stdin bytes to feed it; for tools that
+/// drive Windows through PowerShell. Hostile values go into scripts via [`ps_quote`].
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(super) fn powershell_command(script: &str) -> (Command, Vec<u8>) {
+    let invocation = powershell_invocation(script);
+    let mut cmd = Command::new(system32_tool(r"WindowsPowerShell\v1.0\powershell.exe"));
+    cmd.args(&invocation.args);
+    (cmd, invocation.stdin)
+}
+
+/// `text` as a PowerShell single-quoted string literal, where nothing is expanded.
+/// PowerShell also ends such a literal at the typographic single quotes, so those are
+/// doubled too.
+pub(super) fn ps_quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('\'');
+    for c in text.chars() {
+        if matches!(c, '\'' | '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}') {
+            quoted.push(c);
+        }
+        quoted.push(c);
+    }
+    quoted.push('\'');
+    quoted
+}
+
+/// Everything a finished command produced.
+pub(super) struct Captured {
+    pub(super) stdout: BoundedBuf,
+    pub(super) stderr: BoundedBuf,
+    pub(super) status: ExitStatus,
+}
+
+async fn run(cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResult {
+    let started = Instant::now();
+    let captured = run_captured(
+        cmd,
+        stdin,
+        limit,
+        BoundedBuf::new(OUTPUT_CAP),
+        BoundedBuf::new(OUTPUT_CAP),
+    )
+    .await?;
+    Ok(result_json(captured, started.elapsed()))
+}
+
+/// Spawns `cmd`, feeds it `stdin` if given, and collects its output into the given
+/// buffers until it exits or `limit` passes. The whole process tree is killed on
+/// timeout and if this future is dropped before the command finished. Other tools run
+/// their system commands through here too (argv only, never a shell).
+pub(super) async fn run_captured(
+    mut cmd: Command,
+    stdin: Option<Vec<u8>>,
+    limit: Duration,
+    stdout: BoundedBuf,
+    stderr: BoundedBuf,
+) -> Result<Captured, ToolError> {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     isolate(&mut cmd);
 
-    let started = Instant::now();
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     let mut child = cmd
         .spawn()
-        .map_err(|e| ToolError::exec_failed(format!("could not start the command: {e}")))?;
+        .map_err(|e| ToolError::exec_failed(format!("could not start `{program}`: {e}")))?;
     let Some(pid) = child.id() else {
-        return Err(ToolError::exec_failed(
-            "the command vanished before it could be tracked",
-        ));
+        return Err(ToolError::exec_failed(format!(
+            "`{program}` vanished before it could be tracked"
+        )));
     };
     let mut tree = TreeGuard::new(pid);
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
@@ -159,13 +215,13 @@ async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolR
         });
     }
 
-    match tokio::time::timeout(limit, capture(&mut child)).await {
+    match tokio::time::timeout(limit, capture(&mut child, stdout, stderr)).await {
         Ok(Ok(captured)) => {
             // Processes deliberately left in the background (`nohup x &`) stay alive.
             tree.disarm();
-            Ok(result_json(captured, started.elapsed()))
+            Ok(captured)
         }
-        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
+        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for `{program}` failed: {e}"))),
         Err(_) => {
             let what = tree.describe();
             tree.kill();
@@ -181,11 +237,9 @@ async fn run(mut cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolR
 /// Reads stdout and stderr concurrently until the child exits and both pipes close (or
 /// the grace period after exit ends). Reading never stops at the cap, so a chatty child
 /// never blocks on a full pipe.
-async fn capture(child: &mut Child) -> std::io::Result<Captured> {
+async fn capture(child: &mut Child, mut stdout: BoundedBuf, mut stderr: BoundedBuf) -> std::io::Result<Captured> {
     let mut out_pipe = child.stdout.take();
     let mut err_pipe = child.stderr.take();
-    let mut stdout = BoundedBuf::new(OUTPUT_CAP);
-    let mut stderr = BoundedBuf::new(OUTPUT_CAP);
     let mut out_chunk = vec![0u8; READ_CHUNK];
     let mut err_chunk = vec![0u8; READ_CHUNK];
     let mut status = None;
@@ -345,10 +399,7 @@ mod windows {
 
     /// The inbox Windows PowerShell, by full path so a PATH entry cannot shadow it.
     pub(super) fn powershell_program() -> PathBuf {
-        system32()
-            .map(|dir| dir.join(r"WindowsPowerShell\v1.0\powershell.exe"))
-            .filter(|path| path.is_file())
-            .unwrap_or_else(|| PathBuf::from("powershell.exe"))
+        super::system32_tool(r"WindowsPowerShell\v1.0\powershell.exe")
     }
 
     /// Waits for taskkill so the tree is gone before the direct child's handle is
@@ -400,6 +451,27 @@ mod tests {
         "Ünïcødé ✓ 😀 日本語 \u{202e}rtl\u{0}nul",
         "\\\\\" \\\" \\\\",
     ];
+
+    #[test]
+    fn ps_quote_makes_inert_literals() {
+        assert_eq!(ps_quote(""), "''");
+        assert_eq!(ps_quote("plain"), "'plain'");
+        assert_eq!(ps_quote("it's"), "'it''s'");
+        assert_eq!(ps_quote("$(calc) `n \"x\" ; & |"), "'$(calc) `n \"x\" ; & |'");
+        assert_eq!(ps_quote("a\u{2019}b\u{2018}c"), "'a\u{2019}\u{2019}b\u{2018}\u{2018}c'");
+        assert_eq!(ps_quote("''"), "''''''");
+    }
+
+    #[test]
+    fn system_tools_fall_back_to_their_file_name() {
+        if std::env::var_os("SystemRoot").is_none() {
+            assert_eq!(
+                system32_tool(r"WindowsPowerShell\v1.0\powershell.exe"),
+                PathBuf::from("powershell.exe")
+            );
+            assert_eq!(system32_tool("ipconfig.exe"), PathBuf::from("ipconfig.exe"));
+        }
+    }
 
     #[test]
     fn powershell_encoding_round_trips_hostile_text() {
