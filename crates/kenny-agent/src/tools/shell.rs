@@ -144,6 +144,42 @@ pub(super) fn powershell_command(script: &str) -> (Command, Vec<u8>) {
     (cmd, invocation.stdin)
 }
 
+/// Runs a PowerShell script whose last output line is JSON (`ConvertTo-Json -Compress`)
+/// and returns that value; a failed script is `exec_failed` with its own error text.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(super) async fn powershell_json(what: &str, script: &str, limit: Duration) -> Result<Value, ToolError> {
+    let (cmd, stdin) = powershell_command(script);
+    let captured = run_captured(
+        cmd,
+        Some(stdin),
+        limit,
+        BoundedBuf::new(OUTPUT_CAP),
+        BoundedBuf::new(16 * 1024),
+    )
+    .await
+    .map_err(|e| ToolError::new(e.code, format!("{what}: {}", e.message)))?;
+    let code = captured.status.code();
+    let stdout = captured.stdout.into_text();
+    let stderr = captured.stderr.into_text();
+    let last = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+    match serde_json::from_str(last) {
+        Ok(value) if code == Some(0) => Ok(value),
+        _ => {
+            let said = if stderr.trim().is_empty() {
+                stdout.trim()
+            } else {
+                stderr.trim()
+            };
+            let said: String = said.chars().take(1500).collect();
+            Err(ToolError::exec_failed(format!(
+                "{what} failed (PowerShell exit code {}): {}",
+                code.map_or_else(|| "none".to_owned(), |c| c.to_string()),
+                if said.is_empty() { "(no output)" } else { &said }
+            )))
+        }
+    }
+}
+
 /// `text` as a PowerShell single-quoted string literal, where nothing is expanded.
 /// PowerShell also ends such a literal at the typographic single quotes, so those are
 /// doubled too.
