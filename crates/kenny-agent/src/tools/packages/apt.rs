@@ -264,12 +264,24 @@ pub(super) async fn install(name: &str) -> Result<Change, ToolError> {
         note = Some("the package lists were refreshed (apt-get update) to find this package".to_owned());
     }
     let before = installed(name).await?;
-    let ran = run(&program("apt-get")?, &install_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
+    let apt_get = program("apt-get")?;
+    let mut ran = run(&apt_get, &install_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
+    if !ran.success() && stale_lists(&ran) && refresh().await.is_ok() {
+        // The lists named a file the mirror no longer has; fresh lists name the current one.
+        ran = run(&apt_get, &install_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
+        note = Some("the package lists were stale and were refreshed (apt-get update) before retrying".to_owned());
+    }
     if !ran.success() {
         return Err(failure("install", name, &ran));
     }
     let after = installed(name).await?;
     Ok(finish(name, &ran, &before, after, note))
+}
+
+/// A download failed because the lists point at a file the mirror replaced.
+pub(super) fn stale_lists(ran: &Ran) -> bool {
+    let text = format!("{}\n{}", ran.stdout, ran.stderr);
+    text.contains("Unable to fetch some archives") || text.contains("404  Not Found") || text.contains("404 Not Found")
 }
 
 fn finish(name: &str, ran: &Ran, before: &Installed, after: Installed, note: Option<String>) -> Change {
@@ -547,6 +559,17 @@ mod tests {
             "{}",
             broken.message
         );
+    }
+
+    #[test]
+    fn stale_lists_are_recognised() {
+        let stale = ran(
+            100,
+            "Err:1 http://deb.debian.org/debian bookworm/main amd64 hello amd64 2.10-2\n  404  Not Found [IP: 151.101.2.132 80]\n",
+            "E: Failed to fetch http://deb.debian.org/debian/pool/main/h/hello/hello_2.10-2_amd64.deb  404  Not Found\nE: Unable to fetch some archives, maybe run apt-get update or try with --fix-missing?\n",
+        );
+        assert!(stale_lists(&stale));
+        assert!(!stale_lists(&ran(100, "", "E: Unable to locate package nope\n")));
     }
 
     #[test]
