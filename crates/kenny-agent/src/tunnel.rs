@@ -52,6 +52,8 @@ type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStre
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
+    // The web filter must never block the server this agent reports to.
+    tools::protect_server_host(&config.server);
     let key = match &config.auth {
         AuthMode::Mutual { server_pubkey, .. } => {
             auth::parse_public_key(server_pubkey).context("--server-pubkey is not a valid Ed25519 public key")?;

@@ -10,7 +10,8 @@ use kenny_proto::error::ErrorCode;
 
 use super::ToolError;
 
-/// Keeps the first `cap` bytes of a stream and remembers whether anything was dropped.
+/// Keeps the first (or, with [`BoundedBuf::tail`], the last) `cap` bytes of a stream and
+/// remembers whether anything was dropped.
 ///
 /// Bytes past the cap are counted and discarded rather than refused, so the writer on the
 /// other end of a pipe is never blocked by us.
@@ -19,6 +20,7 @@ pub(super) struct BoundedBuf {
     buf: Vec<u8>,
     cap: usize,
     seen: u64,
+    keep_tail: bool,
 }
 
 impl BoundedBuf {
@@ -27,28 +29,61 @@ impl BoundedBuf {
             buf: Vec::new(),
             cap,
             seen: 0,
+            keep_tail: false,
+        }
+    }
+
+    /// Keeps the end of the stream instead: where installers and package managers put
+    /// the outcome and the error that explains it.
+    pub(super) fn tail(cap: usize) -> Self {
+        BoundedBuf {
+            keep_tail: true,
+            ..Self::new(cap)
         }
     }
 
     pub(super) fn push(&mut self, chunk: &[u8]) {
-        let room = self.cap.saturating_sub(self.buf.len());
-        self.buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
         self.seen = self.seen.saturating_add(chunk.len() as u64);
+        if self.keep_tail {
+            self.buf.extend_from_slice(chunk);
+            // Trimming only past twice the cap keeps the copying amortised.
+            if self.buf.len() > self.cap.saturating_mul(2) {
+                self.buf.drain(..self.buf.len() - self.cap);
+            }
+        } else {
+            let room = self.cap.saturating_sub(self.buf.len());
+            self.buf.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        }
+    }
+
+    fn kept(&self) -> &[u8] {
+        &self.buf[self.buf.len().saturating_sub(self.cap)..]
     }
 
     pub(super) fn truncated(&self) -> bool {
-        self.seen > self.buf.len() as u64
+        self.seen > self.kept().len() as u64
+    }
+
+    /// How many bytes of the stream were dropped.
+    pub(super) fn dropped(&self) -> u64 {
+        self.seen - self.kept().len() as u64
     }
 
     #[cfg(test)]
     pub(super) fn bytes(&self) -> &[u8] {
-        &self.buf
+        self.kept()
     }
 
-    /// The kept bytes as text; see [`lossy_text`].
+    /// The kept bytes as text; see [`lossy_text`]. A tail starts with whole characters.
     pub(super) fn into_text(self) -> String {
         let cut = self.truncated();
-        lossy_text(&self.buf, cut)
+        let kept = self.kept();
+        if self.keep_tail && cut {
+            let start = kept.iter().position(|b| b & 0xC0 != 0x80).unwrap_or(kept.len()).min(3);
+            lossy_text(&kept[start..], false)
+        } else {
+            lossy_text(kept, cut)
+        }
     }
 }
 
@@ -140,6 +175,26 @@ mod tests {
         assert!(buf.truncated());
         assert_eq!(buf.bytes(), b"abcde");
         assert_eq!(buf.into_text(), "abcde");
+    }
+
+    #[test]
+    fn a_tail_buffer_keeps_the_last_cap_bytes() {
+        let mut buf = BoundedBuf::tail(5);
+        buf.push(b"abc");
+        assert!(!buf.truncated());
+        buf.push(b"de");
+        assert!(!buf.truncated(), "exactly at the cap is not truncated");
+        for chunk in [&b"fgh"[..], b"ij", b"klmnopqrstuvwxyz"] {
+            buf.push(chunk);
+        }
+        assert!(buf.truncated());
+        assert_eq!(buf.dropped(), 21);
+        assert_eq!(buf.bytes(), b"vwxyz");
+        assert_eq!(buf.into_text(), "vwxyz");
+
+        let mut split = BoundedBuf::tail(4);
+        split.push("x€ab".as_bytes()); // the cut falls inside €: its tail bytes go
+        assert_eq!(split.into_text(), "ab");
     }
 
     #[test]

@@ -25,6 +25,7 @@ use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
 pub use telemetry::collect as collect_telemetry;
+pub use webfilter::protect_server_host;
 
 /// A failed call as the agent reports it on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 //! Runs shell commands and PowerShell scripts with bounded output and a timeout, leaving no processes behind when killed or cancelled.
 
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -215,6 +216,36 @@ pub(crate) async fn powershell_output(script: &str, limit: Duration) -> Result<P
     Ok(run_powershell(script, limit, OUTPUT_CAP).await?.into())
 }
 
+/// A program under `%SystemRoot%\\System32`, by full path so a PATH entry cannot shadow
+/// it; the bare file name when that is unknown (or off Windows, where it is never run).
+pub(super) fn system32_tool(relative: &str) -> PathBuf {
+    std::env::var_os("SystemRoot")
+        .map(|root| PathBuf::from(root).join("System32").join(relative))
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| PathBuf::from(relative.rsplit('\\').next().unwrap_or(relative)))
+}
+
+/// Runs a PowerShell script whose last output line is JSON (`ConvertTo-Json -Compress`)
+/// and returns that value; a failed script is `exec_failed` with its own error text.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(super) async fn powershell_json(what: &str, script: &str, limit: Duration) -> Result<Value, ToolError> {
+    let out = powershell_output(script, limit)
+        .await
+        .map_err(|e| ToolError::new(e.code, format!("{what}: {}", e.message)))?;
+    let last = out.stdout.lines().map(str::trim).rfind(|l| !l.is_empty()).unwrap_or("");
+    match serde_json::from_str(last) {
+        Ok(value) if out.success() => Ok(value),
+        _ => {
+            let said = out.complaint();
+            Err(ToolError::exec_failed(format!(
+                "{what} failed (PowerShell exit code {}): {}",
+                out.exit_code.map_or_else(|| "none".to_owned(), |c| c.to_string()),
+                if said.is_empty() { "(no output)" } else { &said }
+            )))
+        }
+    }
+}
+
 /// Everything a finished command produced.
 pub(crate) struct Captured {
     pub stdout: BoundedBuf,
@@ -231,14 +262,26 @@ async fn run(cmd: Command, stdin: Option<Vec<u8>>, limit: Duration) -> ToolResul
     Ok(result_json(captured, started.elapsed()))
 }
 
-/// [`run`] for the agent's own helper commands (systemctl, journalctl, PowerShell
-/// queries): the same process-tree handling, output kept up to `cap` bytes per stream,
-/// and the raw capture returned for the caller to parse.
+/// [`run_captured_into`] with `cap` bytes kept from the start of each stream.
 pub(crate) async fn run_captured(
-    mut cmd: Command,
+    cmd: Command,
     stdin: Option<Vec<u8>>,
     limit: Duration,
     cap: usize,
+) -> Result<Captured, ToolError> {
+    run_captured_into(cmd, stdin, limit, BoundedBuf::new(cap), BoundedBuf::new(cap)).await
+}
+
+/// [`run`] for the agent's own helper commands (systemctl, journalctl, apt, PowerShell
+/// queries): the same process-tree handling, output kept in the given buffers (the
+/// start or the tail of each stream), and the raw capture returned for the caller to
+/// parse. Argv only, never a shell.
+pub(crate) async fn run_captured_into(
+    mut cmd: Command,
+    stdin: Option<Vec<u8>>,
+    limit: Duration,
+    stdout: BoundedBuf,
+    stderr: BoundedBuf,
 ) -> Result<Captured, ToolError> {
     cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
@@ -246,8 +289,8 @@ pub(crate) async fn run_captured(
         .kill_on_drop(true);
     isolate(&mut cmd);
 
+    let program = cmd.as_std().get_program().to_string_lossy().into_owned();
     let mut child = cmd.spawn().map_err(|e| {
-        let program = cmd.as_std().get_program().to_string_lossy().into_owned();
         if e.kind() == std::io::ErrorKind::NotFound {
             ToolError::new(
                 ErrorCode::Unsupported,
@@ -258,9 +301,9 @@ pub(crate) async fn run_captured(
         }
     })?;
     let Some(pid) = child.id() else {
-        return Err(ToolError::exec_failed(
-            "the command vanished before it could be tracked",
-        ));
+        return Err(ToolError::exec_failed(format!(
+            "`{program}` vanished before it could be tracked"
+        )));
     };
     let mut tree = TreeGuard::new(pid);
     if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
@@ -271,13 +314,13 @@ pub(crate) async fn run_captured(
         });
     }
 
-    match tokio::time::timeout(limit, capture(&mut child, cap)).await {
+    match tokio::time::timeout(limit, capture(&mut child, stdout, stderr)).await {
         Ok(Ok(captured)) => {
             // Processes deliberately left in the background (`nohup x &`) stay alive.
             tree.disarm();
             Ok(captured)
         }
-        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for the command failed: {e}"))),
+        Ok(Err(e)) => Err(ToolError::exec_failed(format!("waiting for `{program}` failed: {e}"))),
         Err(_) => {
             let what = tree.describe();
             tree.kill();
@@ -293,11 +336,9 @@ pub(crate) async fn run_captured(
 /// Reads stdout and stderr concurrently until the child exits and both pipes close (or
 /// the grace period after exit ends). Reading never stops at the cap, so a chatty child
 /// never blocks on a full pipe.
-async fn capture(child: &mut Child, cap: usize) -> std::io::Result<Captured> {
+async fn capture(child: &mut Child, mut stdout: BoundedBuf, mut stderr: BoundedBuf) -> std::io::Result<Captured> {
     let mut out_pipe = child.stdout.take();
     let mut err_pipe = child.stderr.take();
-    let mut stdout = BoundedBuf::new(cap);
-    let mut stderr = BoundedBuf::new(cap);
     let mut out_chunk = vec![0u8; READ_CHUNK];
     let mut err_chunk = vec![0u8; READ_CHUNK];
     let mut status = None;
@@ -457,10 +498,7 @@ mod windows {
 
     /// The inbox Windows PowerShell, by full path so a PATH entry cannot shadow it.
     pub(super) fn powershell_program() -> PathBuf {
-        system32()
-            .map(|dir| dir.join(r"WindowsPowerShell\v1.0\powershell.exe"))
-            .filter(|path| path.is_file())
-            .unwrap_or_else(|| PathBuf::from("powershell.exe"))
+        super::system32_tool(r"WindowsPowerShell\v1.0\powershell.exe")
     }
 
     /// Waits for taskkill so the tree is gone before the direct child's handle is
@@ -534,6 +572,17 @@ mod tests {
         "Ünïcødé ✓ 😀 日本語 \u{202e}rtl\u{0}nul",
         "\\\\\" \\\" \\\\",
     ];
+
+    #[test]
+    fn system_tools_fall_back_to_their_file_name() {
+        if std::env::var_os("SystemRoot").is_none() {
+            assert_eq!(
+                system32_tool(r"WindowsPowerShell\v1.0\powershell.exe"),
+                PathBuf::from("powershell.exe")
+            );
+            assert_eq!(system32_tool("ipconfig.exe"), PathBuf::from("ipconfig.exe"));
+        }
+    }
 
     #[test]
     fn powershell_encoding_round_trips_hostile_text() {
