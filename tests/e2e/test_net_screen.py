@@ -8,51 +8,12 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
-import secrets
-import shutil
 import socket
 import subprocess
-import time
 
 import png
-import pytest
 
 from conftest import call, expect_error, expect_ok
-
-
-@pytest.fixture
-def netns():
-    name = f"kenny-e2e-{secrets.token_hex(4)}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "-n", name, "link", "add", "kd0", "type", "veth", "peer", "name", "kd1"], check=True)
-        yield name
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-@pytest.fixture
-def xvfb():
-    xvfb_bin = shutil.which("Xvfb")
-    assert xvfb_bin, "Xvfb is needed (scripts/test installs Debian's xvfb)"
-    number = next(n for n in range(140, 400) if not os.path.exists(f"/tmp/.X11-unix/X{n}") and not os.path.exists(f"/tmp/.X{n}-lock"))
-    # -retro draws the classic root weave, so the picture is not one flat colour.
-    proc = subprocess.Popen(
-        [xvfb_bin, f":{number}", "-screen", "0", "1920x1080x24", "-nolisten", "tcp", "-retro"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 15
-        while not os.path.exists(f"/tmp/.X11-unix/X{number}"):
-            assert proc.poll() is None, "Xvfb exited early"
-            assert time.monotonic() < deadline, "Xvfb did not start"
-            time.sleep(0.05)
-        yield f":{number}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _free_port() -> int:

@@ -1,0 +1,125 @@
+"""Every forwarded tool in the MCP list, called on a real Linux agent through /mcp,
+answers: with real data, or with an error whose code says what happened (Windows-only
+tools say `unsupported` and why). Then, with remote control switched off on the PC,
+every state-changing tool answers `disabled` and every read-only one still works.
+Whatever would touch this machine acts on private stand-ins: a temporary hosts file,
+a private network namespace, a private X display, a temporary syslog file."""
+
+from __future__ import annotations
+
+import subprocess
+
+from conftest import AGENT_BIN, call, expect_error, expect_ok
+
+NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
+
+
+def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
+    """tool -> (arguments, expected outcome: "ok" or an error code)."""
+    (tmp_path / "file.txt").write_text("hello\n")
+    return {
+        "shell_exec": ({"command": "true"}, "ok"),
+        "powershell_exec": ({"script": "Get-Date"}, "unsupported"),
+        "fs_list": ({"path": str(tmp_path)}, "ok"),
+        "fs_read": ({"path": str(tmp_path / "file.txt"), "max_bytes": 3}, "ok"),
+        "fs_search": ({"path": str(tmp_path), "pattern": "file"}, "ok"),
+        "fs_disk_usage": ({}, "ok"),
+        "diag_processes": ({"limit": 3}, "ok"),
+        "diag_services": ({"limit": 5}, "ok"),
+        "diag_eventlog": ({"limit": 5, "since": "30d"}, "ok"),
+        "diag_autostart": ({}, "ok"),
+        "net_config": ({}, "ok"),
+        "net_dns_flush": ({}, "ok"),
+        "net_adapter_reset": ({"adapter": "kd0"}, "ok"),
+        "net_ping": ({"host": "127.0.0.1", "count": 1, "timeout_s": 1}, "ok"),
+        "net_dns_lookup": ({"host": "localhost"}, "ok"),
+        "net_port_check": ({"host": "127.0.0.1", "port": kenny.port}, "ok"),
+        "screen_capture": ({"max_width": 320}, "ok"),
+        "winget_list": ({"query": "bash", "limit": 5}, "ok"),
+        "winget_install": ({"id": "--reinstall"}, "bad_args"),
+        "winget_uninstall": ({"id": NO_SUCH_PACKAGE}, "not_found"),
+        "winget_update": ({}, "bad_args"),
+        "webfilter_status": ({}, "ok"),
+        "webfilter_apply": ({"domains": ["blocked.example"]}, "ok"),
+        "webfilter_clear": ({}, "ok"),
+        "remotehelp_status": ({}, "unsupported"),
+        "remotehelp_start": ({}, "unsupported"),
+        "remotehelp_stop": ({}, "unsupported"),
+        "telemetry_collect": ({"sections": ["memory"]}, "ok"),
+    }
+
+
+def _start(kenny, tmp_path, netns, xvfb) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    syslog = tmp_path / "syslog"
+    syslog.write_text("2026-11-30T10:00:00.000000+00:00 pc cron[42]: (root) CMD (true)\n")
+    kenny.start_agent(
+        "pc-a",
+        env={
+            "KENNY_HOSTS_FILE": str(hosts),
+            "KENNY_POLICY_ROOT": str(tmp_path / "policies"),
+            "KENNY_NETNS": netns,
+            "KENNY_SYSLOG_FILE": str(syslog),
+            "DISPLAY": xvfb,
+        },
+    )
+
+
+async def _forwarded_tools(client) -> dict[str, bool]:
+    """Forwarded tool name -> read-only, from the MCP tool list itself."""
+    listed = await client.list_tools()
+    return {
+        t.name: bool(t.annotations and t.annotations.read_only_hint)
+        for t in listed.tools
+        if t.name not in ("list_agents", "select_agent")
+    }
+
+
+async def test_every_tool_answers_on_linux(kenny, tmp_path, netns, xvfb):
+    _start(kenny, tmp_path, netns, xvfb)
+    await kenny.wait_agents(["pc-a"])
+    cases = _cases(kenny, tmp_path)
+    async with kenny.mcp() as client:
+        tools = await _forwarded_tools(client)
+        assert set(tools) == set(cases), f"tools without a case here: {set(tools) - set(cases)}; stale cases: {set(cases) - set(tools)}"
+        for tool, (args, expected) in cases.items():
+            res = await call(client, tool, {"agent_id": "pc-a", **args})
+            if expected == "ok":
+                result = expect_ok(res)
+                assert isinstance(result, dict) and result, (tool, result)
+            else:
+                message = expect_error(res, expected)
+                if expected == "unsupported":
+                    assert "windows" in message.lower(), (tool, message)
+                if tool.startswith("remotehelp_"):
+                    assert "Quick Assist" in message, message
+
+
+async def test_remote_control_off_disables_every_state_changing_tool(kenny, tmp_path, netns, xvfb):
+    _start(kenny, tmp_path, netns, xvfb)
+    await kenny.wait_agents(["pc-a"])
+    agent = kenny.agents["pc-a"]
+    subprocess.run([str(AGENT_BIN), "remote-control", "off", "--state-dir", str(agent.state_dir)], check=True, capture_output=True)
+    cases = _cases(kenny, tmp_path)
+    hosts_before = (tmp_path / "hosts").read_text()
+    async with kenny.mcp() as client:
+        tools = await _forwarded_tools(client)
+        changing = sorted(t for t, read_only in tools.items() if not read_only)
+        assert {"shell_exec", "net_adapter_reset", "winget_install", "webfilter_apply", "net_dns_flush"} <= set(changing), changing
+        for tool in changing:
+            args, expected = cases[tool]
+            res = await call(client, tool, {"agent_id": "pc-a", **args})
+            # Windows-only tools may say so first; nothing state-changing may run.
+            code = "unsupported" if expected == "unsupported" and res.structured["error"]["code"] == "unsupported" else "disabled"
+            message = expect_error(res, code)
+            if code == "disabled":
+                assert "remote control" in message, (tool, message)
+        for tool in sorted(t for t, read_only in tools.items() if read_only):
+            args, expected = cases[tool]
+            res = await call(client, tool, {"agent_id": "pc-a", **args})
+            if expected == "ok":
+                expect_ok(res)
+            else:
+                expect_error(res, expected)
+    assert (tmp_path / "hosts").read_text() == hosts_before, "webfilter_apply must not have run"
