@@ -36,3 +36,16 @@ fn documented_mutual_auth_vector_reproduces() {
         serde_json::from_str(&std::fs::read_to_string(docs_wire().join("vectors/mutual_auth.json")).unwrap()).unwrap();
     common::check_mutual_auth_vector(&v);
 }
+
+/// docs/agent.md lists every tool of the catalog, so the page cannot fall behind it.
+#[test]
+fn the_agent_page_names_every_tool() {
+    let page_path = docs_wire().parent().expect("docs/").join("agent.md");
+    let page = std::fs::read_to_string(&page_path).expect("docs/agent.md");
+    let missing: Vec<_> = kenny_proto::catalog::TOOLS
+        .iter()
+        .map(|t| t.name)
+        .filter(|name| !page.contains(&format!("`{name}`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/agent.md does not mention {missing:?}");
+}
