@@ -1,12 +1,12 @@
 //! Runs a fixed system tool (systemctl, timedatectl, chronyc, rpm, journalctl) for a section: argv only, bounded output, killed on timeout.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use kenny_proto::error::ErrorCode;
 use tokio::process::Command;
 
 use crate::tools::bounded::BoundedBuf;
+use crate::tools::shell::run_captured_into;
 
 /// Per stream; the biggest caller is `rpm -qa` on a large install (~2 MB).
 const OUTPUT_CAP: usize = 8 * 1024 * 1024;
@@ -35,62 +35,35 @@ impl RunError {
     }
 }
 
-/// Runs `program args..` with a C locale (stable output to parse) and no stdin. On
-/// timeout, or when the section is cancelled, the child is killed.
+/// Runs `program args..` with a C locale (stable output to parse) and no stdin, through
+/// the agent's one command runner: on timeout, or when the section is cancelled, the
+/// child and its process group are killed.
 pub(super) async fn run(program: &str, args: &[&str], limit: Duration) -> Result<Output, RunError> {
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env("LC_ALL", "C")
-        .env("SYSTEMD_PAGER", "")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => RunError::Missing,
-        _ => RunError::Failed(format!("could not start `{program}`: {e}")),
+    cmd.args(args).env("LC_ALL", "C").env("SYSTEMD_PAGER", "");
+    let captured = run_captured_into(
+        cmd,
+        None,
+        limit,
+        BoundedBuf::new(OUTPUT_CAP),
+        BoundedBuf::new(OUTPUT_CAP),
+    )
+    .await
+    .map_err(|e| match e.code {
+        ErrorCode::Unsupported => RunError::Missing,
+        ErrorCode::Timeout => RunError::Failed(format!(
+            "`{program}` gave no answer within {}s and was killed",
+            limit.as_secs_f32()
+        )),
+        _ => RunError::Failed(e.message),
     })?;
-    let (out_pipe, err_pipe) = (child.stdout.take(), child.stderr.take());
-    let work = async {
-        let (stdout, stderr, status) = tokio::join!(drain(out_pipe), drain(err_pipe), child.wait());
-        (stdout, stderr, status)
-    };
-    let finished = tokio::time::timeout(limit, work).await;
-    match finished {
-        Ok((stdout, stderr, status)) => {
-            let status = status.map_err(|e| RunError::Failed(format!("waiting for `{program}` failed: {e}")))?;
-            let truncated = stdout.truncated() || stderr.truncated();
-            Ok(Output {
-                stdout: stdout.into_text(),
-                stderr: stderr.into_text(),
-                success: status.success(),
-                truncated,
-            })
-        }
-        Err(_) => {
-            let _ = child.start_kill();
-            Err(RunError::Failed(format!(
-                "`{program}` gave no answer within {}s and was killed",
-                limit.as_secs_f32()
-            )))
-        }
-    }
-}
-
-/// Reads a pipe to its end, keeping the first `OUTPUT_CAP` bytes; reading on past the
-/// cap keeps a chatty child from blocking on a full pipe.
-async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>) -> BoundedBuf {
-    let mut buf = BoundedBuf::new(OUTPUT_CAP);
-    let Some(mut pipe) = pipe else {
-        return buf;
-    };
-    let mut chunk = vec![0u8; 16 * 1024];
-    loop {
-        match pipe.read(&mut chunk).await {
-            Ok(0) | Err(_) => return buf,
-            Ok(n) => buf.push(&chunk[..n]),
-        }
-    }
+    let truncated = captured.stdout.truncated() || captured.stderr.truncated();
+    Ok(Output {
+        success: captured.status.success(),
+        stdout: captured.stdout.into_text(),
+        stderr: captured.stderr.into_text(),
+        truncated,
+    })
 }
 
 /// First line of a failed command's stderr (or stdout), for a section's reason.
