@@ -45,6 +45,9 @@ pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::
     }
     let after_rss = status_kib(pid, "VmRSS:")?;
     let peak_rss = status_kib(pid, "VmHWM:")?;
+    // tokio retires idle blocking threads after 10 s; see what memory they hand back.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let settled_rss = status_kib(pid, "VmRSS:")?;
     let s = summarize(&mut samples);
 
     println!("| measure | value |");
@@ -69,6 +72,7 @@ pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::
         ms(s.max)
     );
     println!("| RSS after the collections | {:.1} MiB |", after_rss as f64 / 1024.0);
+    println!("| RSS 15 s later | {:.1} MiB |", settled_rss as f64 / 1024.0);
     println!("| peak RSS (VmHWM) | {:.1} MiB |", peak_rss as f64 / 1024.0);
     Ok(())
 }
