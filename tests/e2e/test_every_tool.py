@@ -31,7 +31,7 @@ def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
         "net_config": ({}, "ok"),
         "net_dns_flush": ({}, "ok"),
         "net_adapter_reset": ({"adapter": "kd0"}, "ok"),
-        "net_ping": ({"host": "127.0.0.1", "count": 1, "timeout_s": 1}, "ok"),
+        "net_ping": ({"host": "127.0.0.1", "count": 1, "wait_s": 1}, "ok"),
         "net_dns_lookup": ({"host": "localhost"}, "ok"),
         "net_port_check": ({"host": "127.0.0.1", "port": kenny.port}, "ok"),
         "screen_capture": ({"max_width": 320}, "ok"),

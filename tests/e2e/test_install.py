@@ -9,7 +9,7 @@ import filecmp
 import stat
 import subprocess
 
-from conftest import AGENT_BIN, call, shell_stdout
+from conftest import AGENT_BIN, call, expect_error, shell_stdout
 
 
 def _agent(*args: str) -> subprocess.CompletedProcess:
@@ -42,12 +42,24 @@ async def test_install_writes_a_service_that_runs_and_uninstall_removes_it(kenny
     ):
         assert f"\n{line}\n" in unit_text, unit_text
     assert stat.S_IMODE((root / "var/lib/kenny-agent").stat().st_mode) == 0o700
+    # The remote-control switch belongs to the people at the PC: any local user may flip it.
+    assert stat.S_IMODE((root / "var/lib/kenny-agent-switch").stat().st_mode) == 0o1777
+    assert "KENNY_SWITCH_DIR=/var/lib/kenny-agent-switch\n" in settings
 
     # What the unit would start, with only the settings file (state kept in the test dir).
-    kenny._spawn("agent-svc", [str(binary), "run", "--config", str(config), "--state-dir", str(tmp_path / "state")])
+    switch = tmp_path / "switch"
+    kenny._spawn(
+        "agent-svc",
+        [str(binary), "run", "--config", str(config), "--state-dir", str(tmp_path / "state"), "--switch-dir", str(switch)],
+    )
     await kenny.wait_agents(["pc-svc"])
     async with kenny.mcp() as client:
         assert shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-svc", "command": "echo via-service"})) == "via-service\n"
+        # The settings file's secrets are not handed down to the programs the agent runs.
+        env = shell_stdout(await call(client, "shell_exec", {"agent_id": "pc-svc", "command": "env"}))
+        assert creds["token"] not in env and "KENNY_ENROLL_TOKEN" not in env, env
+        assert _agent("remote-control", "off", "--switch-dir", str(switch)).returncode == 0
+        expect_error(await call(client, "shell_exec", {"agent_id": "pc-svc", "command": "true"}), "disabled")
 
     res = _agent("uninstall", "--root", str(root))
     assert res.returncode == 0, res.stderr
@@ -56,6 +68,7 @@ async def test_install_writes_a_service_that_runs_and_uninstall_removes_it(kenny
     res = _agent("uninstall", "--root", str(root), "--purge")
     assert res.returncode == 0, res.stderr
     assert not config.exists() and not (root / "var/lib/kenny-agent").exists()
+    assert not (root / "var/lib/kenny-agent-switch").exists()
 
 
 def test_install_refuses_bad_settings_before_writing_anything(tmp_path):

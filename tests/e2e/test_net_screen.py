@@ -25,7 +25,7 @@ def _free_port() -> int:
 async def test_network_probes(kenny):
     await kenny.start_agents(["pc-a"])
     async with kenny.mcp() as client:
-        ping = expect_ok(await call(client, "net_ping", {"agent_id": "pc-a", "host": "127.0.0.1", "count": 2, "timeout_s": 1}))
+        ping = expect_ok(await call(client, "net_ping", {"agent_id": "pc-a", "host": "127.0.0.1", "count": 2, "wait_s": 1}))
         assert ping["reachable"] is True and ping["received"] == 2 and ping["sent"] == 2, ping
         assert ping["method"] in ("icmp", "tcp_connect"), ping
         assert ping["rtt_ms"]["min"] <= ping["rtt_ms"]["avg"] <= ping["rtt_ms"]["max"], ping

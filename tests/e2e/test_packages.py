@@ -46,6 +46,11 @@ async def test_list_query_and_refusals(kenny):
 
         msg = expect_error(await call(client, "winget_install", {**a, "id": "kenny-no-such-package-xyz"}), "not_found")
         assert "kenny-no-such-package-xyz" in msg
+        # apt would read a name that matches no package as a regular expression and
+        # install everything it matches ("xfonts." is 124 packages); exact names only.
+        before = set(await _listed(client, "xfonts"))
+        expect_error(await call(client, "winget_install", {**a, "id": "xfonts."}, timeout=INSTALL_TIMEOUT), "not_found")
+        assert set(await _listed(client, "xfonts")) == before
         for hostile in ("--reinstall", "foo;rm", "foo bar", "../x", "$(id)"):
             expect_error(await call(client, "winget_install", {**a, "id": hostile}), "bad_args")
             expect_error(await call(client, "winget_uninstall", {**a, "id": hostile}), "bad_args")

@@ -52,7 +52,7 @@ async def test_a_pushed_rule_takes_effect_without_restart_and_survives_reconnect
         r = _put(kenny, {"rules": [RULE]})
         assert r.status_code == 200, r.text
         body = r.json()
-        assert body["pushed_to"] == 1 and body["updated_by"] == "admin", body
+        assert body["pushed_to"] == 1 and body["not_reached"] == [] and body["updated_by"] == "admin", body
         message = await _blocked_within(client, "pc-a")
         assert "canary word is off-limits" in message, message
         assert agent.proc.pid == pid and agent.proc.alive(), "the agent must not have restarted"

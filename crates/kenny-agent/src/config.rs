@@ -24,6 +24,9 @@ pub struct AgentConfig {
     pub agent_id: String,
     pub auth: AuthMode,
     pub state_dir: PathBuf,
+    /// Where the PC owner's remote-control switch lives; the state directory unless an
+    /// installed service puts it somewhere the PC's own users may write.
+    pub switch_dir: Option<PathBuf>,
     pub heartbeat: Duration,
     pub max_backoff: Duration,
     pub telemetry_interval: Duration,
@@ -38,6 +41,7 @@ impl AgentConfig {
             agent_id: agent_id.into(),
             auth,
             state_dir,
+            switch_dir: None,
             heartbeat: Duration::from_secs(20),
             max_backoff: Duration::from_secs(60),
             telemetry_interval: Duration::from_secs(900),

@@ -38,6 +38,12 @@ pub fn install(plan: &InstallPlan, start: bool) -> anyhow::Result<()> {
     write_private(&plan.config, plan.config_text.as_bytes())?;
     std::fs::create_dir_all(&plan.state_dir).with_context(|| format!("creating {}", plan.state_dir.display()))?;
     set_mode(&plan.state_dir, 0o700)?;
+    std::fs::create_dir_all(&plan.switch_dir).with_context(|| format!("creating {}", plan.switch_dir.display()))?;
+    // Any local user may turn remote control off; sticky, so nobody removes another's switch.
+    set_mode(&plan.switch_dir, 0o1777)?;
+    for argv in &plan.secure {
+        run(argv).context("restricting access to the agent's settings and key")?;
+    }
     if let Some((path, text)) = &plan.unit {
         create_parent(path)?;
         std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -90,9 +96,10 @@ pub fn uninstall(plan: &InstallPlan, stop: bool, purge: bool) -> anyhow::Result<
     remove_file(&plan.binary)?;
     if purge {
         remove_file(&plan.config)?;
-        if plan.state_dir.exists() {
-            std::fs::remove_dir_all(&plan.state_dir)
-                .with_context(|| format!("removing {}", plan.state_dir.display()))?;
+        for dir in [&plan.state_dir, &plan.switch_dir] {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+            }
         }
         println!("removed the service, the binary, the settings and the agent's key");
     } else {

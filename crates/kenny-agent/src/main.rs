@@ -30,9 +30,12 @@ enum Command {
     RemoteControl {
         #[arg(value_enum)]
         state: SwitchState,
-        /// The agent's state directory.
-        #[arg(long, env = "KENNY_STATE_DIR", default_value = "kenny-agent-state")]
-        state_dir: PathBuf,
+        /// The switch directory (an installed agent's is found without this).
+        #[arg(long, env = "KENNY_SWITCH_DIR")]
+        switch_dir: Option<PathBuf>,
+        /// The agent's state directory, for an agent run by hand with its own --state-dir.
+        #[arg(long, env = "KENNY_STATE_DIR")]
+        state_dir: Option<PathBuf>,
     },
     /// Install this agent as a system service (systemd on Linux, a Windows service)
     /// that starts at boot and restarts on failure, with its settings in a private file.
@@ -80,6 +83,8 @@ struct InstallArgs {
     no_start: bool,
 }
 
+const DEFAULT_STATE_DIR: &str = "kenny-agent-state";
+
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum SwitchState {
     On,
@@ -105,8 +110,11 @@ struct RunArgs {
     #[arg(long, env = "KENNY_ENROLL_TOKEN", requires = "server_pubkey")]
     enroll_token: Option<String>,
     /// Where the agent keeps its key and enrollment state.
-    #[arg(long, env = "KENNY_STATE_DIR", default_value = "kenny-agent-state")]
+    #[arg(long, env = "KENNY_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
+    /// Where the remote-control switch lives (default: the state directory).
+    #[arg(long, env = "KENNY_SWITCH_DIR")]
+    switch_dir: Option<PathBuf>,
     /// Seconds between heartbeats.
     #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
     heartbeat_secs: u64,
@@ -129,10 +137,22 @@ struct RunArgs {
 fn main() -> anyhow::Result<()> {
     limit_malloc_arenas();
     load_config_file()?;
-    let (args, as_service) = match Cli::parse().command {
+    let cli = Cli::parse();
+    forget_secret_env();
+    let (args, as_service) = match cli.command {
         Command::Run(args) => (args, false),
         Command::Service(args) => (args, true),
-        Command::RemoteControl { state, state_dir } => return remote_control(state, &state_dir),
+        Command::RemoteControl {
+            state,
+            switch_dir,
+            state_dir,
+        } => {
+            let dir = switch_dir
+                .or(state_dir)
+                .or_else(kenny_agent::switch::KillSwitch::installed_dir)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
+            return remote_control(state, &dir);
+        }
         Command::Install(args) => return install(args),
         Command::Uninstall { purge, root, no_stop } => {
             let plan = kenny_agent::install::plan_here(root.as_deref(), &placeholder_settings())?;
@@ -156,6 +176,7 @@ fn main() -> anyhow::Result<()> {
     config.max_backoff = Duration::from_secs(args.max_backoff_secs);
     config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
     config.allow_plaintext = args.allow_plaintext;
+    config.switch_dir = args.switch_dir;
     if as_service {
         return run_as_service(config);
     }
@@ -182,8 +203,8 @@ fn run_as_service(_config: AgentConfig) -> anyhow::Result<()> {
     anyhow::bail!("`service` is how the Windows service manager starts the agent; on this OS use `kenny-agent run`")
 }
 
-fn remote_control(state: SwitchState, state_dir: &std::path::Path) -> anyhow::Result<()> {
-    let switch = kenny_agent::switch::KillSwitch::new(state_dir);
+fn remote_control(state: SwitchState, dir: &std::path::Path) -> anyhow::Result<()> {
+    let switch = kenny_agent::switch::KillSwitch::new(dir);
     match state {
         SwitchState::Off => switch.set_off(true)?,
         SwitchState::On => switch.set_off(false)?,
@@ -268,5 +289,14 @@ fn limit_malloc_arenas() {
     // SAFETY: called first in main, before any thread exists or allocates.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+/// Once parsed, the agent's secrets leave the environment: every program the agent
+/// starts (shell commands, package scripts, installers) would otherwise inherit them.
+fn forget_secret_env() {
+    for key in ["KENNY_TOKEN", "KENNY_ENROLL_TOKEN"] {
+        // SAFETY: called in main before the runtime or any other thread starts.
+        unsafe { std::env::remove_var(key) };
     }
 }

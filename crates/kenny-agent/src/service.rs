@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 pub const SERVICE_NAME: &str = "kenny-agent";
 
+/// Where an installed Linux agent keeps the remote-control switch: writable by every
+/// local user (sticky, so one user cannot delete another's switch file).
+pub const LINUX_SWITCH_DIR: &str = "/var/lib/kenny-agent-switch";
+
 /// The settings a config file may hold: the `KENNY_*` variables `kenny-agent run` reads.
 pub const KNOWN_SETTINGS: &[&str] = &[
     "KENNY_SERVER",
@@ -17,6 +21,7 @@ pub const KNOWN_SETTINGS: &[&str] = &[
     "KENNY_SERVER_PUBKEY",
     "KENNY_ENROLL_TOKEN",
     "KENNY_STATE_DIR",
+    "KENNY_SWITCH_DIR",
     "KENNY_HEARTBEAT_SECS",
     "KENNY_MAX_BACKOFF_SECS",
     "KENNY_ALLOW_PLAINTEXT",
@@ -42,6 +47,11 @@ pub struct InstallPlan {
     pub config: PathBuf,
     pub config_text: String,
     pub state_dir: PathBuf,
+    /// The remote-control switch directory, writable by the PC's own users.
+    pub switch_dir: PathBuf,
+    /// Commands that restrict access once the files exist (Windows ACLs; on Linux the
+    /// modes are set as the files are created). Run even when nothing is started.
+    pub secure: Vec<Vec<String>>,
     /// The systemd unit file and its text (Linux only).
     pub unit: Option<(PathBuf, String)>,
     /// Commands that register and start the service, in order.
@@ -53,11 +63,12 @@ pub struct InstallPlan {
 impl InstallSettings {
     /// The config file: one `KEY=value` per line, readable by systemd's
     /// `EnvironmentFile=` and by `kenny-agent run --config`.
-    pub fn config_text(&self, state_dir: &Path, systemd: bool) -> Result<String, String> {
+    pub fn config_text(&self, state_dir: &Path, switch_dir: &Path, systemd: bool) -> Result<String, String> {
         let mut vars: Vec<(&str, String)> = vec![
             ("KENNY_SERVER", self.server.clone()),
             ("KENNY_AGENT_ID", self.agent_id.clone()),
             ("KENNY_STATE_DIR", state_dir.to_string_lossy().into_owned()),
+            ("KENNY_SWITCH_DIR", switch_dir.to_string_lossy().into_owned()),
         ];
         if let Some(key) = &self.server_pubkey {
             vars.push(("KENNY_SERVER_PUBKEY", key.clone()));
@@ -134,8 +145,10 @@ pub fn linux_plan(root: &Path, settings: &InstallSettings) -> Result<InstallPlan
     Ok(InstallPlan {
         binary: rooted(root, binary),
         config: rooted(root, config),
-        config_text: settings.config_text(state_dir, true)?,
+        config_text: settings.config_text(state_dir, Path::new(LINUX_SWITCH_DIR), true)?,
         state_dir: rooted(root, state_dir),
+        switch_dir: rooted(root, Path::new(LINUX_SWITCH_DIR)),
+        secure: Vec::new(),
         unit: Some((
             rooted(root, Path::new("/etc/systemd/system/kenny-agent.service")),
             unit_text,
@@ -163,6 +176,15 @@ pub fn windows_plan(
     let binary = win_join(program_files, "kenny\\kenny-agent.exe");
     let config = win_join(program_data, "kenny\\agent.env");
     let state_dir = win_join(program_data, "kenny\\state");
+    let switch_dir = win_join(program_data, "kenny\\switch");
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let icacls = |target: &Path, grants: &[&str]| -> Vec<String> {
+        let mut argv = vec!["icacls.exe".to_owned(), path(target)];
+        for grant in grants {
+            argv.extend(["/grant:r".to_owned(), (*grant).to_owned()]);
+        }
+        argv
+    };
     let bin_path = format!("\"{}\" service --config \"{}\"", binary.display(), config.display());
     let sc = |args: &[&str]| -> Vec<String> {
         std::iter::once("sc.exe")
@@ -171,7 +193,22 @@ pub fn windows_plan(
             .collect()
     };
     Ok(InstallPlan {
-        config_text: settings.config_text(&state_dir, false)?,
+        config_text: settings.config_text(&state_dir, &switch_dir, false)?,
+        // SYSTEM (S-1-5-18) and Administrators (S-1-5-32-544) only for the settings and
+        // the agent's key; local Users (S-1-5-32-545) may change the switch directory.
+        secure: vec![
+            [
+                icacls(&config, &["*S-1-5-18:F", "*S-1-5-32-544:F"]),
+                vec!["/inheritance:r".into()],
+            ]
+            .concat(),
+            [
+                icacls(&state_dir, &["*S-1-5-18:(OI)(CI)F", "*S-1-5-32-544:(OI)(CI)F"]),
+                vec!["/inheritance:r".into()],
+            ]
+            .concat(),
+            icacls(&switch_dir, &["*S-1-5-32-545:(OI)(CI)M"]),
+        ],
         start: vec![
             // sc.exe wants each `option=` and its value as separate arguments.
             sc(&[
@@ -198,22 +235,13 @@ pub fn windows_plan(
                 "restart/5000/restart/5000/restart/30000",
             ]),
             sc(&["failureflag", SERVICE_NAME, "1"]),
-            // Settings hold secrets: only SYSTEM and Administrators may read them.
-            vec![
-                "icacls.exe".into(),
-                config.to_string_lossy().into_owned(),
-                "/inheritance:r".into(),
-                "/grant:r".into(),
-                "*S-1-5-18:F".into(),
-                "/grant:r".into(),
-                "*S-1-5-32-544:F".into(),
-            ],
             sc(&["start", SERVICE_NAME]),
         ],
         stop: vec![sc(&["stop", SERVICE_NAME]), sc(&["delete", SERVICE_NAME])],
         binary,
         config,
         state_dir,
+        switch_dir,
         unit: None,
     })
 }
@@ -274,6 +302,8 @@ mod tests {
         assert_eq!(plan.start[1], ["systemctl", "enable", "--now", "kenny-agent.service"]);
         let vars = parse_config(&plan.config_text).unwrap();
         assert_eq!(vars["KENNY_STATE_DIR"], "/var/lib/kenny-agent");
+        assert_eq!(vars["KENNY_SWITCH_DIR"], LINUX_SWITCH_DIR);
+        assert!(plan.secure.is_empty(), "Linux sets modes as it creates the files");
         assert_eq!(vars["KENNY_ENROLL_TOKEN"], "kenny_agt_abc123");
         assert!(!vars.contains_key("KENNY_TOKEN"));
     }
@@ -299,10 +329,24 @@ mod tests {
                 .iter()
                 .any(|c| c[1] == "failure" && c.contains(&"restart/5000/restart/5000/restart/30000".to_owned()))
         );
+        // Locked down as part of installing, not of starting (`--no-start` must not skip it).
+        assert!(!plan.start.iter().any(|c| c[0] == "icacls.exe"));
+        assert_eq!(
+            plan.secure[0],
+            [
+                "icacls.exe",
+                r"C:\ProgramData\kenny\agent.env",
+                "/grant:r",
+                "*S-1-5-18:F",
+                "/grant:r",
+                "*S-1-5-32-544:F",
+                "/inheritance:r"
+            ]
+        );
+        assert!(plan.secure[1][1].ends_with(r"kenny\state") && plan.secure[1].contains(&"/inheritance:r".to_owned()));
         assert!(
-            plan.start
-                .iter()
-                .any(|c| c[0] == "icacls.exe" && c.contains(&"/inheritance:r".to_owned()))
+            plan.secure[2][1].ends_with(r"kenny\switch")
+                && plan.secure[2].contains(&"*S-1-5-32-545:(OI)(CI)M".to_owned())
         );
         assert_eq!(plan.stop.last().unwrap(), &["sc.exe", "delete", "kenny-agent"]);
         assert!(

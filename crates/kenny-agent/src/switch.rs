@@ -1,4 +1,6 @@
-//! The PC owner's "remote control off" switch: a file in the agent's state directory.
+//! The PC owner's "remote control off" switch: a file in the switch directory (the
+//! agent's state directory, or for an installed service a directory every local user may
+//! write to, since the switch belongs to the people at the PC, not to the administrator).
 //! While it is there, every state-changing tool answers `disabled`; read-only tools keep
 //! working, so the owner can still be helped by looking. Only someone on the PC can
 //! flip it (`kenny-agent remote-control off|on`); no server message touches it.
@@ -13,10 +15,20 @@ pub struct KillSwitch {
 }
 
 impl KillSwitch {
-    pub fn new(state_dir: &Path) -> Self {
-        KillSwitch {
-            path: state_dir.join(FILE),
-        }
+    pub fn new(dir: &Path) -> Self {
+        KillSwitch { path: dir.join(FILE) }
+    }
+
+    /// The switch directory an installed service uses, when it exists on this PC.
+    pub fn installed_dir() -> Option<PathBuf> {
+        let dir = if cfg!(windows) {
+            PathBuf::from(std::env::var_os("ProgramData")?)
+                .join("kenny")
+                .join("switch")
+        } else {
+            PathBuf::from(crate::service::LINUX_SWITCH_DIR)
+        };
+        dir.is_dir().then_some(dir)
     }
 
     /// Read on every call, so flipping the switch takes effect at once.

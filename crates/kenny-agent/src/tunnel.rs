@@ -262,7 +262,7 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 /// The authenticated session: requests run concurrently; their answers, pings and
 /// telemetry are written from this one loop.
 async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<()> {
-    let switch = KillSwitch::new(&config.state_dir);
+    let switch = KillSwitch::new(config.switch_dir.as_deref().unwrap_or(&config.state_dir));
     // Operator rules live as long as the connection: a reconnect starts from the built-in
     // guard alone until the server pushes its policy again.
     let mut operator = Arc::new(OperatorRules::default());

@@ -400,8 +400,8 @@ pub const TOOLS: &[ToolSpec] = &[
                 "Echo requests to send (default 4).",
             ),
             p(
-                "timeout_s",
-                ParamKind::Integer { min: 1, max: 30 },
+                "wait_s",
+                ParamKind::Integer { min: 1, max: 10 },
                 false,
                 "Seconds to wait for each reply (default 2).",
             ),
@@ -646,6 +646,17 @@ impl ToolSpec {
 
     pub fn read_only(&self) -> bool {
         self.class == ToolClass::ReadOnly
+    }
+
+    /// How long the agent may work on a call: its `timeout_s` when it has one, else the
+    /// tool's default. The agent stops the work and answers `timeout` at this point; the
+    /// server waits a little longer, so the agent's own answer arrives first.
+    pub fn work_limit(&self, args: &Map<String, Value>) -> std::time::Duration {
+        let secs = args
+            .get("timeout_s")
+            .and_then(Value::as_u64)
+            .unwrap_or(self.default_timeout_s);
+        std::time::Duration::from_secs(secs)
     }
 
     /// JSON schema of the arguments the agent receives.

@@ -211,11 +211,9 @@ impl Forwarder {
         let Some(link) = self.registry.get(agent_id) else {
             return Err(self.not_connected(agent_id).await);
         };
-        let timeout = match args.get("timeout_s").and_then(Value::as_u64) {
-            Some(secs) => Duration::from_secs(secs) + TIMEOUT_GRACE,
-            None => self
-                .timeout_override
-                .unwrap_or(Duration::from_secs(spec.default_timeout_s) + TIMEOUT_GRACE),
+        let timeout = match (args.get("timeout_s").is_some(), self.timeout_override) {
+            (false, Some(forced)) => forced,
+            _ => spec.work_limit(args) + TIMEOUT_GRACE,
         };
         Ok((link, timeout))
     }

@@ -67,14 +67,21 @@ impl PolicyBook {
     }
 }
 
-/// Sends the policy to every connected agent; returns how many it was queued for.
-pub fn push_to_all(registry: &Registry, policy: &Policy) -> usize {
+/// Sends the policy to every connected agent: how many it was queued for, and the
+/// agents whose outbox was full (they keep their old rules until they reconnect).
+pub fn push_to_all(registry: &Registry, policy: &Policy) -> (usize, Vec<String>) {
     let frame = Frame::Policy(policy.clone());
-    registry
-        .snapshot()
-        .values()
-        .filter(|link| link.try_send(&frame))
-        .count()
+    let mut pushed = 0;
+    let mut missed = Vec::new();
+    for (agent_id, link) in registry.snapshot() {
+        if link.try_send(&frame) {
+            pushed += 1;
+        } else {
+            missed.push(agent_id);
+        }
+    }
+    missed.sort();
+    (pushed, missed)
 }
 
 /// Checks every rule and reports all problems at once, so an operator fixes a list in

@@ -68,6 +68,8 @@ impl ToolError {
 
 pub type ToolResult = Result<Value, ToolError>;
 
+const HANDLER_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Runs one call. Never panics on bad input: every problem becomes a `ToolError`.
 pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
     execute_with(tool, args, &crate::guard::OperatorRules::default()).await
@@ -102,35 +104,52 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
     }
     spec.validate_args(&args).map_err(ToolError::bad_args)?;
     crate::guard::check_all(tool, &args, operator).map_err(|b| ToolError::new(ErrorCode::Blocked, b.message()))?;
+    // Every handler answers within the call's limit, however many steps it takes
+    // (package installs chain several): dropping it kills the programs it started. A
+    // moment's slack lets a handler with its own timeout (shell_exec) report it first.
+    let limit = spec.work_limit(&args);
+    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(tool, &args)).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(ToolError::new(
+            ErrorCode::Timeout,
+            format!(
+                "{tool} did not finish within {}s and was stopped; programs it started were killed",
+                limit.as_secs()
+            ),
+        )),
+    }
+}
+
+async fn dispatch(tool: &str, args: &Map<String, Value>) -> ToolResult {
     match tool {
-        "shell_exec" => shell::shell_exec(&args).await,
-        "powershell_exec" => shell::powershell_exec(&args).await,
-        "fs_list" => fs::list(&args).await,
-        "fs_read" => fs::read(&args).await,
-        "fs_search" => fs::search(&args).await,
-        "fs_disk_usage" => fs::disk_usage(&args).await,
-        "diag_processes" => diag::processes(&args).await,
-        "diag_services" => services::list(&args).await,
-        "diag_eventlog" => eventlog::query(&args).await,
-        "diag_autostart" => autostart::list(&args).await,
-        "net_config" => net::config(&args).await,
-        "net_dns_flush" => netctl::dns_flush(&args).await,
-        "net_adapter_reset" => netctl::adapter_reset(&args).await,
-        "net_ping" => netprobe::ping(&args).await,
-        "net_dns_lookup" => netprobe::dns_lookup(&args).await,
-        "net_port_check" => netprobe::port_check(&args).await,
-        "screen_capture" => screen::capture(&args).await,
-        "winget_list" => packages::list(&args).await,
-        "winget_install" => packages::install(&args).await,
-        "winget_uninstall" => packages::uninstall(&args).await,
-        "winget_update" => packages::update(&args).await,
-        "webfilter_status" => webfilter::status(&args).await,
-        "webfilter_apply" => webfilter::apply(&args).await,
-        "webfilter_clear" => webfilter::clear(&args).await,
-        "remotehelp_status" => remotehelp::status(&args).await,
-        "remotehelp_start" => remotehelp::start(&args).await,
-        "remotehelp_stop" => remotehelp::stop(&args).await,
-        "telemetry_collect" => telemetry::collect_tool(&args).await,
+        "shell_exec" => shell::shell_exec(args).await,
+        "powershell_exec" => shell::powershell_exec(args).await,
+        "fs_list" => fs::list(args).await,
+        "fs_read" => fs::read(args).await,
+        "fs_search" => fs::search(args).await,
+        "fs_disk_usage" => fs::disk_usage(args).await,
+        "diag_processes" => diag::processes(args).await,
+        "diag_services" => services::list(args).await,
+        "diag_eventlog" => eventlog::query(args).await,
+        "diag_autostart" => autostart::list(args).await,
+        "net_config" => net::config(args).await,
+        "net_dns_flush" => netctl::dns_flush(args).await,
+        "net_adapter_reset" => netctl::adapter_reset(args).await,
+        "net_ping" => netprobe::ping(args).await,
+        "net_dns_lookup" => netprobe::dns_lookup(args).await,
+        "net_port_check" => netprobe::port_check(args).await,
+        "screen_capture" => screen::capture(args).await,
+        "winget_list" => packages::list(args).await,
+        "winget_install" => packages::install(args).await,
+        "winget_uninstall" => packages::uninstall(args).await,
+        "winget_update" => packages::update(args).await,
+        "webfilter_status" => webfilter::status(args).await,
+        "webfilter_apply" => webfilter::apply(args).await,
+        "webfilter_clear" => webfilter::clear(args).await,
+        "remotehelp_status" => remotehelp::status(args).await,
+        "remotehelp_start" => remotehelp::start(args).await,
+        "remotehelp_stop" => remotehelp::stop(args).await,
+        "telemetry_collect" => telemetry::collect_tool(args).await,
         _ => Err(not_implemented(tool)),
     }
 }
@@ -175,5 +194,28 @@ pub(crate) fn test_args(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,
         other => panic!("test args must be an object, got {other}"),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod limit_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn every_call_answers_within_its_limit() {
+        // shell_exec has a timeout of its own; its more detailed message wins the race
+        // against the general limit.
+        let started = std::time::Instant::now();
+        let err = execute("shell_exec", test_args(json!({"command": "sleep 30", "timeout_s": 1})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Timeout);
+        assert!(err.message.contains("command exceeded 1s"), "{err:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let spec = catalog::find("winget_install").unwrap();
+        assert_eq!(spec.work_limit(&Map::new()).as_secs(), spec.default_timeout_s);
+        let shell = catalog::find("shell_exec").unwrap();
+        assert_eq!(shell.work_limit(&test_args(json!({"timeout_s": 7}))).as_secs(), 7);
     }
 }

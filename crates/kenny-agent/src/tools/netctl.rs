@@ -93,13 +93,18 @@ pub async fn adapter_reset(args: &Map<String, Value>) -> ToolResult {
 }
 
 /// Interface names as the kernel allows them (≤ 15 bytes, no `/` or spaces) on Linux;
-/// Windows names ("Wi-Fi 2") may have spaces, so only control characters are refused.
+/// Windows names ("Wi-Fi 2") may have spaces, so only control characters are refused
+/// there, and wildcards everywhere: `Restart-NetAdapter -Name '*'` would restart them all.
 fn adapter_arg(args: &Map<String, Value>) -> Result<&str, ToolError> {
     let name = arg_str(args, "adapter").unwrap_or_default();
     let linux_ok = |n: &str| {
         n.len() <= 15 && !n.starts_with('-') && n.chars().all(|c| c.is_ascii_graphic() && c != '/' && c != ':')
     };
-    let ok = !name.is_empty() && !name.chars().any(char::is_control) && (cfg!(windows) || linux_ok(name));
+    let ok = !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, '*' | '?' | '[' | ']'))
+        && (cfg!(windows) || linux_ok(name));
     if ok {
         Ok(name)
     } else {
@@ -249,7 +254,17 @@ mod tests {
 
     #[test]
     fn adapter_names_cannot_smuggle_options_or_paths() {
-        for bad in ["", "-all", "../eth0", "eth0 up", "a\nb", "averyveryverylongname"] {
+        for bad in [
+            "",
+            "-all",
+            "../eth0",
+            "eth0 up",
+            "a\nb",
+            "averyveryverylongname",
+            "*",
+            "eth?",
+            "e[th]0",
+        ] {
             assert!(adapter_arg(&args(json!({ "adapter": bad }))).is_err(), "{bad:?}");
         }
         assert_eq!(

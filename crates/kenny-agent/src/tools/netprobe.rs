@@ -22,7 +22,8 @@ const MAX_ADDRESSES_TRIED: usize = 4;
 pub async fn ping(args: &Map<String, Value>) -> ToolResult {
     let host = host_arg(args)?;
     let count = arg_u64(args, "count", DEFAULT_PING_COUNT);
-    let wait = arg_u64(args, "timeout_s", DEFAULT_PING_WAIT_S);
+    // Not `timeout_s`: the server reads that as the whole call's deadline.
+    let wait = arg_u64(args, "wait_s", DEFAULT_PING_WAIT_S);
     match ping_program() {
         Some(program) => icmp_ping(&program, host, count, wait).await,
         None => tcp_ping(host, count, Duration::from_secs(wait)).await,
@@ -177,7 +178,16 @@ async fn icmp_ping(program: &std::path::Path, host: &str, count: u64, wait_s: u6
     let parsed = parse_ping(&out.stdout);
     if parsed.sent == 0 && parsed.received == 0 {
         let complaint = out.complaint();
-        if complaint.contains("not known") || complaint.contains("could not find host") || complaint.contains("resolve")
+        let lower = complaint.to_ascii_lowercase();
+        if [
+            "not known",
+            "could not find host",
+            "resolv",
+            "unknown host",
+            "no address associated",
+        ]
+        .iter()
+        .any(|m| lower.contains(m))
         {
             return Ok(
                 json!({"host": host, "method": "icmp", "reachable": false, "resolved": false, "error": complaint}),
@@ -305,6 +315,9 @@ fn parse_ping(text: &str) -> PingOutput {
         out.received = out.times_ms.len() as u64;
         out.sent = out.received;
     }
+    // Windows counts "Destination host unreachable" (sent by a router) as received;
+    // only an echo reply, which carries a time, shows the host itself answered.
+    out.received = out.received.min(out.times_ms.len() as u64);
     out
 }
 
@@ -396,6 +409,25 @@ Ping-Statistik für 192.168.1.1:
         let g = parse_ping(WINDOWS_GERMAN);
         assert_eq!(g.times_ms, vec![2.0, 3.0]);
         assert_eq!(g.received, 2);
+    }
+
+    #[test]
+    fn unreachable_answers_from_a_router_are_not_replies() {
+        let text = "\r
+Pinging 10.9.9.9 with 32 bytes of data:\r
+Reply from 192.168.1.1: Destination host unreachable.\r
+Reply from 192.168.1.1: Destination host unreachable.\r
+\r
+Ping statistics for 10.9.9.9:\r
+    Packets: Sent = 2, Received = 2, Lost = 0 (0% loss),\r
+";
+        let p = parse_ping(text);
+        assert_eq!((p.sent, p.received), (2, 0));
+        let s = summary("10.9.9.9", "icmp", None, p.sent, p.received, &p.times_ms);
+        assert_eq!(
+            (s["reachable"].clone(), s["loss_percent"].clone()),
+            (json!(false), json!(100.0))
+        );
     }
 
     #[test]

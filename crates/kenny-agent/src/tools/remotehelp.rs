@@ -177,35 +177,37 @@ pub(super) fn interactive_user(sessions: &[Session], desktops: &[DesktopOwner]) 
 }
 
 pub(super) fn create_task_args(account: &str) -> Vec<String> {
+    user_task_args(TASK_NAME, &format!("explorer.exe {APP_ID}"), account)
+}
+
+/// A one-off task that runs `command` as `account` on that user's desktop (`/it`); run
+/// with `/run`, then deleted. How a service in session 0 shows anything to a person.
+pub(crate) fn user_task_args(task_name: &str, command: &str, account: &str) -> Vec<String> {
     [
-        "/create",
-        "/tn",
-        TASK_NAME,
-        "/tr",
-        &format!("explorer.exe {APP_ID}"),
-        "/sc",
-        "once",
-        "/st",
-        "00:00",
-        "/ru",
-        account,
-        "/it",
-        "/f",
+        "/create", "/tn", task_name, "/tr", command, "/sc", "once", "/st", "00:00", "/ru", account, "/it", "/f",
     ]
     .map(String::from)
     .into()
 }
 
 pub(super) fn run_task_args() -> Vec<String> {
-    ["/run", "/tn", TASK_NAME].map(String::from).into()
+    run_named_task_args(TASK_NAME)
 }
 
 pub(super) fn delete_task_args() -> Vec<String> {
-    ["/delete", "/tn", TASK_NAME, "/f"].map(String::from).into()
+    delete_named_task_args(TASK_NAME)
+}
+
+pub(crate) fn run_named_task_args(task_name: &str) -> Vec<String> {
+    ["/run", "/tn", task_name].map(String::from).into()
+}
+
+pub(crate) fn delete_named_task_args(task_name: &str) -> Vec<String> {
+    ["/delete", "/tn", task_name, "/f"].map(String::from).into()
 }
 
 /// An account name goes to schtasks as one argument; it must look like one.
-pub(super) fn check_account(account: &str) -> Result<(), ToolError> {
+pub(crate) fn check_account(account: &str) -> Result<(), ToolError> {
     let ok = !account.is_empty()
         && account.chars().count() <= 104
         && !account.chars().any(|c| c.is_control() || "\"/[]:|<>+=;,?*".contains(c));
@@ -232,6 +234,12 @@ fn windows_only() -> Result<(), ToolError> {
 struct Facts {
     version: Option<String>,
     user: Option<DesktopOwner>,
+}
+
+/// The person signed in at this PC's desktop, if any (`DOMAIN\\user`).
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) async fn signed_in_user() -> Result<Option<String>, ToolError> {
+    Ok(gather().await?.user.map(|u| u.account))
 }
 
 async fn gather() -> Result<Facts, ToolError> {
@@ -345,7 +353,7 @@ pub async fn stop(_args: &Map<String, Value>) -> ToolResult {
     Ok(result)
 }
 
-async fn schtasks(args: &[String], what: &str) -> Result<(), ToolError> {
+pub(crate) async fn schtasks(args: &[String], what: &str) -> Result<(), ToolError> {
     let mut cmd = Command::new(system32_tool("schtasks.exe"));
     cmd.args(args);
     let done = run_captured_into(

@@ -305,59 +305,158 @@ mod x11 {
     }
 }
 
-/// Windows: .NET's screen copy in PowerShell, saved to a temporary PNG that is read and
-/// deleted here (the image is far larger than what a command's output may carry).
+/// Windows: .NET's screen copy in PowerShell, saved as a PNG that is read and deleted
+/// here (the image is far larger than what a command's output may carry). Run as a
+/// service the agent lives in session 0, which has no desktop to copy, so there the copy
+/// runs as the signed-in user through a one-off scheduled task, writing into a fresh
+/// directory that user may write to.
 mod windows {
-    use std::time::Duration;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
 
     use super::{Rgb, decode_png};
     use crate::tools::ToolError;
-    use crate::tools::shell::powershell_output;
+    use crate::tools::remotehelp::{
+        check_account, delete_named_task_args, run_named_task_args, schtasks, signed_in_user, user_task_args,
+    };
+    use crate::tools::shell::{powershell_literal, powershell_output, system32_tool};
 
-    pub(super) const SCRIPT: &str = "\
-$ErrorActionPreference = 'Stop'
-Add-Type -AssemblyName System.Windows.Forms, System.Drawing
-$bounds = [System.Windows.Forms.Screen]::PrimaryScreen.Bounds
-$bitmap = New-Object System.Drawing.Bitmap $bounds.Width, $bounds.Height
-$graphics = [System.Drawing.Graphics]::FromImage($bitmap)
-$graphics.CopyFromScreen($bounds.Left, $bounds.Top, 0, 0, $bitmap.Size)
-$path = Join-Path ([System.IO.Path]::GetTempPath()) ('kenny-screen-' + [guid]::NewGuid().ToString() + '.png')
-$bitmap.Save($path, [System.Drawing.Imaging.ImageFormat]::Png)
-$graphics.Dispose(); $bitmap.Dispose()
-Write-Output $path
-";
+    const TASK_NAME: &str = "kenny-screen-capture";
+    const APPEAR_WAIT: Duration = Duration::from_secs(20);
+
+    /// The copy itself, writing to `out`.
+    pub(super) fn capture_script(out: &str) -> String {
+        format!(
+            "$ErrorActionPreference = 'Stop'\n\
+             Add-Type -AssemblyName System.Windows.Forms, System.Drawing\n\
+             $bounds = [System.Windows.Forms.Screen]::PrimaryScreen.Bounds\n\
+             $bitmap = New-Object System.Drawing.Bitmap $bounds.Width, $bounds.Height\n\
+             $graphics = [System.Drawing.Graphics]::FromImage($bitmap)\n\
+             $graphics.CopyFromScreen($bounds.Left, $bounds.Top, 0, 0, $bitmap.Size)\n\
+             $bitmap.Save({path}, [System.Drawing.Imaging.ImageFormat]::Png)\n\
+             $graphics.Dispose(); $bitmap.Dispose()\n",
+            path = powershell_literal(out)
+        )
+    }
+
+    /// What the scheduled task runs: the script file, hidden (`/tr` allows 261 characters,
+    /// too few for an encoded script).
+    pub(super) fn task_command(script: &Path) -> String {
+        format!(
+            "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -WindowStyle Hidden -File \"{}\"",
+            script.display()
+        )
+    }
+
+    pub(super) fn icacls_grant_args(dir: &Path, account: &str) -> Vec<String> {
+        vec![
+            dir.to_string_lossy().into_owned(),
+            "/grant".to_owned(),
+            format!("{account}:(OI)(CI)M"),
+        ]
+    }
 
     pub(super) async fn grab() -> Result<Rgb, ToolError> {
-        let out = powershell_output(SCRIPT, Duration::from_secs(30)).await?;
-        if !out.success() {
-            return Err(ToolError::exec_failed(format!(
-                "screen capture failed: {} (the agent service sees no desktop until a user is signed in)",
-                out.complaint()
-            )));
+        let work = std::env::temp_dir().join(format!("kenny-screen-{}", uuid_like()));
+        tokio::fs::create_dir_all(&work)
+            .await
+            .map_err(|e| ToolError::exec_failed(format!("creating {}: {e}", work.display())))?;
+        let result = grab_into(&work).await;
+        let _ = tokio::fs::remove_dir_all(&work).await;
+        result
+    }
+
+    async fn grab_into(work: &Path) -> Result<Rgb, ToolError> {
+        let out = work.join("screen.png");
+        if in_session_zero().await? {
+            via_user_task(work, &out).await?;
+        } else {
+            let ran = powershell_output(&capture_script(&out.to_string_lossy()), Duration::from_secs(30)).await?;
+            if !ran.success() {
+                return Err(ToolError::exec_failed(format!(
+                    "screen capture failed: {}",
+                    ran.complaint()
+                )));
+            }
         }
-        let path = temp_png_path(&out.stdout)?;
-        let bytes = tokio::fs::read(&path).await;
-        let _ = tokio::fs::remove_file(&path).await;
-        let bytes = bytes.map_err(|e| ToolError::exec_failed(format!("reading the screenshot {path}: {e}")))?;
+        let bytes = tokio::fs::read(&out)
+            .await
+            .map_err(|e| ToolError::exec_failed(format!("reading the screenshot {}: {e}", out.display())))?;
         decode_png(&bytes).map_err(ToolError::exec_failed)
     }
 
-    /// The script prints one path in the temp directory; anything else is refused so a
-    /// confused script cannot make the agent read (and delete) another file.
-    pub(super) fn temp_png_path(stdout: &str) -> Result<String, ToolError> {
-        let path = stdout.trim();
-        let name = path.rsplit(['\\', '/']).next().unwrap_or_default();
-        if name.starts_with("kenny-screen-")
-            && name.ends_with(".png")
-            && !path.contains("..")
-            && path.lines().count() == 1
-        {
-            Ok(path.to_owned())
+    async fn in_session_zero() -> Result<bool, ToolError> {
+        let ran = powershell_output(
+            "[System.Diagnostics.Process]::GetCurrentProcess().SessionId",
+            Duration::from_secs(20),
+        )
+        .await?;
+        Ok(ran.stdout.trim() == "0")
+    }
+
+    async fn via_user_task(work: &Path, out: &Path) -> Result<(), ToolError> {
+        let Some(account) = signed_in_user().await? else {
+            return Err(ToolError::exec_failed(
+                "nobody is signed in at this PC, so there is no screen to capture",
+            ));
+        };
+        check_account(&account)?;
+        let script = work.join("capture.ps1");
+        tokio::fs::write(&script, capture_script(&out.to_string_lossy()))
+            .await
+            .map_err(|e| ToolError::exec_failed(format!("writing {}: {e}", script.display())))?;
+        let granted = crate::tools::shell::run_program(
+            &system32_tool("icacls.exe").to_string_lossy(),
+            &icacls_grant_args(work, &account)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            Duration::from_secs(10),
+        )
+        .await?;
+        if !granted.success() {
+            return Err(ToolError::exec_failed(format!(
+                "could not let {account} write the screenshot: {}",
+                granted.complaint()
+            )));
+        }
+        schtasks(
+            &user_task_args(TASK_NAME, &task_command(&script), &account),
+            "create the screen capture task",
+        )
+        .await?;
+        let ran = schtasks(&run_named_task_args(TASK_NAME), "run the screen capture task").await;
+        let appeared = if ran.is_ok() { wait_for(out).await } else { false };
+        let _ = schtasks(&delete_named_task_args(TASK_NAME), "delete the screen capture task").await;
+        ran?;
+        if appeared {
+            Ok(())
         } else {
             Err(ToolError::exec_failed(format!(
-                "screen capture printed an unexpected path: {path:?}"
+                "the screen capture on {account}'s desktop produced nothing within {}s (is the screen locked?)",
+                APPEAR_WAIT.as_secs()
             )))
         }
+    }
+
+    /// Waits for the file to appear and stop growing (the task writes it in one go).
+    async fn wait_for(path: &Path) -> bool {
+        let started = Instant::now();
+        let mut last = None;
+        while started.elapsed() < APPEAR_WAIT {
+            let size = tokio::fs::metadata(path).await.ok().map(|m| m.len());
+            if size.is_some_and(|s| s > 0) && size == last {
+                return true;
+            }
+            last = size;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        false
+    }
+
+    fn uuid_like() -> String {
+        use rand::Rng;
+        format!("{:032x}", rand::thread_rng().r#gen::<u128>())
     }
 }
 
@@ -452,18 +551,25 @@ mod tests {
     }
 
     #[test]
-    fn windows_script_and_path_checks() {
-        assert!(windows::SCRIPT.contains("CopyFromScreen"));
-        assert!(windows::SCRIPT.contains("ImageFormat]::Png"));
-        let ok = r"C:\Windows\Temp\kenny-screen-0f8fad5b-d9cb-469f-a165-70867728950e.png";
-        assert_eq!(windows::temp_png_path(&format!("{ok}\r\n")).unwrap(), ok);
-        for bad in [
-            r"C:\Users\kid\Documents\diary.docx",
-            r"C:\Temp\..\kenny-screen-x.png",
-            "a.png\nb.png",
-            "",
-        ] {
-            assert!(windows::temp_png_path(bad).is_err(), "{bad}");
-        }
+    fn windows_capture_commands() {
+        let script = windows::capture_script(r"C:\Windows\Temp\kenny-screen-1\it's.png");
+        assert!(script.contains("CopyFromScreen"));
+        assert!(script.contains(
+            r"$bitmap.Save('C:\Windows\Temp\kenny-screen-1\it''s.png', [System.Drawing.Imaging.ImageFormat]::Png)"
+        ));
+        let dir = std::path::Path::new(r"C:\Windows\Temp\kenny-screen-1");
+        let command = windows::task_command(&dir.join("capture.ps1"));
+        assert!(command.starts_with(
+            "powershell.exe -NoProfile -NonInteractive -ExecutionPolicy Bypass -WindowStyle Hidden -File \""
+        ));
+        assert!(
+            command.len() <= 261,
+            "schtasks /tr allows 261 characters: {}",
+            command.len()
+        );
+        assert_eq!(
+            windows::icacls_grant_args(dir, r"PC\kid"),
+            [r"C:\Windows\Temp\kenny-screen-1", "/grant", r"PC\kid:(OI)(CI)M"]
+        );
     }
 }

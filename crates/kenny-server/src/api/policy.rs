@@ -67,9 +67,14 @@ pub async fn replace(
         updated_at: Some(stored.updated_at),
     };
     state.policy.set(current.clone());
-    let pushed = push_to_all(&state.registry, &current.policy);
+    let (pushed, missed) = push_to_all(&state.registry, &current.policy);
     tracing::info!(by = %who.username, rules = current.policy.rules.len(), agents = pushed, "operator policy changed");
-    Ok(Json(render(&current, Some(pushed))))
+    if !missed.is_empty() {
+        tracing::warn!(agents = ?missed, "operator policy not queued (outbox full); they get it when they reconnect");
+    }
+    let mut body = render(&current, Some(pushed));
+    body["not_reached"] = json!(missed);
+    Ok(Json(body))
 }
 
 fn render(current: &Current, pushed_to: Option<usize>) -> Value {

@@ -263,7 +263,7 @@ impl Scan {
 
     fn read(&mut self, file: &Path) -> Option<String> {
         let mut bytes = Vec::new();
-        let read = std::fs::File::open(file).and_then(|f| f.take(MAX_FILE_BYTES).read_to_end(&mut bytes));
+        let read = open_regular(file).and_then(|f| f.take(MAX_FILE_BYTES).read_to_end(&mut bytes));
         match read {
             Ok(_) => Some(String::from_utf8_lossy(&bytes).into_owned()),
             Err(e) => {
@@ -271,6 +271,22 @@ impl Scan {
                 None
             }
         }
+    }
+}
+
+/// Opens a file a user controls without letting it stall the agent: non-blocking (a FIFO
+/// swapped in after the listing would block `open` forever) and only if it is, once
+/// open, a regular file.
+fn open_regular(file: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let opened = options.open(file)?;
+    if opened.metadata()?.is_file() {
+        Ok(opened)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
     }
 }
 
@@ -367,6 +383,21 @@ fn program_name(command: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_cannot_stall_the_scan() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("trap.desktop");
+        let c_path = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+        let err = open_regular(&fifo).unwrap_err();
+        assert_eq!(err.to_string(), "not a regular file");
+        let file = dir.path().join("ok.desktop");
+        std::fs::write(&file, "[Desktop Entry]\n").unwrap();
+        assert!(open_regular(&file).is_ok());
+    }
 
     #[test]
     fn enabled_unit_files_from_the_table() {

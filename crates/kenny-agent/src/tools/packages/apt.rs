@@ -21,10 +21,16 @@ const STATUS_FORMAT: &str = "${db:Status-Abbrev}\\t${Version}\\n";
 /// How long apt waits for another apt or dpkg to let go of its lock before failing.
 const LOCK_WAIT_S: &str = "120";
 
-/// Options for every changing apt-get run: yes to everything, wait for the dpkg lock,
-/// and keep locally changed configuration files without asking.
+/// apt reads a name that matches no package as a regular expression (`python3.1`
+/// would install every python3.1x package); names must mean exactly one package.
+const EXACT_NAMES: &str = "APT::Cmd::Pattern-Only=true";
+
+/// Options for every changing apt-get run: exact names only, yes to everything, wait for
+/// the dpkg lock, and keep locally changed configuration files without asking.
 fn change_options() -> Vec<String> {
     [
+        "-o",
+        EXACT_NAMES,
         "-y",
         "-q",
         "-o",
@@ -53,7 +59,9 @@ pub(super) fn remove_args(name: &str) -> Vec<String> {
 }
 
 pub(super) fn simulate_remove_args(name: &str) -> Vec<String> {
-    ["-s", "-q", "remove", "--", name].map(String::from).into()
+    ["-o", EXACT_NAMES, "-s", "-q", "remove", "--", name]
+        .map(String::from)
+        .into()
 }
 
 pub(super) fn upgrade_one_args(name: &str) -> Vec<String> {
@@ -206,7 +214,14 @@ pub(super) fn parse_policy(text: &str) -> Known {
 }
 
 async fn known(name: &str) -> Result<Known, ToolError> {
-    let ran = run(&program("apt-cache")?, &["policy", name], ENV, QUERY_LIMIT, Keep::All).await?;
+    let ran = run(
+        &program("apt-cache")?,
+        &["-o", EXACT_NAMES, "policy", name],
+        ENV,
+        QUERY_LIMIT,
+        Keep::All,
+    )
+    .await?;
     Ok(if ran.success() {
         parse_policy(&ran.stdout)
     } else {
@@ -474,6 +489,8 @@ mod tests {
     #[test]
     fn command_lines() {
         let opts = [
+            "-o",
+            "APT::Cmd::Pattern-Only=true",
             "-y",
             "-q",
             "-o",
@@ -500,7 +517,10 @@ mod tests {
             expect(&["install", "--only-upgrade"], &["--", "hello"])
         );
         assert_eq!(upgrade_all_args(), expect(&["upgrade"], &[]));
-        assert_eq!(simulate_remove_args("hello"), ["-s", "-q", "remove", "--", "hello"]);
+        assert_eq!(
+            simulate_remove_args("hello"),
+            ["-o", "APT::Cmd::Pattern-Only=true", "-s", "-q", "remove", "--", "hello"]
+        );
         assert_eq!(refresh_args(), ["update", "-qq", "-o", "DPkg::Lock::Timeout=120"]);
         assert!(!install_args("hello").iter().any(|a| a == "purge" || a == "--purge"));
         let env: HashMap<_, _> = ENV.iter().copied().collect();

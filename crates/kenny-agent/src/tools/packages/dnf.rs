@@ -25,6 +25,33 @@ pub(super) fn remove_args(name: &str) -> Vec<String> {
     ["remove", "-y", "--", name].map(String::from).into()
 }
 
+/// Installed packages that need `name`: dnf would remove them along with it.
+pub(super) fn dependents_args(name: &str) -> Vec<String> {
+    [
+        "repoquery",
+        "--installed",
+        "-q",
+        "--qf",
+        "%{name}\\n",
+        "--whatrequires",
+        name,
+    ]
+    .map(String::from)
+    .into()
+}
+
+pub(super) fn parse_dependents(text: &str, name: &str) -> Vec<String> {
+    let mut found: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != name)
+        .map(str::to_owned)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 pub(super) fn upgrade_one_args(name: &str) -> Vec<String> {
     ["upgrade", "-y", "--", name].map(String::from).into()
 }
@@ -186,7 +213,23 @@ pub(super) async fn uninstall(name: &str) -> Result<Change, ToolError> {
             "`{name}` is not installed on this PC, so there is nothing to remove"
         )));
     }
-    let ran = run(&program("dnf")?, &remove_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
+    let dnf = program("dnf")?;
+    // Like the apt path: never take other packages along without being asked.
+    let dependents = run(&dnf, &dependents_args(name), ENV, QUERY_LIMIT, Keep::All).await?;
+    if !dependents.success() {
+        return Err(failure("check what depends on", name, &dependents));
+    }
+    let others = parse_dependents(&dependents.stdout, name);
+    if !others.is_empty() {
+        let shown: Vec<&str> = others.iter().take(20).map(String::as_str).collect();
+        return Err(ToolError::exec_failed(format!(
+            "removing `{name}` would also remove {} package(s) that depend on it: {}{}; nothing was removed. Remove those first, or run dnf remove yourself with shell_exec if that is intended",
+            others.len(),
+            shown.join(", "),
+            if others.len() > shown.len() { ", ..." } else { "" }
+        )));
+    }
+    let ran = run(&dnf, &remove_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
     if !ran.success() {
         return Err(failure("remove", name, &ran));
     }
@@ -231,6 +274,27 @@ pub(super) fn nothing_to_do(ran: &Ran) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dependents_are_found_without_the_package_itself() {
+        assert_eq!(
+            dependents_args("openssl"),
+            [
+                "repoquery",
+                "--installed",
+                "-q",
+                "--qf",
+                "%{name}\\n",
+                "--whatrequires",
+                "openssl"
+            ]
+        );
+        assert_eq!(
+            parse_dependents("openssl\ncurl\n\nsudo\ncurl\n", "openssl"),
+            ["curl", "sudo"]
+        );
+        assert!(parse_dependents("\n", "hello").is_empty());
+    }
     use kenny_proto::error::ErrorCode;
 
     fn ran(code: i32, stdout: &str, stderr: &str) -> Ran {

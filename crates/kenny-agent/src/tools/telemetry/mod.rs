@@ -175,17 +175,32 @@ fn collector(name: &str) -> Option<Collector> {
 /// subprocesses), a blocking thread is left to finish on its own.
 async fn run_collectors(jobs: Vec<(&'static str, Collector)>, limit: Duration) -> Map<String, Value> {
     let deadline = tokio::time::Instant::now() + limit;
-    let running: Vec<_> = jobs
-        .into_iter()
-        .map(|(name, run)| {
-            let handle = match run {
-                Collector::Blocking(run) => tokio::task::spawn_blocking(run),
-                Collector::Async(run) => tokio::spawn(run()),
-            };
-            (name, handle)
-        })
-        .collect();
     let mut snapshot = Map::new();
+    let mut running = Vec::new();
+    for (name, run) in jobs {
+        // A blocking collector cannot be stopped (statfs on a hung mount, a stuck sensor
+        // read); starting it again each interval would pile up threads until the pool
+        // is gone. While its last run is still stuck, say so instead.
+        let Some(slot) = Busy::claim(name, limit) else {
+            let reason = "its previous run has not finished yet (stuck in the system); not started again";
+            snapshot.insert(name.to_owned(), Value::Object(failed_section(reason)));
+            continue;
+        };
+        let handle = match run {
+            Collector::Blocking(run) => tokio::task::spawn_blocking(move || {
+                let _slot = slot;
+                run()
+            }),
+            Collector::Async(run) => {
+                let work = run();
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    work.await
+                })
+            }
+        };
+        running.push((name, handle));
+    }
     for (name, mut handle) in running {
         let section = match tokio::time::timeout_at(deadline, &mut handle).await {
             Ok(Ok(Ok(section))) => section,
@@ -199,6 +214,39 @@ async fn run_collectors(jobs: Vec<(&'static str, Collector)>, limit: Duration) -
         snapshot.insert(name.to_owned(), Value::Object(section));
     }
     snapshot
+}
+
+/// Collector runs in progress, across every collection in this process: section name,
+/// when it started, and a number telling runs apart.
+static BUSY: std::sync::Mutex<Vec<(&'static str, std::time::Instant, u64)>> = std::sync::Mutex::new(Vec::new());
+static NEXT_RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// One collector run, registered until it ends (or its cancelled task is dropped).
+struct Busy(u64);
+
+impl Busy {
+    /// None when a run of this section has outlived `limit`: it is stuck, and another
+    /// would only join it. Runs that are merely concurrent (a push and a tool call) are fine.
+    fn claim(name: &'static str, limit: Duration) -> Option<Busy> {
+        let mut busy = BUSY.lock().unwrap_or_else(|e| e.into_inner());
+        if busy
+            .iter()
+            .any(|(n, started, _)| *n == name && started.elapsed() > limit)
+        {
+            return None;
+        }
+        let id = NEXT_RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        busy.push((name, std::time::Instant::now(), id));
+        Some(Busy(id))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        BUSY.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(_, _, id)| *id != self.0);
+    }
 }
 
 fn failed_section(reason: &str) -> Section {
@@ -423,6 +471,26 @@ mod tests {
                 "{stuck}"
             );
         }
+        // The stuck thread is still sleeping: the next collection does not start another
+        // one beside it. The cancelled task is gone (once the runtime has dropped it), so
+        // its section simply runs again.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let again = run_collectors(
+            vec![("stuck", Blocking(hangs)), ("stuck_task", Async(hangs_async))],
+            Duration::from_millis(200),
+        )
+        .await;
+        assert!(
+            again["stuck"]["summary"]
+                .as_str()
+                .unwrap()
+                .contains("previous run has not finished"),
+            "{again:?}"
+        );
+        assert_eq!(
+            again["stuck_task"]["summary"],
+            "collector failed: no answer within 0.2s"
+        );
         assert!(
             snapshot["boom_task"]["summary"]
                 .as_str()

@@ -193,6 +193,10 @@ pub(super) fn hosts_path() -> PathBuf {
 /// replaced — a bind-mounted /etc/hosts in a container, a hosts file held open on
 /// Windows — it is rewritten in place instead.
 pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    // A symlinked hosts file (NixOS, some images) is updated where it points, so the link
+    // stays a link.
+    let resolved = std::fs::canonicalize(path).ok();
+    let path = resolved.as_deref().unwrap_or(path);
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -409,6 +413,19 @@ mod tests {
                 .unwrap_err()
                 .contains("could not write a new copy")
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_hosts_file_stays_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real-hosts");
+        let link = dir.path().join("hosts");
+        std::fs::write(&real, b"old\n").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_atomic(&link, b"new\n").unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&real).unwrap(), b"new\n");
     }
 
     #[test]
