@@ -18,7 +18,7 @@ INIT = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 AUDIT_FIELDS = {
     "id", "at", "user", "credential_kind", "credential_id", "agent_id", "tool",
-    "args_digest", "outcome", "error_code", "duration_ms",
+    "args_digest", "outcome", "error_code", "duration_ms", "client_addr",
 }
 
 
@@ -102,6 +102,7 @@ async def test_audit_filter_order_and_redaction(kenny):
     for e in rows:
         assert AUDIT_FIELDS <= set(e), f"audit row lacks {AUDIT_FIELDS - set(e)}: {e}"
         assert isinstance(e["credential_kind"], str) and e["credential_kind"], e
+        assert e["client_addr"] == "127.0.0.1", f"where the call came from must be recorded: {e}"
         assert e["agent_id"] == "pc-a", f"filter agent_id=pc-a returned {e}"
         for s in [*secret_a, secret_b]:
             assert s not in str(e["args_digest"]), f"raw argument in args_digest: {e}"

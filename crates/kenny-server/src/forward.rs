@@ -291,6 +291,7 @@ fn audit_row(
         username: Some(who.username.clone()),
         credential_kind: Some(who.credential_kind.as_str().to_owned()),
         credential_id: Some(who.credential_id.clone()),
+        client_addr: who.client_addr.clone(),
         agent_id,
         tool: if tool.len() <= MAX_AUDITED_TOOL_NAME {
             tool.to_owned()

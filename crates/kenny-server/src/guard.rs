@@ -15,7 +15,8 @@ pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Req
         None => None,
     };
     match principal {
-        Some(p) => {
+        Some(mut p) => {
+            p.client_addr = peer(&request);
             request.extensions_mut().insert(p);
             next.run(request).await
         }
@@ -102,8 +103,18 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
         )
             .into_response();
     }
+    let mut principal = principal;
+    principal.client_addr = peer(&request);
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// The peer address of the connection (behind a reverse proxy: the proxy's).
+fn peer(request: &Request) -> Option<String> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip().to_string())
 }
 
 pub const CSRF_HEADER: &str = "x-csrf-token";

@@ -59,6 +59,8 @@ pub struct Principal {
     pub hosts: Option<Vec<String>>,
     pub credential_kind: CredentialKind,
     pub credential_id: String,
+    /// Where the request came from (the peer address), for the audit trail.
+    pub client_addr: Option<String>,
 }
 
 impl Principal {
@@ -83,6 +85,7 @@ mod tests {
             hosts: Some(vec!["pc-a".into()]),
             credential_kind: CredentialKind::Pat,
             credential_id: "1".into(),
+            client_addr: None,
         };
         assert!(p.may_reach("pc-a"));
         assert!(!p.may_reach("pc-b"));

@@ -1,4 +1,5 @@
-//! `GET /api/audit`: the audit log, newest first, filterable by agent.
+//! `GET /api/audit`: the audit log, newest first, filterable by agent, tool, user and
+//! outcome.
 
 use std::sync::Arc;
 
@@ -20,6 +21,11 @@ pub struct Params {
     limit: Option<u32>,
     /// Page backwards: rows with an id below this one.
     before: Option<i64>,
+    tool: Option<String>,
+    /// A user name.
+    user: Option<String>,
+    /// `ok`, `error`, `refused`, `sent` or `interrupted`.
+    outcome: Option<String>,
 }
 
 pub async fn list(
@@ -37,6 +43,9 @@ pub async fn list(
         user_id: (who.role == Role::User).then_some(who.user_id),
         before_id: p.before,
         limit,
+        tool: p.tool.filter(|t| !t.is_empty()),
+        username: p.user.filter(|u| !u.is_empty()),
+        outcome: p.outcome.filter(|o| !o.is_empty()),
     };
     let entries = state.store.blocking(move |s| s.audit(&filter)).await?;
     Ok(Json(json!({ "entries": entries })))

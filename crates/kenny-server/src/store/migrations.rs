@@ -132,6 +132,8 @@ const MIGRATIONS: &[&str] = &[
         updated_by TEXT NOT NULL,
         updated_at TEXT NOT NULL
     );",
+    // 7: where each audited request came from.
+    "ALTER TABLE audit ADD COLUMN client_addr TEXT;",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

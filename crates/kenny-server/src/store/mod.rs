@@ -92,6 +92,7 @@ pub struct AuditRow {
     pub username: Option<String>,
     pub credential_kind: Option<String>,
     pub credential_id: Option<String>,
+    pub client_addr: Option<String>,
     pub agent_id: Option<String>,
     pub tool: String,
     pub args_digest: String,
@@ -135,6 +136,8 @@ pub struct AuditEntry {
     pub outcome: String,
     pub error_code: Option<String>,
     pub duration_ms: i64,
+    /// The address the request came from.
+    pub client_addr: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -143,6 +146,10 @@ pub struct AuditFilter {
     pub user_id: Option<i64>,
     pub before_id: Option<i64>,
     pub limit: u32,
+    pub tool: Option<String>,
+    /// By the user name recorded on the row.
+    pub username: Option<String>,
+    pub outcome: Option<String>,
 }
 
 /// Opens a connection with the settings every kenny connection uses.
@@ -373,8 +380,8 @@ impl Store {
             let tx = c.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 )?;
                 let mut finish = tx.prepare_cached(
                     "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1",
@@ -383,7 +390,7 @@ impl Store {
                     match w {
                         AuditWrite::Row(r) => insert.execute(params![
                             r.call_id, r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool,
-                            r.args_digest, r.outcome, r.error_code, r.duration_ms
+                            r.args_digest, r.outcome, r.error_code, r.duration_ms, r.client_addr
                         ])?,
                         AuditWrite::Finish(f) => {
                             finish.execute(params![f.call_id, f.outcome, f.error_code, f.duration_ms])?
@@ -410,13 +417,24 @@ impl Store {
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id
+                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr
                  FROM audit
                  WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR id < ?3)
+                   AND (?5 IS NULL OR tool = ?5) AND (?6 IS NULL OR username = ?6) AND (?7 IS NULL OR outcome = ?7)
                  ORDER BY id DESC LIMIT ?4",
             )?;
             let rows = stmt
-                .query_map(params![filter.agent_id, filter.user_id, filter.before_id, filter.limit], |r| {
+                .query_map(
+                    params![
+                        filter.agent_id,
+                        filter.user_id,
+                        filter.before_id,
+                        filter.limit,
+                        filter.tool,
+                        filter.username,
+                        filter.outcome
+                    ],
+                    |r| {
                     Ok(AuditEntry {
                         id: r.get(0)?,
                         at: r.get(1)?,
@@ -430,8 +448,10 @@ impl Store {
                         error_code: r.get(9)?,
                         duration_ms: r.get(10)?,
                         call_id: r.get(11)?,
+                        client_addr: r.get(12)?,
                     })
-                })?
+                    },
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
@@ -481,6 +501,7 @@ fn principal(
         hosts,
         credential_kind,
         credential_id: credential_id.to_string(),
+        client_addr: None,
     }))
 }
 

@@ -11,6 +11,7 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
         username: Some("u".into()),
         credential_kind: Some("pat".into()),
         credential_id: Some("1".into()),
+        client_addr: Some("127.0.0.1".into()),
         agent_id: Some(agent.into()),
         tool: "shell_exec".into(),
         args_digest: "sha256:x".into(),
@@ -49,6 +50,53 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
         .unwrap();
     assert_eq!(page.len(), 1);
     assert_eq!(page[0].duration_ms, 2);
+    assert_eq!(page[0].client_addr.as_deref(), Some("127.0.0.1"));
+
+    store
+        .write_audit(&[AuditWrite::Row(AuditRow {
+            tool: "fs_read".into(),
+            username: Some("kim".into()),
+            outcome: "error",
+            ..row("b", 4)
+        })])
+        .unwrap();
+    let only = |f: AuditFilter| {
+        store
+            .audit(&AuditFilter { limit: 10, ..f })
+            .unwrap()
+            .iter()
+            .map(|e| e.duration_ms)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        only(AuditFilter {
+            tool: Some("fs_read".into()),
+            ..Default::default()
+        }),
+        vec![4]
+    );
+    assert_eq!(
+        only(AuditFilter {
+            username: Some("u".into()),
+            ..Default::default()
+        }),
+        vec![3, 2, 1]
+    );
+    assert_eq!(
+        only(AuditFilter {
+            outcome: Some("error".into()),
+            ..Default::default()
+        }),
+        vec![4]
+    );
+    assert_eq!(
+        only(AuditFilter {
+            agent_id: Some("a".into()),
+            outcome: Some("error".into()),
+            ..Default::default()
+        }),
+        Vec::<i64>::new()
+    );
 }
 
 #[test]
@@ -98,6 +146,7 @@ fn a_sent_call_is_completed_or_marked_interrupted() {
         username: Some("u".into()),
         credential_kind: Some("pat".into()),
         credential_id: Some("1".into()),
+        client_addr: Some("127.0.0.1".into()),
         agent_id: Some("pc".into()),
         tool: "shell_exec".into(),
         args_digest: "d".into(),
