@@ -48,7 +48,7 @@ impl AuditLog {
 
     /// Queues a row. Waits only if the writer is a whole queue behind.
     pub async fn record(&self, row: AuditRow) {
-        self.write(AuditWrite::Row(row)).await
+        self.write(AuditWrite::Row(Box::new(row))).await
     }
 
     /// Queues the completion of a call recorded as sent.

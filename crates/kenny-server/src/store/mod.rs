@@ -113,7 +113,7 @@ pub struct AuditFinish {
 /// One change to the audit trail, applied in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AuditWrite {
-    Row(AuditRow),
+    Row(Box<AuditRow>),
     Finish(AuditFinish),
 }
 

@@ -21,9 +21,9 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
     };
     store
         .write_audit(&[
-            AuditWrite::Row(row("a", 1)),
-            AuditWrite::Row(row("b", 2)),
-            AuditWrite::Row(row("a", 3)),
+            AuditWrite::Row(Box::new(row("a", 1))),
+            AuditWrite::Row(Box::new(row("b", 2))),
+            AuditWrite::Row(Box::new(row("a", 3))),
         ])
         .unwrap();
     let all = store
@@ -53,12 +53,12 @@ fn audit_rows_page_newest_first_and_filter_by_agent() {
     assert_eq!(page[0].client_addr.as_deref(), Some("127.0.0.1"));
 
     store
-        .write_audit(&[AuditWrite::Row(AuditRow {
+        .write_audit(&[AuditWrite::Row(Box::new(AuditRow {
             tool: "fs_read".into(),
             username: Some("kim".into()),
             outcome: "error",
             ..row("b", 4)
-        })])
+        }))])
         .unwrap();
     let only = |f: AuditFilter| {
         store
@@ -163,9 +163,9 @@ fn a_sent_call_is_completed_or_marked_interrupted() {
     // Start and finish may arrive in the same batch; order is kept.
     store
         .write_audit(&[
-            AuditWrite::Row(sent("c1")),
+            AuditWrite::Row(Box::new(sent("c1"))),
             AuditWrite::Finish(done),
-            AuditWrite::Row(sent("c2")),
+            AuditWrite::Row(Box::new(sent("c2"))),
         ])
         .unwrap();
     assert_eq!(store.interrupt_unfinished_calls().unwrap(), 1);
