@@ -335,6 +335,7 @@ class Kenny:
         self.log_dir = root / "logs"
         self.log_dir.mkdir(exist_ok=True)
         self.server: Proc | None = None
+        self.server_env: dict[str, str] = {}
         self.port: int | None = None
         self.base_url: str | None = None
         self.all_procs: list[Proc] = []
@@ -374,17 +375,21 @@ class Kenny:
         bind_retry_secs: float = 10.0,
         via_env: bool = False,
         extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         """Start `kenny-server serve`; wait for its listening line. With a fixed `port`
         (restart), retry while the port is still being released. `via_env` passes the
-        listen address and data dir as KENNY_LISTEN / KENNY_DATA_DIR instead of flags."""
+        listen address and data dir as KENNY_LISTEN / KENNY_DATA_DIR instead of flags.
+        `env` adds environment variables, remembered for later restarts."""
+        if env is not None:
+            self.server_env = dict(env)
         assert self.server is None or not self.server.alive(), "server already running"
         deadline = time.monotonic() + bind_retry_secs
         while True:
-            env = None
+            env = dict(self.server_env)
             if via_env:
                 argv = [str(SERVER_BIN), "serve"]
-                env = {"KENNY_LISTEN": f"127.0.0.1:{port}", "KENNY_DATA_DIR": str(self.data_dir)}
+                env.update({"KENNY_LISTEN": f"127.0.0.1:{port}", "KENNY_DATA_DIR": str(self.data_dir)})
             else:
                 argv = [str(SERVER_BIN), "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(self.data_dir)]
             if heartbeat_secs is not None:

@@ -18,6 +18,8 @@ pub struct ServeConfig {
     /// Accept the legacy per-agent token handshake as well as mutual Ed25519.
     pub allow_token_auth: bool,
     pub oauth: crate::oauth::OAuthSettings,
+    /// The dashboard chat's model API.
+    pub chat: crate::chat::ChatSettings,
 }
 
 impl ServeConfig {
@@ -30,6 +32,7 @@ impl ServeConfig {
             call_timeout: None,
             allow_token_auth: true,
             oauth: Default::default(),
+            chat: Default::default(),
         }
     }
 }

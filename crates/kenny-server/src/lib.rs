@@ -9,6 +9,7 @@ pub mod admin;
 pub mod api;
 pub mod audit;
 pub mod auth;
+pub mod chat;
 pub mod clock;
 pub mod config;
 pub mod fleet;

@@ -55,6 +55,13 @@ enum Command {
         /// Lifetime of OAuth authorization codes, in seconds.
         #[arg(long, env = "KENNY_OAUTH_CODE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=600))]
         oauth_code_secs: u64,
+        /// Base URL of the Anthropic Messages API the dashboard chat uses (the key comes
+        /// from KENNY_ANTHROPIC_API_KEY only, never a flag).
+        #[arg(long, env = "KENNY_ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
+        anthropic_base_url: String,
+        /// The model the dashboard chat uses.
+        #[arg(long, env = "KENNY_CHAT_MODEL", default_value = kenny_server::chat::DEFAULT_MODEL)]
+        chat_model: String,
         /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
         #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
         disable_token_auth: bool,
@@ -133,6 +140,8 @@ fn main() -> anyhow::Result<()> {
             oauth_access_token_secs,
             oauth_refresh_token_secs,
             oauth_code_secs,
+            anthropic_base_url,
+            chat_model,
             data,
         } => {
             kenny_host::init_logging("info,rmcp=warn");
@@ -145,6 +154,14 @@ fn main() -> anyhow::Result<()> {
                 code_ttl: Duration::from_secs(oauth_code_secs),
                 access_ttl: Duration::from_secs(oauth_access_token_secs),
                 refresh_ttl: Duration::from_secs(oauth_refresh_token_secs),
+            };
+            config.chat = kenny_server::chat::ChatSettings {
+                api_key: std::env::var("KENNY_ANTHROPIC_API_KEY")
+                    .ok()
+                    .filter(|k| !k.trim().is_empty()),
+                base_url: anthropic_base_url,
+                model: chat_model,
+                ..Default::default()
             };
             tokio::runtime::Runtime::new()?.block_on(serve(config))
         }

@@ -64,6 +64,15 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             "calls were still running when the server last stopped; audited as interrupted"
         );
     }
+    let unfinished = store
+        .end_unfinished_chat_calls(&crate::clock::now())
+        .context("closing chat calls that were running when the server stopped")?;
+    if unfinished > 0 {
+        tracing::warn!(
+            calls = unfinished,
+            "chat calls were running when the server last stopped; marked as unknown outcome"
+        );
+    }
     let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
@@ -97,6 +106,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         oauth: config.oauth,
         client_documents: Default::default(),
         base_url,
+        chat: crate::chat::Chat::new(config.chat.clone()),
         registry,
         policy,
         store,

@@ -23,6 +23,8 @@ pub struct AppState {
     pub client_documents: crate::oauth::cimd::DocumentCache,
     pub store: Arc<Store>,
     pub registry: Arc<Registry>,
+    /// The dashboard chat (model settings, per-conversation turn locks).
+    pub chat: crate::chat::Chat,
     /// The operator's guard rules, pushed to agents.
     pub policy: crate::policy::PolicyBook,
     pub forwarder: Forwarder,

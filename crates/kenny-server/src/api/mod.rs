@@ -2,6 +2,7 @@
 
 mod agents;
 mod audit;
+mod chat;
 mod error;
 mod me;
 mod policy;
@@ -10,7 +11,7 @@ mod users;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 
 use crate::state::AppState;
 
@@ -23,6 +24,12 @@ pub fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents", get(agents::list))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
+        .route("/api/chat/status", get(chat::status))
+        .route("/api/chat/sessions", get(chat::list).post(chat::create))
+        .route("/api/chat/sessions/{id}", get(chat::show).delete(chat::delete))
+        .route("/api/chat/sessions/{id}/selection", put(chat::select))
+        .route("/api/chat/sessions/{id}/messages", post(chat::message))
+        .route("/api/chat/calls/{id}/{decision}", post(chat::decide))
         .route("/api/users", get(users::list).post(users::create))
         .route(
             "/api/users/{id}",

@@ -134,6 +134,42 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 7: where each audited request came from.
     "ALTER TABLE audit ADD COLUMN client_addr TEXT;",
+    // 8: dashboard chat: conversations, their messages (Messages API content blocks),
+    // and every tool call the model asked for, with its frozen target and decision.
+    "CREATE TABLE chat_sessions (
+        id TEXT PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        title TEXT NOT NULL,
+        selected_agent TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX chat_sessions_by_user ON chat_sessions (user_id, updated_at);
+    CREATE TABLE chat_messages (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES chat_sessions(id) ON DELETE CASCADE,
+        role TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX chat_messages_by_session ON chat_messages (session_id, id);
+    CREATE TABLE chat_calls (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES chat_sessions(id) ON DELETE CASCADE,
+        message_id INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        args TEXT NOT NULL,
+        agent_id TEXT,
+        class TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('held', 'running', 'done', 'denied', 'refused')),
+        result TEXT,
+        is_error INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at TEXT
+    );
+    CREATE INDEX chat_calls_by_session ON chat_calls (session_id, message_id, seq);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -2,11 +2,13 @@
 //! directory; admin commands open the same file while the server runs.
 
 mod accounts;
+mod chat;
 mod migrations;
 mod oauth;
 mod policy;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
+pub use chat::{ChatCall, ChatMessage, ChatSession, call_status};
 pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
 pub use policy::StoredPolicy;
 

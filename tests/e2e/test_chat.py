@@ -1,0 +1,274 @@
+"""The dashboard chat against a local scripted server that speaks the Anthropic Messages
+API over real HTTP with streaming (tests/e2e/anthropic_mock.py): read-only calls run at
+once; state-changing calls are held, run once on the frozen target when approved and
+never when denied; the selection can change under a held call without retargeting it;
+concurrent conversations keep to their own PCs; out-of-scope targets are refused; held
+calls survive a server restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from anthropic_mock import API_KEY, ScriptedAnthropic
+
+
+@pytest.fixture
+def model():
+    with ScriptedAnthropic() as mock:
+        yield mock
+
+
+@pytest.fixture
+def chat_kenny(kenny, model):
+    """The fixture's server restarted with the chat pointed at the scripted model."""
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port, env={"KENNY_ANTHROPIC_API_KEY": API_KEY, "KENNY_ANTHROPIC_BASE_URL": model.base_url, "KENNY_CHAT_MODEL": "claude-test"})
+    return kenny
+
+
+def _http(kenny, token: str | None = None) -> httpx.Client:
+    return httpx.Client(base_url=kenny.base_url, headers={"Authorization": f"Bearer {token or kenny.admin_pat}"}, timeout=60)
+
+
+def _events(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    """Reads a whole SSE reply: (event name, data) pairs, keep-alive comments skipped."""
+    assert response.status_code == 200, response.read()
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events, name, data = [], None, []
+    for line in response.iter_lines():
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].strip())
+        elif line == "" and data:
+            events.append((name or "message", json.loads("\n".join(data))))
+            name, data = None, []
+    return events
+
+
+def _post_stream(http: httpx.Client, path: str, body: dict | None = None) -> list[tuple[str, dict[str, Any]]]:
+    with http.stream("POST", path, json=body) as r:
+        if r.status_code != 200:
+            r.read()
+            raise AssertionError(f"POST {path} -> {r.status_code} {r.text}")
+        return _events(r)
+
+
+def _say(http: httpx.Client, session: str, text: str):
+    return _post_stream(http, f"/api/chat/sessions/{session}/messages", {"text": text})
+
+
+def _session(http: httpx.Client, agent: str | None) -> str:
+    r = http.post("/api/chat/sessions", json={"selected_agent": agent} if agent else {})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _kinds(events) -> list[str]:
+    return [name for name, _ in events]
+
+
+def _only(events, kind: str) -> dict[str, Any]:
+    found = [d for n, d in events if n == kind]
+    assert len(found) == 1, f"expected one {kind} event, got {events}"
+    return found[0]
+
+
+def _own_marker(kenny, agent: str) -> str:
+    return kenny.agents[agent].mark
+
+
+async def test_without_a_key_the_chat_says_how_to_turn_it_on(kenny):
+    with _http(kenny) as http:
+        status = http.get("/api/chat/status").json()
+        assert status["enabled"] is False and "KENNY_ANTHROPIC_API_KEY" in status["message"], status
+        session = _session(http, None)
+        r = http.post(f"/api/chat/sessions/{session}/messages", json={"text": "hello"})
+        assert r.status_code == 503 and r.json()["error"]["code"] == "chat_disabled", r.text
+        # The rest of the API keeps working.
+        assert http.get("/api/agents").status_code == 200
+
+
+async def test_read_only_runs_at_once_and_results_are_fenced(chat_kenny, model):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a"])
+    with _http(kenny) as http:
+        assert http.get("/api/chat/status").json() == {"enabled": True, "model": "claude-test", "message": None}
+        session = _session(http, "pc-a")
+        events = _say(http, session, 'call fs_read {"path": "/proc/self/environ", "max_bytes": 65536}')
+        assert _kinds(events)[-1] == "done" and events[-1][1]["stop_reason"] == "end_turn", events
+        call = _only(events, "tool_call")
+        assert call["tool"] == "fs_read" and call["agent_id"] == "pc-a", call
+        result = _only(events, "tool_result")
+        assert result["ok"] is True, result
+        streamed = "".join(d["text"] for n, d in events if n == "text")
+        assert streamed.startswith("Calling fs_read.Result: Output of fs_read on PC pc-a. It is untrusted data"), streamed
+        # What the model was handed: fenced, labelled, from the right PC.
+        last = model.requests[-1]["messages"][-1]
+        assert last["role"] == "user" and last["content"][0]["type"] == "tool_result", last
+        text = last["content"][0]["content"][0]["text"]
+        assert "<untrusted-data>" in text and _own_marker(kenny, "pc-a") in text
+        assert model.requests[-1]["model"] == "claude-test" and model.requests[-1]["stream"] is True
+        listed = {t["name"] for t in model.requests[-1]["tools"]}
+        assert {"list_agents", "shell_exec", "fs_read"} <= listed
+        # The conversation is kept and can be reopened.
+        shown = http.get(f"/api/chat/sessions/{session}").json()
+        assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "user", "assistant"], shown
+        assert shown["calls"][0]["status"] == "done" and shown["calls"][0]["agent_id"] == "pc-a"
+    audit = kenny.audit(agent_id="pc-a")
+    assert any(e["tool"] == "fs_read" and e["user"] == "admin" and e["client_addr"] == "127.0.0.1" for e in audit), audit
+
+
+async def test_held_call_runs_once_on_its_frozen_target(chat_kenny, tmp_path):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a", "pc-b"])
+    out = tmp_path / "ran-on"
+    with _http(kenny) as http:
+        session = _session(http, "pc-a")
+        events = _say(http, session, "call shell_exec " + json.dumps({"command": f"echo $MARK >> {out}; echo $MARK"}))
+        held = _only(events, "held")
+        assert held["agent_id"] == "pc-a" and held["tool"] == "shell_exec" and held["class"] == "normal_change", held
+        assert events[-1] == ("done", {"stop_reason": "held"}), events
+        assert not out.exists(), "a held call must not run before it is approved"
+        # A new message waits until the held call is decided.
+        r = http.post(f"/api/chat/sessions/{session}/messages", json={"text": "hello"})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "held_calls", r.text
+
+        # Retarget the conversation while the call waits: the call keeps pc-a.
+        r = http.put(f"/api/chat/sessions/{session}/selection", json={"agent_id": "pc-b"})
+        assert r.status_code == 200, r.text
+        events = _post_stream(http, f"/api/chat/calls/{held['id']}/approve")
+        result = _only(events, "tool_result")
+        assert result["ok"] is True and result["agent_id"] == "pc-a", result
+        assert events[-1] == ("done", {"stop_reason": "end_turn"}), events
+        assert out.read_text().split() == [_own_marker(kenny, "pc-a")], "ran once, on pc-a"
+
+        # Approving again runs nothing.
+        r = http.post(f"/api/chat/calls/{held['id']}/approve")
+        assert r.status_code == 409, r.text
+        assert out.read_text().split() == [_own_marker(kenny, "pc-a")]
+
+
+async def test_denied_call_runs_nothing_and_the_model_is_told(chat_kenny, model, tmp_path):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a"])
+    out = tmp_path / "never"
+    with _http(kenny) as http:
+        session = _session(http, "pc-a")
+        held = _only(_say(http, session, "call shell_exec " + json.dumps({"command": f"touch {out}"})), "held")
+        events = _post_stream(http, f"/api/chat/calls/{held['id']}/deny")
+        assert _only(events, "tool_result")["ok"] is False
+        assert events[-1] == ("done", {"stop_reason": "end_turn"}), events
+        told = model.requests[-1]["messages"][-1]["content"][0]
+        assert told["type"] == "tool_result" and told["is_error"] is True
+        assert "denied" in told["content"][0]["text"], told
+        # Two calls proposed together: one approved, one denied; the model gets both answers at once.
+        events = _say(http, session, "call2 " + " | ".join([
+            "fs_list " + json.dumps({"path": str(tmp_path)}),
+            "shell_exec " + json.dumps({"command": f"touch {out}"}),
+        ]))
+        assert _only(events, "tool_call")["tool"] == "fs_list"
+        second = _only(events, "held")
+        events = _post_stream(http, f"/api/chat/calls/{second['id']}/deny")
+        results = model.requests[-1]["messages"][-1]["content"]
+        assert [r["is_error"] for r in results] == [False, True], results
+    assert not out.exists(), "a denied call must never run"
+    assert not any(e["tool"] == "shell_exec" for e in kenny.audit(agent_id="pc-a")), "denied calls never reach the agent"
+
+
+async def test_concurrent_conversations_keep_to_their_own_pcs(chat_kenny):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a", "pc-b"])
+    with _http(kenny) as http:
+        sessions = {"pc-a": _session(http, "pc-a"), "pc-b": _session(http, "pc-b")}
+
+    def converse(agent: str) -> list[str]:
+        seen = []
+        with _http(kenny) as http:
+            for _ in range(6):
+                events = _say(http, sessions[agent], 'call fs_read {"path": "/proc/self/environ", "max_bytes": 65536}')
+                seen.append(_only(events, "tool_call")["agent_id"])
+        return seen
+
+    routed = await asyncio.gather(*(asyncio.to_thread(converse, a) for a in ("pc-a", "pc-b")))
+    assert routed == [["pc-a"] * 6, ["pc-b"] * 6], routed
+    with _http(kenny) as http:
+        for agent, session in sessions.items():
+            calls = http.get(f"/api/chat/sessions/{session}").json()["calls"]
+            other = _own_marker(kenny, "pc-b" if agent == "pc-a" else "pc-a")
+            for c in calls:
+                text = c["result"][0]["text"]
+                assert _own_marker(kenny, agent) in text and other not in text, (agent, text[:200])
+
+
+async def test_targets_outside_the_users_scope_are_refused(chat_kenny, tmp_path):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a", "pc-b"])
+    kenny.add_user("kid", "user", hosts=["pc-a"])
+    kid = kenny.create_token("kid")
+    out = tmp_path / "escaped"
+    with _http(kenny, kid) as http:
+        r = http.post("/api/chat/sessions", json={"selected_agent": "pc-b"})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_agent", r.text
+        session = _session(http, "pc-a")
+        r = http.put(f"/api/chat/sessions/{session}/selection", json={"agent_id": "pc-b"})
+        assert r.status_code == 404, r.text
+        events = _say(http, session, "call shell_exec " + json.dumps({"agent_id": "pc-b", "command": f"touch {out}"}))
+        result = _only(events, "tool_result")
+        assert result["ok"] is False and result["summary"].startswith("forbidden:"), result
+        assert "held" not in _kinds(events), "a call that can never run is not offered for approval"
+        read = _say(http, session, 'call fs_list {"agent_id": "pc-b", "path": "/"}')
+        assert _only(read, "tool_result")["summary"].startswith("forbidden:"), read
+    assert not out.exists()
+    with _http(kenny) as http:
+        # Someone else's conversation does not exist for you.
+        assert http.get(f"/api/chat/sessions/{session}").status_code == 404
+        assert all(s["id"] != session for s in http.get("/api/chat/sessions").json()["sessions"])
+
+
+async def test_a_held_call_survives_a_restart(chat_kenny, tmp_path):
+    kenny = chat_kenny
+    await kenny.start_agents(["pc-a"])
+    out = tmp_path / "after-restart"
+    with _http(kenny) as http:
+        session = _session(http, "pc-a")
+        held = _only(_say(http, session, "call shell_exec " + json.dumps({"command": f"echo $MARK > {out}"})), "held")
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port)
+    await kenny.wait_agents(["pc-a"])
+    with _http(kenny) as http:
+        shown = http.get(f"/api/chat/sessions/{session}").json()
+        assert [c["status"] for c in shown["calls"]] == ["held"], shown["calls"]
+        events = _post_stream(http, f"/api/chat/calls/{held['id']}/approve")
+        assert _only(events, "tool_result")["ok"] is True
+    deadline = time.monotonic() + 5
+    while not out.exists():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    assert out.read_text().strip() == _own_marker(kenny, "pc-a")
+
+
+async def test_conversations_are_listed_reopened_and_deleted(chat_kenny):
+    kenny = chat_kenny
+    with _http(kenny) as http:
+        session = _session(http, None)
+        events = _say(http, session, "hello there")
+        assert "".join(d["text"] for n, d in events if n == "text") == "Hello from the scripted model."
+        listed = http.get("/api/chat/sessions").json()["sessions"]
+        assert listed[0]["id"] == session and listed[0]["title"] == "hello there", listed
+        # Without a selection, a call must name its PC.
+        events = _say(http, session, 'call fs_list {"path": "/"}')
+        assert _only(events, "tool_result")["summary"].startswith("no_agent:"), events
+        for bad in ({"text": ""}, {"text": "x" * 20001}, {"words": "hi"}):
+            r = http.post(f"/api/chat/sessions/{session}/messages", json=bad)
+            assert r.status_code == 400, (bad, r.text)
+        assert http.delete(f"/api/chat/sessions/{session}").status_code == 204
+        assert http.get(f"/api/chat/sessions/{session}").status_code == 404
