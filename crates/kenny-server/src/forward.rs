@@ -292,6 +292,7 @@ fn audit_row(
         credential_kind: Some(who.credential_kind.as_str().to_owned()),
         credential_id: Some(who.credential_id.clone()),
         client_addr: who.client_addr.clone(),
+        target: None,
         agent_id,
         tool: if tool.len() <= MAX_AUDITED_TOOL_NAME {
             tool.to_owned()

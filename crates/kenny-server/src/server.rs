@@ -139,7 +139,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .nest_service("/mcp", crate::mcp::service(state.clone()))
         .layer(from_fn_with_state(state.clone(), require_known_host));
     let mcp = mcp.layer(from_fn_with_state(state.clone(), require_bearer));
-    let api = crate::api::authenticated().layer(from_fn_with_state(state.clone(), require_principal));
+    // Layers run outside-in: the principal is resolved before the action is audited.
+    let api = crate::api::authenticated()
+        .route_layer(from_fn_with_state(state.clone(), crate::api::audited::audit_actions))
+        .layer(from_fn_with_state(state.clone(), require_principal));
     Router::new()
         .merge(mcp)
         .merge(api)

@@ -2,6 +2,7 @@
 
 mod agents;
 mod audit;
+pub mod audited;
 mod chat;
 mod error;
 mod me;

@@ -170,6 +170,8 @@ const MIGRATIONS: &[&str] = &[
         decided_at TEXT
     );
     CREATE INDEX chat_calls_by_session ON chat_calls (session_id, message_id, seq);",
+    // 9: API actions are audited too; `target` is the path they acted on.
+    "ALTER TABLE audit ADD COLUMN target TEXT;",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

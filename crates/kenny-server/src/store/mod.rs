@@ -95,6 +95,8 @@ pub struct AuditRow {
     pub credential_kind: Option<String>,
     pub credential_id: Option<String>,
     pub client_addr: Option<String>,
+    /// For an API action: the path it acted on.
+    pub target: Option<String>,
     pub agent_id: Option<String>,
     pub tool: String,
     pub args_digest: String,
@@ -140,6 +142,8 @@ pub struct AuditEntry {
     pub duration_ms: i64,
     /// The address the request came from.
     pub client_addr: Option<String>,
+    /// For an API action: the path it acted on.
+    pub target: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -382,8 +386,8 @@ impl Store {
             let tx = c.transaction()?;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 )?;
                 let mut finish = tx.prepare_cached(
                     "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1",
@@ -392,7 +396,7 @@ impl Store {
                     match w {
                         AuditWrite::Row(r) => insert.execute(params![
                             r.call_id, r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool,
-                            r.args_digest, r.outcome, r.error_code, r.duration_ms, r.client_addr
+                            r.args_digest, r.outcome, r.error_code, r.duration_ms, r.client_addr, r.target
                         ])?,
                         AuditWrite::Finish(f) => {
                             finish.execute(params![f.call_id, f.outcome, f.error_code, f.duration_ms])?
@@ -419,7 +423,7 @@ impl Store {
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         self.with(|c| {
             let mut stmt = c.prepare_cached(
-                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr
+                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target
                  FROM audit
                  WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR id < ?3)
                    AND (?5 IS NULL OR tool = ?5) AND (?6 IS NULL OR username = ?6) AND (?7 IS NULL OR outcome = ?7)
@@ -451,6 +455,7 @@ impl Store {
                         duration_ms: r.get(10)?,
                         call_id: r.get(11)?,
                         client_addr: r.get(12)?,
+                        target: r.get(13)?,
                     })
                     },
                 )?

@@ -1,0 +1,80 @@
+//! Every state-changing `/api` request is audited: who (user and credential), from
+//! where, which action (method and route) on which path, and how it ended. Forwarded
+//! tool calls get their own rows on top, from the forwarder.
+
+use std::sync::Arc;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::principal::Principal;
+use crate::state::AppState;
+use crate::store::AuditRow;
+
+pub async fn audit_actions(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(request).await;
+    }
+    let who = request.extensions().get::<Principal>().cloned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_owned())
+        .unwrap_or_else(|| "(unknown route)".into());
+    let action = format!("{} {route}", request.method());
+    let path = request.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let Some(who) = who else {
+        return response;
+    };
+    let status = response.status();
+    let row = AuditRow {
+        call_id: None,
+        at: crate::clock::now(),
+        user_id: Some(who.user_id),
+        username: Some(who.username.clone()),
+        credential_kind: Some(who.credential_kind.as_str().to_owned()),
+        credential_id: Some(who.credential_id.clone()),
+        client_addr: who.client_addr.clone(),
+        target: Some(path.clone()),
+        agent_id: agent_in_path(&path),
+        tool: action,
+        args_digest: String::new(),
+        outcome: if status.is_success() {
+            "ok"
+        } else if status.is_client_error() {
+            "refused"
+        } else {
+            "error"
+        },
+        error_code: (!status.is_success()).then(|| status.as_u16().to_string()),
+        duration_ms: started.elapsed().as_millis() as i64,
+    };
+    state.audit.record(row).await;
+    response
+}
+
+/// `/api/agent/{id}/...` and `/api/agents/{id}/...` act on that PC.
+fn agent_in_path(path: &str) -> Option<String> {
+    let mut parts = path.trim_start_matches('/').split('/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("api"), Some("agent" | "agents"), Some(id)) if !id.is_empty() => Some(id.to_owned()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_on_a_pc_name_it() {
+        assert_eq!(agent_in_path("/api/agent/pc-a/refresh").as_deref(), Some("pc-a"));
+        assert_eq!(agent_in_path("/api/agents/den-pc/update").as_deref(), Some("den-pc"));
+        assert_eq!(agent_in_path("/api/users/3"), None);
+        assert_eq!(agent_in_path("/api/agents"), None);
+    }
+}
