@@ -134,6 +134,15 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 7: where each audited request came from.
     "ALTER TABLE audit ADD COLUMN client_addr TEXT;",
+    // 8: the newest screenshot taken from the dashboard, one per agent.
+    "CREATE TABLE screenshots (
+        agent_id TEXT PRIMARY KEY,
+        png BLOB NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        taken_at TEXT NOT NULL,
+        taken_by TEXT NOT NULL
+    );",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {
