@@ -55,11 +55,7 @@ pub fn section(value: &Value) -> (Status, String) {
         .get("status")
         .and_then(Value::as_str)
         .map_or(Status::Unknown, Status::parse);
-    let summary = value
-        .get("summary")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
+    let summary = value.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
     (status, summary)
 }
 

@@ -37,7 +37,11 @@ pub async fn create(
     body: Result<Json<NewAgent>, axum::extract::rejection::JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if who.role != crate::principal::Role::Superuser {
-        return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", "only superusers add agents"));
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only superusers add agents",
+        ));
     }
     let Json(body) = body.map_err(|e| ApiError::bad_request(format!("body must be {{\"agent_id\": \"...\"}}: {e}")))?;
     let store = state.store.clone();

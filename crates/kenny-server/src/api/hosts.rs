@@ -54,7 +54,11 @@ fn not_found(agent_id: &str) -> ApiError {
 /// | `exec_failed`, `not_found`, `internal`, anything else | 502: the agent tried and failed |
 pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
     let Some(code) = ErrorCode::parse(&f.code) else {
-        return ApiError::new(StatusCode::BAD_GATEWAY, "agent_error", format!("{}: {}", f.code, f.message));
+        return ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "agent_error",
+            format!("{}: {}", f.code, f.message),
+        );
     };
     let status = match code {
         ErrorCode::Forbidden | ErrorCode::UnknownAgent | ErrorCode::NoAgent => return not_found(agent_id),
@@ -131,7 +135,9 @@ pub async fn facts(
         })
     });
     state.forwarder.audit_served(&who, &agent_id, FACTS_TOOL).await;
-    Ok(Json(json!({ "agent": agent, "telemetry": telemetry, "screenshot": screenshot })))
+    Ok(Json(
+        json!({ "agent": agent, "telemetry": telemetry, "screenshot": screenshot }),
+    ))
 }
 
 /// `POST /api/agent/{id}/refresh`: collects telemetry now, keeps it as the latest
@@ -227,7 +233,11 @@ pub async fn screenshot(
         return Err(none());
     }
     let id = agent_id.clone();
-    let (meta, png) = state.store.blocking(move |s| s.screenshot(&id)).await?.ok_or_else(none)?;
+    let (meta, png) = state
+        .store
+        .blocking(move |s| s.screenshot(&id))
+        .await?
+        .ok_or_else(none)?;
     let mut response = ([(header::CONTENT_TYPE, HeaderValue::from_static("image/png"))], png).into_response();
     let h = response.headers_mut();
     for (name, value) in [("x-kenny-taken-at", meta.taken_at), ("x-kenny-taken-by", meta.taken_by)] {
@@ -261,7 +271,11 @@ pub async fn update(
         .forwarder
         .audit_refusal(&who, Some(agent_id), UPDATE_TOOL, &refusal)
         .await;
-    Err(ApiError::new(StatusCode::NOT_IMPLEMENTED, "unsupported", UPDATE_UNAVAILABLE))
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "unsupported",
+        UPDATE_UNAVAILABLE,
+    ))
 }
 
 #[cfg(test)]
@@ -284,9 +298,15 @@ mod tests {
     fn failures_map_to_statuses_and_out_of_scope_looks_unknown() {
         assert_eq!(status("forbidden"), (404, "not_found"));
         assert_eq!(status("unknown_agent"), (404, "not_found"));
-        let forbidden = call_error("pc-a", &CallFailure::refusal(ErrorCode::Forbidden, "kim may not reach pc-a"));
+        let forbidden = call_error(
+            "pc-a",
+            &CallFailure::refusal(ErrorCode::Forbidden, "kim may not reach pc-a"),
+        );
         let unknown = call_error("pc-a", &CallFailure::refusal(ErrorCode::UnknownAgent, "no agent pc-a"));
-        assert_eq!(forbidden.message, unknown.message, "same answer whether the host exists or not");
+        assert_eq!(
+            forbidden.message, unknown.message,
+            "same answer whether the host exists or not"
+        );
         assert_eq!(status("offline"), (409, "offline"));
         assert_eq!(status("timeout"), (504, "timeout"));
         assert_eq!(status("unsupported"), (422, "unsupported"));

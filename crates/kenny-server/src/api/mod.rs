@@ -25,7 +25,10 @@ pub fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents", get(agents::list).post(agents::create))
         .route("/api/agent/{id}", get(hosts::facts))
         .route("/api/agent/{id}/refresh", post(hosts::refresh))
-        .route("/api/agent/{id}/screenshot", get(hosts::screenshot).post(hosts::capture))
+        .route(
+            "/api/agent/{id}/screenshot",
+            get(hosts::screenshot).post(hosts::capture),
+        )
         .route("/api/agent/{id}/remotehelp", post(hosts::remote_help))
         .route("/api/agents/{id}/update", post(hosts::update))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))

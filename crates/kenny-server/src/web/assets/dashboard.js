@@ -297,9 +297,17 @@
     if (!$('#users')) return;
     const main = $('main');
 
-    $('#user-form')?.addEventListener('submit', async (ev) => {
+    // Listeners sit on <main>, not on the forms and buttons: sections are swapped for
+    // fresh copies after each change.
+    const forms = {};
+    main.addEventListener('submit', (ev) => {
+      const handler = forms[ev.target.id];
+      if (!handler) return;
       ev.preventDefault();
-      const f = ev.target;
+      handler(ev.target);
+    });
+
+    forms['user-form'] = async (f) => {
       const body = { username: f.username.value.trim(), role: f.role.value };
       if (body.role === 'user') body.hosts = hostList(f.hosts.value);
       if (f.password.value) body.password = f.password.value;
@@ -311,11 +319,9 @@
         ? [`Added ${r.data.user.username}.`, secretBox('Their password (shown once):', r.data.password, 'Hand it over privately; they can change it after signing in.')]
         : `Added ${r.data.user.username}.`, 'ok');
       refreshSections(['users']);
-    });
+    };
 
-    $('#token-form')?.addEventListener('submit', async (ev) => {
-      ev.preventDefault();
-      const f = ev.target;
+    forms['token-form'] = async (f) => {
       const label = f.label.value.trim();
       const r = await api('POST', '/api/me/tokens', label ? { label } : {});
       const out = $('#tokens-result');
@@ -323,11 +329,9 @@
       f.reset();
       showStatus(out, [secretBox('Your new token (shown once):', r.data.token, 'Paste it into your MCP client as Authorization: Bearer <token>.', 'new-token')], 'ok');
       refreshSections(['tokens']);
-    });
+    };
 
-    $('#agent-form')?.addEventListener('submit', async (ev) => {
-      ev.preventDefault();
-      const f = ev.target;
+    forms['agent-form'] = async (f) => {
       const r = await api('POST', '/api/agents', { agent_id: f.agent_id.value.trim() });
       const out = $('#agent-result');
       if (!r.ok) return showStatus(out, errorText(r.error), 'error');
@@ -343,7 +347,7 @@
           el('dt', {}, 'Server key'), el('dd', {}, el('code', {}, d.server_pubkey))),
       ], 'ok');
       refreshSections(['agents']);
-    });
+    };
 
     main.addEventListener('click', async (ev) => {
       const userButton = ev.target.closest('button[data-user-action]');

@@ -126,7 +126,9 @@ fn tokens_section(tokens: &[TokenRecord]) -> String {
     let table = if live.is_empty() {
         "<p class=\"muted\">You have no personal access tokens.</p>".to_owned()
     } else {
-        format!("<table class=\"stack\"><thead><tr><th>Label</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>{rows}</tbody></table>")
+        format!(
+            "<table class=\"stack\"><thead><tr><th>Label</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
+        )
     };
     format!(
         "<section class=\"card\" id=\"tokens\"><h2>Your tokens</h2>\
@@ -155,7 +157,9 @@ fn agents_section(agents: &[AgentSummary], base_url: &str) -> String {
     let table = if agents.is_empty() {
         "<p class=\"muted\">No agents yet.</p>".to_owned()
     } else {
-        format!("<table class=\"stack\"><thead><tr><th>Agent</th><th>State</th><th>OS</th><th>Key</th><th>Last seen</th></tr></thead><tbody>{rows}</tbody></table>")
+        format!(
+            "<table class=\"stack\"><thead><tr><th>Agent</th><th>State</th><th>OS</th><th>Key</th><th>Last seen</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
     };
     let plaintext_note = if base_url.starts_with("http://") {
         "<p class=\"note\">This server's URL is plain <code>http://</code>: agents on other PCs refuse it unless it is on their own network and you add <code>--allow-plaintext</code>. Put kenny behind HTTPS and start it with <code>--public-url</code>.</p>"

@@ -32,11 +32,7 @@ fn given(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
-pub async fn page(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(p): Query<Params>,
-) -> Response {
+pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/audit").await {
         Ok(v) => v,
         Err(redirect) => return redirect,
@@ -113,12 +109,18 @@ fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> String {
     };
     let older = match entries.last() {
         Some(last) if entries.len() as u32 == f.limit => {
-            format!("<a class=\"button secondary\" id=\"audit-older\" href=\"/audit?{}\">Older</a>", page_query(f, last.id))
+            format!(
+                "<a class=\"button secondary\" id=\"audit-older\" href=\"/audit?{}\">Older</a>",
+                page_query(f, last.id)
+            )
         }
         _ => String::new(),
     };
     let newest = if f.before_id.is_some() {
-        format!("<a class=\"button secondary\" href=\"/audit?{}\">Newest</a>", page_query(f, 0))
+        format!(
+            "<a class=\"button secondary\" href=\"/audit?{}\">Newest</a>",
+            page_query(f, 0)
+        )
     } else {
         String::new()
     };
@@ -219,10 +221,23 @@ mod tests {
         let html = render(&f, &[entry(9), entry(7)], &["pc-a".into()]);
         assert!(html.contains("kim&lt; <span class=\"muted\">(session)</span>"));
         assert!(html.contains("<td data-label=\"From\">127.0.0.1</td>"));
-        assert!(html.contains("href=\"/audit?agent_id=pc-a&amp;tool=a%26b&amp;before=7\""), "{html}");
+        assert!(
+            html.contains("href=\"/audit?agent_id=pc-a&amp;tool=a%26b&amp;before=7\""),
+            "{html}"
+        );
         assert!(html.contains("value=\"a&amp;b\""));
         // A short page is the last one.
         assert!(!render(&f, &[entry(9)], &[]).contains("audit-older"));
-        assert!(render(&AuditFilter { limit: 5, ..Default::default() }, &[], &[]).contains("No calls match"));
+        assert!(
+            render(
+                &AuditFilter {
+                    limit: 5,
+                    ..Default::default()
+                },
+                &[],
+                &[]
+            )
+            .contains("No calls match")
+        );
     }
 }

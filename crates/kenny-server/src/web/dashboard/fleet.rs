@@ -86,7 +86,11 @@ fn row(a: &AgentSummary, health: Option<&Health>) -> String {
         "<span class=\"state off\">Offline</span>"
     };
     let health_cell = match health {
-        Some(h) => format!("{} <span class=\"summary\">{}</span>", badge(h.status.as_str()), esc(&h.summary)),
+        Some(h) => format!(
+            "{} <span class=\"summary\">{}</span>",
+            badge(h.status.as_str()),
+            esc(&h.summary)
+        ),
         None => "<span class=\"muted\">no telemetry yet</span>".to_owned(),
     };
     let os = match (&a.os, &a.arch) {
@@ -154,8 +158,14 @@ mod tests {
         assert!(html.contains("2 PCs · 1 online"));
         assert!(html.contains("<a class=\"host-link\" href=\"/hosts/pc-a\">pc-a</a>"));
         assert!(html.contains("data-online=\"true\"") && html.contains("data-online=\"false\""));
-        assert!(html.contains("<span class=\"badge st-warn\">warn</span> <span class=\"summary\">disk: &lt;b&gt;91%&lt;/b&gt; full</span>"));
-        assert!(html.contains("data-search=\"pc-a &lt;den&gt; linux (x86_64) 0.1.0 disk: &lt;b&gt;91%&lt;/b&gt; full warn\""));
+        assert!(html.contains(
+            "<span class=\"badge st-warn\">warn</span> <span class=\"summary\">disk: &lt;b&gt;91%&lt;/b&gt; full</span>"
+        ));
+        assert!(
+            html.contains(
+                "data-search=\"pc-a &lt;den&gt; linux (x86_64) 0.1.0 disk: &lt;b&gt;91%&lt;/b&gt; full warn\""
+            )
+        );
         assert!(html.contains("no telemetry yet"));
         assert!(!html.contains("<den>") && !html.contains("<b>91"));
         assert!(html.contains("<aside id=\"chat\""));

@@ -127,10 +127,7 @@ fn facts(a: &AgentSummary) -> String {
         ("Key enrolled", if a.enrolled { "yes" } else { "no" }.to_owned()),
         ("Last seen", time_el(a.last_seen.as_deref())),
     ];
-    let dl: String = rows
-        .iter()
-        .map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>"))
-        .collect();
+    let dl: String = rows.iter().map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>")).collect();
     format!("<section class=\"card\" id=\"facts\"><h2>Facts</h2><dl class=\"facts\">{dl}</dl></section>")
 }
 
@@ -220,7 +217,9 @@ fn recent(agent_id: &str, rows: &[AuditEntry]) -> String {
                 )
             })
             .collect();
-        format!("<table class=\"stack compact\"><thead><tr><th>When</th><th>Tool</th><th>Who</th><th>Outcome</th></tr></thead><tbody>{trs}</tbody></table>")
+        format!(
+            "<table class=\"stack compact\"><thead><tr><th>When</th><th>Tool</th><th>Who</th><th>Outcome</th></tr></thead><tbody>{trs}</tbody></table>"
+        )
     };
     format!(
         "<section class=\"card\" id=\"recent\"><h2>Recent calls</h2>{list}<p><a href=\"/audit?agent_id={}\">All calls for this PC</a></p></section>",
@@ -246,8 +245,14 @@ mod tests {
         assert!(pos("data-section=\"memory\"") < pos("data-section=\"disk\""));
         assert!(html.contains("<span class=\"summary\">&lt;hot&gt;</span>"));
         assert!(html.contains("&quot;free_gb&quot;: 10"));
-        assert!(!html.contains("&quot;status&quot;"), "status and summary are shown once, above");
-        assert!(html.contains("cpu: &lt;hot&gt;"), "the overall line names the worst section");
+        assert!(
+            !html.contains("&quot;status&quot;"),
+            "status and summary are shown once, above"
+        );
+        assert!(
+            html.contains("cpu: &lt;hot&gt;"),
+            "the overall line names the worst section"
+        );
         assert!(telemetry(None).contains("No telemetry yet"));
     }
 }

@@ -124,7 +124,10 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
 fn html_response(status: StatusCode, html: String) -> Response {
     (
         status,
-        [(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        )],
         html,
     )
         .into_response()
@@ -166,7 +169,10 @@ pub(super) fn short_time(t: &str) -> String {
 
 /// A status badge (`ok`, `warn`, `crit`, `unknown`, or an audit outcome).
 pub(super) fn badge(status: &str) -> String {
-    let class: String = status.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+    let class: String = status
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
     format!("<span class=\"badge st-{class}\">{}</span>", esc(status))
 }
 
