@@ -1,9 +1,10 @@
-// Starts a real kenny-server on 127.0.0.1:0 with a fresh data directory, and headless
-// Chromium (Debian's /usr/bin/chromium) for playwright-core to drive.
+// Starts a real kenny-server on 127.0.0.1:0 with a fresh data directory, real agents
+// and an X display for them when needed, and headless Chromium (Debian's
+// /usr/bin/chromium) for playwright-core to drive.
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -29,13 +30,75 @@ export async function startServer(extraArgs = []) {
     });
     proc.on('exit', (code) => { clearTimeout(timer); fail(new Error(`kenny-server exited (${code}):\n${stderr}`)); });
   });
+  const dataDir = join(dir, 'data');
+  const agents = [];
   return {
     base,
+    dataDir,
     logs: () => stderr,
+    // Runs `kenny-server <args> --data-dir <ours>` (the admin CLI works while the server
+    // runs); returns stdout, throws with stderr on failure.
+    admin(args, input) {
+      const r = spawnSync(join(binDir, 'kenny-server'), [...args, '--data-dir', dataDir], { input, encoding: 'utf8', timeout: 30000 });
+      if (r.status !== 0) throw new Error(`kenny-server ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+      return r.stdout;
+    },
+    addUser(name, role, password, hosts = []) {
+      const args = ['user', 'add', name, '--role', role];
+      if (hosts.length) args.push('--hosts', hosts.join(','));
+      this.admin(args, `${password}\n`);
+    },
+    addAgent(id) {
+      const out = this.admin(['agent', 'add', id]);
+      return JSON.parse(out.split('\n').find((l) => l.trim().startsWith('{')));
+    },
+    // `agent add` then a real `kenny-agent run` against this server; stopped with the server.
+    startAgent(id, env = {}) {
+      const creds = this.addAgent(id);
+      const stateDir = join(dir, 'agents', id);
+      mkdirSync(stateDir, { recursive: true });
+      const agent = spawn(join(binDir, 'kenny-agent'), ['run', '--server', base, '--agent-id', id, '--state-dir', stateDir,
+        '--server-pubkey', creds.server_pubkey, '--enroll-token', creds.token, '--max-backoff-secs', '1'], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...cleanEnv(), KENNY_LOG: 'warn', ...env },
+      });
+      let log = '';
+      agent.stderr.on('data', (d) => { log += d; });
+      agents.push(agent);
+      return { id, logs: () => log };
+    },
     async stop() {
+      for (const a of agents) a.kill('SIGTERM');
+      await Promise.all(agents.map((a) => new Promise((r) => (a.exitCode !== null ? r() : a.on('exit', r)))));
       proc.kill('SIGTERM');
       await new Promise((r) => (proc.exitCode !== null ? r() : proc.on('exit', r)));
       rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// The environment minus KENNY_* settings that could leak into a child.
+function cleanEnv() {
+  return Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KENNY_')));
+}
+
+// A virtual X display (Debian's Xvfb) for an agent's screen capture, or null when Xvfb
+// is not installed.
+export async function startXvfb(width = 1280, height = 800) {
+  if (!existsSync('/usr/bin/Xvfb')) return null;
+  let n = 170;
+  while (existsSync(`/tmp/.X11-unix/X${n}`) || existsSync(`/tmp/.X${n}-lock`)) n += 1;
+  const proc = spawn('/usr/bin/Xvfb', [`:${n}`, '-screen', '0', `${width}x${height}x24`, '-nolisten', 'tcp'], { stdio: 'ignore' });
+  const deadline = Date.now() + 15000;
+  while (!existsSync(`/tmp/.X11-unix/X${n}`)) {
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error('Xvfb did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    display: `:${n}`,
+    async stop() {
+      proc.kill('SIGTERM');
+      await new Promise((r) => (proc.exitCode !== null ? r() : proc.on('exit', r)));
     },
   };
 }

@@ -75,6 +75,41 @@ pub fn add_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Resu
     enrollment(data_dir, agent_id, token)
 }
 
+/// The command that installs the agent as a service on the PC, with the values `add_agent`
+/// returned. Ids, keys and tokens are plain words (nothing a shell or PowerShell would
+/// interpret); anything else, such as an odd server URL, is single-quoted.
+pub fn install_command(server_url: &str, e: &AgentEnrollment) -> String {
+    [
+        "kenny-agent",
+        "install",
+        "--server",
+        server_url,
+        "--agent-id",
+        &e.agent_id,
+        "--server-pubkey",
+        &e.server_pubkey,
+        "--enroll-token",
+        &e.token,
+    ]
+    .iter()
+    .map(|w| shell_word(w))
+    .collect::<Vec<_>>()
+    .join(" ")
+}
+
+/// A word as typed into a shell: bare when it holds only characters no shell treats
+/// specially, else single-quoted (POSIX style, `'` inside as `'\''`).
+fn shell_word(w: &str) -> String {
+    let plain = !w.is_empty()
+        && w.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=+@,".contains(&b));
+    if plain {
+        w.to_owned()
+    } else {
+        format!("'{}'", w.replace('\'', "'\\''"))
+    }
+}
+
 /// Forgets an agent's key and issues a new enrollment token; the old token and key stop
 /// working at once.
 pub fn rekey_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
@@ -95,6 +130,17 @@ fn enrollment(data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("kenny_agt_AbC-9"), "kenny_agt_AbC-9");
+        assert_eq!(shell_word("a+b/c=="), "a+b/c==");
+        assert_eq!(shell_word("http://10.0.0.2:7420"), "http://10.0.0.2:7420");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("$(x)"), "'$(x)'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     #[test]
     fn admin_operations_validate_and_persist() {
@@ -147,6 +193,16 @@ mod tests {
         let creds = store.agent_credentials("pc-a").unwrap().unwrap();
         assert!(!creds.enrolled && creds.token_hash == secrets::token_hash(&fresh.token));
         store.enroll_agent("pc-a", "key-2", "t").unwrap();
+
+        let cmd = install_command("https://kenny.example.com", &again);
+        assert_eq!(
+            cmd,
+            format!(
+                "kenny-agent install --server https://kenny.example.com --agent-id pc-b --server-pubkey {} --enroll-token {}",
+                shell_word(&again.server_pubkey),
+                again.token
+            )
+        );
         assert!(
             rekey_agent(&store, dir.path(), "nope")
                 .unwrap_err()

@@ -252,6 +252,22 @@ impl Forwarder {
         }
     }
 
+    /// Audits a server-side call that reached no agent and succeeded (a dashboard read
+    /// of what the server knows about one host), so it leaves the same trace as a
+    /// forwarded call: who, from where, which host.
+    pub async fn audit_served(&self, who: &Principal, agent_id: &str, tool: &str) {
+        let row = audit_row(
+            who,
+            None,
+            Some(agent_id.to_owned()),
+            tool,
+            self.digest.of(&Map::new()),
+            None,
+            Duration::ZERO,
+        );
+        self.audit.record(row).await;
+    }
+
     /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
     pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
         let row = audit_row(

@@ -126,10 +126,9 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("frame-ancestors 'none'"),
-    );
+    // Dashboard pages set a stricter policy of their own (which also forbids framing).
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static("frame-ancestors 'none'"));
     // `same-origin`, not `no-referrer`: with the latter browsers send `Origin: null` on
     // form posts, which the same-origin check must refuse.
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));

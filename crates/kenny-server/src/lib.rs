@@ -15,6 +15,7 @@ pub mod config;
 pub mod fleet;
 pub mod forward;
 pub mod guard;
+pub mod health;
 pub mod mcp;
 pub mod oauth;
 pub mod policy;

@@ -22,6 +22,51 @@ pub async fn list(
     Ok(Json(json!({ "agents": agents })))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewAgent {
+    agent_id: String,
+}
+
+/// `POST /api/agents` (superusers): registers an agent as `kenny-server agent add` does
+/// and answers with its enrollment values and the command that installs it on the PC.
+/// The token is in this response and nowhere else.
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    body: Result<Json<NewAgent>, axum::extract::rejection::JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if who.role != crate::principal::Role::Superuser {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "only superusers add agents",
+        ));
+    }
+    let Json(body) = body.map_err(|e| ApiError::bad_request(format!("body must be {{\"agent_id\": \"...\"}}: {e}")))?;
+    let store = state.store.clone();
+    let data_dir = state.config.data_dir.clone();
+    let id = body.agent_id.trim().to_owned();
+    let enrollment = tokio::task::spawn_blocking(move || crate::admin::add_agent(&store, &data_dir, &id))
+        .await?
+        .map_err(|e| match e.downcast::<crate::store::StoreError>() {
+            Ok(store_error) => ApiError::from(store_error),
+            Err(other) => ApiError::bad_request(other.to_string()),
+        })?;
+    tracing::info!(agent = %enrollment.agent_id, by = %who.username, "agent added");
+    let command = crate::admin::install_command(&state.base_url, &enrollment);
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "agent_id": enrollment.agent_id,
+            "token": enrollment.token,
+            "server_pubkey": enrollment.server_pubkey,
+            "server": state.base_url,
+            "install_command": command,
+        })),
+    ))
+}
+
 /// The newest health snapshot the agent pushed (agents push one on connecting and
 /// then every `--telemetry-interval-secs`).
 pub async fn telemetry(

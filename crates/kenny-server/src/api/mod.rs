@@ -5,6 +5,7 @@ mod audit;
 pub mod audited;
 mod chat;
 mod error;
+mod hosts;
 mod me;
 mod policy;
 mod users;
@@ -17,12 +18,21 @@ use axum::routing::{delete, get, post, put};
 use crate::state::AppState;
 
 pub use error::ApiError;
+pub use hosts::call_error;
 
 /// Routes that need a principal (mounted behind `guard::require_principal`).
 pub fn authenticated() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/audit", get(audit::list))
-        .route("/api/agents", get(agents::list))
+        .route("/api/agents", get(agents::list).post(agents::create))
+        .route("/api/agent/{id}", get(hosts::facts))
+        .route("/api/agent/{id}/refresh", post(hosts::refresh))
+        .route(
+            "/api/agent/{id}/screenshot",
+            get(hosts::screenshot).post(hosts::capture),
+        )
+        .route("/api/agent/{id}/remotehelp", post(hosts::remote_help))
+        .route("/api/agents/{id}/update", post(hosts::update))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/chat/status", get(chat::status))

@@ -172,6 +172,15 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX chat_calls_by_session ON chat_calls (session_id, message_id, seq);",
     // 9: API actions are audited too; `target` is the path they acted on.
     "ALTER TABLE audit ADD COLUMN target TEXT;",
+    // 10: the newest screenshot taken from the dashboard, one per agent.
+    "CREATE TABLE screenshots (
+        agent_id TEXT PRIMARY KEY,
+        png BLOB NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        taken_at TEXT NOT NULL,
+        taken_by TEXT NOT NULL
+    );",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

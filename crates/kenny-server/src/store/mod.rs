@@ -6,11 +6,13 @@ mod chat;
 mod migrations;
 mod oauth;
 mod policy;
+mod screenshots;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use chat::{ChatCall, ChatMessage, ChatSession, call_status};
 pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
 pub use policy::StoredPolicy;
+pub use screenshots::ScreenshotMeta;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

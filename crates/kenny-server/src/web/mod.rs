@@ -1,7 +1,8 @@
-//! The dashboard's sign-in pages: first-run set-up, sign in, sign out, and the signed-in
-//! landing page. Server-rendered HTML; forms carry CSRF tokens.
+//! The dashboard: sign-in pages (first-run set-up, sign in, sign out) here, the
+//! signed-in pages in [`dashboard`]. Server-rendered HTML; forms carry CSRF tokens.
 
 mod cookies;
+mod dashboard;
 pub mod html;
 
 use std::net::SocketAddr;
@@ -24,7 +25,7 @@ const FORM_TOKEN_LIFETIME_SECS: u64 = 3600;
 
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()
-        .route("/", get(home))
+        .merge(dashboard::routes())
         .route("/setup", get(setup_form).post(setup_submit))
         .route("/login", get(login_form).post(login_submit))
         .route("/logout", post(logout))
@@ -67,27 +68,6 @@ async fn needs_setup(state: &AppState) -> bool {
         .await
         .map(|n| n == 0)
         .unwrap_or(false)
-}
-
-async fn home(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if needs_setup(&state).await {
-        return Redirect::to("/setup").into_response();
-    }
-    let Some((who, csrf)) = signed_in(&state, &headers).await else {
-        return Redirect::to("/login").into_response();
-    };
-    page(
-        "Home",
-        &format!(
-            "<div class=\"card\"><h1>kenny</h1><p>Signed in as <strong>{}</strong> ({}).</p>\
-             <p class=\"muted\">The fleet dashboard arrives in a later release; MCP clients connect at <code>/mcp</code>.</p>\
-             <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button>Sign out</button></form></div>",
-            esc(&who.username),
-            who.role.as_str(),
-            esc(&csrf)
-        ),
-    )
-    .into_response()
 }
 
 // ---- first-run set-up --------------------------------------------------------------

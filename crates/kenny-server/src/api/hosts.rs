@@ -1,0 +1,335 @@
+//! `/api/agent/{id}/...`: the dashboard's host actions. Each names its host in the path
+//! and goes through the forwarder like an MCP call (scope, validation, an audit row with
+//! who and from where), then does its server-side part: keeping the telemetry snapshot
+//! or the screenshot.
+//!
+//! Failures map to HTTP statuses in [`call_error`]; a host out of the caller's scope
+//! answers exactly like an unknown one (404), so a `user` learns nothing about it.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use kenny_proto::catalog::AGENT_ID_ARG;
+use kenny_proto::error::ErrorCode;
+use serde_json::{Map, Value, json};
+
+use super::ApiError;
+use crate::forward::CallFailure;
+use crate::principal::Principal;
+use crate::state::AppState;
+use crate::store::ScreenshotMeta;
+
+/// The audit trail's name for reading one host's facts (no agent is called).
+pub const FACTS_TOOL: &str = "agent_health";
+/// The audit trail's name for an agent update request.
+pub const UPDATE_TOOL: &str = "agent_update";
+pub const UPDATE_UNAVAILABLE: &str =
+    "agent self-update is not available in this release; reinstall with kenny-agent install";
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+fn not_found(agent_id: &str) -> ApiError {
+    let shown: String = agent_id.chars().take(64).collect();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no agent {shown:?} that you can reach; the fleet page lists yours"),
+    )
+}
+
+/// The HTTP answer for a call that did not succeed.
+///
+/// | codes | status |
+/// |---|---|
+/// | `forbidden`, `unknown_agent`, `no_agent` | 404 (out of scope looks unknown) |
+/// | `bad_args` | 400 |
+/// | `disabled`, `blocked`, `paused`, `denied` | 403: the PC's owner or a rule said no |
+/// | `offline` | 409: the host is known but not connected |
+/// | `unsupported` | 422: this host cannot do that (e.g. remote help on Linux) |
+/// | `timeout` | 504 |
+/// | `exec_failed`, `not_found`, `internal`, anything else | 502: the agent tried and failed |
+pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
+    let Some(code) = ErrorCode::parse(&f.code) else {
+        return ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "agent_error",
+            format!("{}: {}", f.code, f.message),
+        );
+    };
+    let status = match code {
+        ErrorCode::Forbidden | ErrorCode::UnknownAgent | ErrorCode::NoAgent => return not_found(agent_id),
+        ErrorCode::BadArgs => StatusCode::BAD_REQUEST,
+        ErrorCode::Disabled | ErrorCode::Blocked | ErrorCode::Paused | ErrorCode::Denied => StatusCode::FORBIDDEN,
+        ErrorCode::Offline => StatusCode::CONFLICT,
+        ErrorCode::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::ExecFailed | ErrorCode::NotFound | ErrorCode::Internal => StatusCode::BAD_GATEWAY,
+    };
+    ApiError::new(status, code.as_str(), f.message.clone())
+}
+
+/// Runs `tool` (no arguments) on `agent_id` for `who`, through the forwarder.
+async fn run(state: &AppState, who: &Principal, agent_id: &str, tool: &str) -> Result<Value, ApiError> {
+    let mut args = Map::new();
+    args.insert(AGENT_ID_ARG.to_owned(), Value::String(agent_id.to_owned()));
+    state
+        .forwarder
+        .forward(who, tool, args)
+        .await
+        .map_err(|f| call_error(agent_id, &f))
+}
+
+fn bad_answer(tool: &str, what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_GATEWAY,
+        "exec_failed",
+        format!("the agent answered {tool} without {what}; is it an older kenny-agent?"),
+    )
+}
+
+/// Refuses (and audits) a request for a host out of reach or unknown.
+async fn known_host(
+    state: &AppState,
+    who: &Principal,
+    agent_id: &str,
+    tool: &str,
+) -> Result<crate::fleet::AgentSummary, ApiError> {
+    // Only a well-formed id goes into the trail; anything else is just "unknown".
+    let shown = crate::tunnel::handshake::valid_agent_id(agent_id).then(|| agent_id.to_owned());
+    if let Err(refusal) = state.forwarder.check_reach(who, agent_id) {
+        state.forwarder.audit_refusal(who, shown, tool, &refusal).await;
+        return Err(not_found(agent_id));
+    }
+    match crate::fleet::one(state, who, agent_id).await? {
+        Some(agent) => Ok(agent),
+        None => {
+            let refusal = CallFailure::refusal(ErrorCode::UnknownAgent, "no agent with that id");
+            state.forwarder.audit_refusal(who, shown, tool, &refusal).await;
+            Err(not_found(agent_id))
+        }
+    }
+}
+
+/// `GET /api/agent/{id}`: what the server knows about one host.
+pub async fn facts(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = known_host(&state, &who, &agent_id, FACTS_TOOL).await?;
+    let id = agent_id.clone();
+    let (latest, screenshot) = state
+        .store
+        .blocking(move |s| Ok((s.latest_telemetry(&id)?, s.screenshot_meta(&id)?)))
+        .await?;
+    let telemetry = latest.map(|(collected_at, received_at, snapshot)| {
+        let snapshot: Value = serde_json::from_str(&snapshot).unwrap_or(Value::Null);
+        json!({
+            "collected_at": collected_at,
+            "received_at": received_at,
+            "health": crate::health::of_snapshot(&snapshot),
+        })
+    });
+    state.forwarder.audit_served(&who, &agent_id, FACTS_TOOL).await;
+    Ok(Json(
+        json!({ "agent": agent, "telemetry": telemetry, "screenshot": screenshot }),
+    ))
+}
+
+/// `POST /api/agent/{id}/refresh`: collects telemetry now, keeps it as the latest
+/// snapshot and returns it.
+pub async fn refresh(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let tool = "telemetry_collect";
+    let result = run(&state, &who, &agent_id, tool).await?;
+    let collected_at = result
+        .get("collected_at")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad_answer(tool, "collected_at"))?
+        .to_owned();
+    let snapshot = result
+        .get("snapshot")
+        .filter(|s| s.is_object())
+        .ok_or_else(|| bad_answer(tool, "a snapshot"))?
+        .clone();
+    state
+        .audit
+        .telemetry(agent_id.clone(), collected_at.clone(), snapshot.to_string());
+    Ok(Json(json!({
+        "agent_id": agent_id,
+        "collected_at": collected_at,
+        "health": crate::health::of_snapshot(&snapshot),
+        "snapshot": snapshot,
+    })))
+}
+
+/// The PNG in a `screen_capture` result, checked to be one.
+fn png_of(result: &Value) -> Result<Vec<u8>, ApiError> {
+    let tool = "screen_capture";
+    if result.get("mime_type").and_then(Value::as_str) != Some("image/png") {
+        return Err(bad_answer(tool, "a PNG"));
+    }
+    let data = result
+        .get("data_base64")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad_answer(tool, "image data"))?;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|_| bad_answer(tool, "valid base64 image data"))?;
+    if !png.starts_with(PNG_SIGNATURE) {
+        return Err(bad_answer(tool, "a PNG"));
+    }
+    Ok(png)
+}
+
+/// `POST /api/agent/{id}/screenshot`: captures the screen and keeps it as the host's
+/// latest screenshot; answers with its metadata.
+pub async fn capture(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let result = run(&state, &who, &agent_id, "screen_capture").await?;
+    let png = png_of(&result)?;
+    let dimension = |k: &str| result.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let meta = ScreenshotMeta {
+        agent_id: agent_id.clone(),
+        width: dimension("width"),
+        height: dimension("height"),
+        bytes: png.len() as i64,
+        taken_at: crate::clock::now(),
+        taken_by: who.username.clone(),
+    };
+    let stored = meta.clone();
+    state.store.blocking(move |s| s.put_screenshot(&stored, &png)).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({ "screenshot": meta, "url": format!("/api/agent/{agent_id}/screenshot") })),
+    ))
+}
+
+/// `GET /api/agent/{id}/screenshot`: the latest screenshot as `image/png`, with who took
+/// it and when in `X-Kenny-Taken-By` / `X-Kenny-Taken-At`.
+pub async fn screenshot(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let none = || {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no screenshot of agent {agent_id:?} that you can see; capture one first"),
+        )
+    };
+    if !who.may_reach(&agent_id) {
+        return Err(none());
+    }
+    let id = agent_id.clone();
+    let (meta, png) = state
+        .store
+        .blocking(move |s| s.screenshot(&id))
+        .await?
+        .ok_or_else(none)?;
+    let mut response = ([(header::CONTENT_TYPE, HeaderValue::from_static("image/png"))], png).into_response();
+    let h = response.headers_mut();
+    for (name, value) in [("x-kenny-taken-at", meta.taken_at), ("x-kenny-taken-by", meta.taken_by)] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    Ok(response)
+}
+
+/// `POST /api/agent/{id}/remotehelp`: starts remote help (Quick Assist) on the host.
+pub async fn remote_help(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let result = run(&state, &who, &agent_id, "remotehelp_start").await?;
+    Ok(Json(json!({ "agent_id": agent_id, "result": result })))
+}
+
+/// `POST /api/agents/{id}/update`: no agent can update itself yet. The request is still
+/// scope-checked and audited (as a refusal), so attempts show in the trail.
+pub async fn update(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
+    let refusal = CallFailure::refusal(ErrorCode::Unsupported, UPDATE_UNAVAILABLE);
+    state
+        .forwarder
+        .audit_refusal(&who, Some(agent_id), UPDATE_TOOL, &refusal)
+        .await;
+    Err(ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "unsupported",
+        UPDATE_UNAVAILABLE,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: &str) -> (u16, &'static str) {
+        let e = call_error(
+            "pc-a",
+            &CallFailure {
+                code: code.into(),
+                message: "m".into(),
+                refused: false,
+            },
+        );
+        (e.status.as_u16(), e.code)
+    }
+
+    #[test]
+    fn failures_map_to_statuses_and_out_of_scope_looks_unknown() {
+        assert_eq!(status("forbidden"), (404, "not_found"));
+        assert_eq!(status("unknown_agent"), (404, "not_found"));
+        let forbidden = call_error(
+            "pc-a",
+            &CallFailure::refusal(ErrorCode::Forbidden, "kim may not reach pc-a"),
+        );
+        let unknown = call_error("pc-a", &CallFailure::refusal(ErrorCode::UnknownAgent, "no agent pc-a"));
+        assert_eq!(
+            forbidden.message, unknown.message,
+            "same answer whether the host exists or not"
+        );
+        assert_eq!(status("offline"), (409, "offline"));
+        assert_eq!(status("timeout"), (504, "timeout"));
+        assert_eq!(status("unsupported"), (422, "unsupported"));
+        assert_eq!(status("disabled"), (403, "disabled"));
+        assert_eq!(status("blocked"), (403, "blocked"));
+        assert_eq!(status("exec_failed"), (502, "exec_failed"));
+        assert_eq!(status("bad_args"), (400, "bad_args"));
+        assert_eq!(status("something_new"), (502, "agent_error"));
+    }
+
+    #[test]
+    fn only_real_pngs_are_kept() {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let png = [PNG_SIGNATURE, b"rest"].concat();
+        let ok = json!({"mime_type": "image/png", "data_base64": b64(&png)});
+        assert_eq!(png_of(&ok).unwrap(), png);
+        for bad in [
+            json!({"mime_type": "image/jpeg", "data_base64": b64(&png)}),
+            json!({"mime_type": "image/png", "data_base64": "%%%"}),
+            json!({"mime_type": "image/png", "data_base64": b64(b"<svg>")}),
+            json!({"mime_type": "image/png"}),
+        ] {
+            assert_eq!(png_of(&bad).unwrap_err().status, StatusCode::BAD_GATEWAY, "{bad}");
+        }
+    }
+}

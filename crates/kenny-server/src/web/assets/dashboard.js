@@ -1,0 +1,415 @@
+// kenny dashboard: the one script every dashboard page loads (from <head>, so the
+// theme is set before the page paints). Plain JavaScript, no build step.
+//
+// Rules kept here: text from the server or an agent only ever reaches the page through
+// textContent / text nodes (never innerHTML); every request that changes something
+// carries the session's CSRF token from <meta name="csrf-token">.
+//
+// The chat panel's script (added separately) finds its container at <aside id="chat">
+// and the helpers below at window.kenny; it may wait for the `kenny:ready` event.
+'use strict';
+
+(() => {
+  const THEME_KEY = 'kenny-theme';
+  const root = document.documentElement;
+
+  function storedTheme() {
+    try { return localStorage.getItem(THEME_KEY); } catch { return null; }
+  }
+  const initial = storedTheme();
+  if (initial === 'dark' || initial === 'light') root.dataset.theme = initial;
+
+  const systemDark = () => window.matchMedia && window.matchMedia('(prefers-color-scheme: dark)').matches;
+  const effectiveTheme = () => root.dataset.theme || (systemDark() ? 'dark' : 'light');
+
+  const $ = (sel, from = document) => from.querySelector(sel);
+  const $$ = (sel, from = document) => Array.from(from.querySelectorAll(sel));
+  const csrf = () => $('meta[name="csrf-token"]')?.getAttribute('content') ?? '';
+
+  // Builds an element; attributes are set as attributes, children as nodes or text.
+  function el(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') node.className = v;
+      else node.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  // One JSON request to kenny's API. Never throws: { ok, status, data } or
+  // { ok: false, status, error: { code, message } }.
+  async function api(method, path, body) {
+    const init = { method, credentials: 'same-origin', headers: { 'X-CSRF-Token': csrf(), Accept: 'application/json' } };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      return { ok: false, status: 0, error: { code: 'network', message: `The server could not be reached (${e.message}).` } };
+    }
+    let data = null;
+    if (res.status !== 204) {
+      try { data = await res.json(); } catch { data = null; }
+    }
+    if (res.ok) return { ok: true, status: res.status, data };
+    const error = data && data.error && typeof data.error.message === 'string'
+      ? data.error
+      : { code: `http_${res.status}`, message: `The server answered ${res.status}.` };
+    return { ok: false, status: res.status, error };
+  }
+
+  const enc = encodeURIComponent;
+  const errorText = (e) => `${e.message} (${e.code})`;
+
+  // ---- times: UTC text from the server becomes local, relative time ---------------
+
+  function relative(date) {
+    const s = Math.round((Date.now() - date.getTime()) / 1000);
+    if (s < 45 && s > -45) return 'just now';
+    const units = [['day', 86400], ['hour', 3600], ['minute', 60]];
+    for (const [unit, secs] of units) {
+      const n = Math.round(Math.abs(s) / secs);
+      if (n >= 1 && Math.abs(s) >= secs) {
+        if (unit === 'day' && n > 6) break;
+        const word = `${n} ${unit}${n === 1 ? '' : 's'}`;
+        return s > 0 ? `${word} ago` : `in ${word}`;
+      }
+    }
+    return date.toLocaleString();
+  }
+
+  function localTimes(scope = document) {
+    for (const t of $$('time[datetime]', scope)) {
+      const d = new Date(t.getAttribute('datetime'));
+      if (Number.isNaN(d.getTime())) continue;
+      t.title = d.toLocaleString();
+      t.textContent = relative(d);
+    }
+  }
+
+  const timeEl = (iso) => {
+    const t = el('time', { datetime: iso }, iso);
+    localTimes(el('span', {}, t));
+    return t;
+  };
+
+  // ---- re-reading parts of the current page ----------------------------------------
+
+  // Fetches this page again and swaps in the sections with these ids. Elements marked
+  // data-keep (a secret shown once, a message) stay as they are.
+  async function refreshSections(ids) {
+    let html;
+    try {
+      const res = await fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html' } });
+      if (!res.ok) return;
+      html = await res.text();
+    } catch { return; }
+    const fresh = new DOMParser().parseFromString(html, 'text/html');
+    for (const id of ids) {
+      const now = document.getElementById(id);
+      const next = fresh.getElementById(id);
+      if (!now || !next) continue;
+      const adopted = document.importNode(next, true);
+      for (const keep of $$('[data-keep][id]', now)) {
+        const slot = adopted.querySelector(`#${CSS.escape(keep.id)}`);
+        if (slot) slot.replaceWith(keep);
+      }
+      now.replaceWith(adopted);
+      localTimes(adopted);
+    }
+  }
+
+  // ---- shared widgets ----------------------------------------------------------------
+
+  function showStatus(node, text, kind) {
+    if (!node) return;
+    node.hidden = false;
+    node.classList.remove('ok', 'error');
+    if (kind) node.classList.add(kind);
+    node.replaceChildren(...(Array.isArray(text) ? text : [text]));
+  }
+
+  async function copyText(text, button) {
+    let done = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      done = true;
+    } catch {
+      // Clipboard API missing (plain http on another host): select for a manual copy.
+      const pre = button.parentElement && $('pre', button.parentElement);
+      if (pre) window.getSelection().selectAllChildren(pre);
+    }
+    const label = button.textContent;
+    button.textContent = done ? 'Copied' : 'Selected: press Ctrl+C';
+    setTimeout(() => { button.textContent = label; }, 2000);
+  }
+
+  // A value shown once, with a copy button.
+  function secretBox(title, value, note, preId) {
+    const pre = el('pre', { id: preId }, value);
+    const button = el('button', { type: 'button', class: 'secondary', 'data-copy': '' }, 'Copy');
+    button.addEventListener('click', () => copyText(pre.textContent, button));
+    return el('div', { class: 'secret' }, el('strong', {}, title), pre, button, note ? el('p', { class: 'muted' }, note) : null);
+  }
+
+  // ---- theme ----------------------------------------------------------------------------
+
+  function setupTheme() {
+    const button = $('#theme-toggle');
+    if (!button) return;
+    const label = () => {
+      const dark = effectiveTheme() === 'dark';
+      button.textContent = dark ? 'Light' : 'Dark';
+      button.setAttribute('aria-pressed', String(dark));
+      button.title = dark ? 'Switch to the light theme' : 'Switch to the dark theme';
+    };
+    label();
+    button.addEventListener('click', () => {
+      const next = effectiveTheme() === 'dark' ? 'light' : 'dark';
+      root.dataset.theme = next;
+      try { localStorage.setItem(THEME_KEY, next); } catch { /* private mode: this page only */ }
+      label();
+    });
+    if (window.matchMedia) window.matchMedia('(prefers-color-scheme: dark)').addEventListener?.('change', label);
+  }
+
+  // ---- fleet -----------------------------------------------------------------------------
+
+  function setupFleet() {
+    const table = $('#fleet-table');
+    if (!table) return;
+    const search = $('#fleet-search');
+    const state = $('#fleet-state');
+    const none = $('#fleet-none');
+    const rows = $$('tbody tr', table);
+    const apply = () => {
+      const terms = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+      const want = state.value;
+      let shown = 0;
+      for (const tr of rows) {
+        const text = tr.dataset.search || '';
+        const match = terms.every((t) => text.includes(t))
+          && (!want || (want === 'online') === (tr.dataset.online === 'true'));
+        tr.hidden = !match;
+        if (match) shown += 1;
+      }
+      none.hidden = shown > 0 || rows.length === 0;
+    };
+    search.addEventListener('input', apply);
+    state.addEventListener('change', apply);
+    apply();
+  }
+
+  // ---- host page -------------------------------------------------------------------------
+
+  const RANK = { ok: 0, unknown: 1, warn: 2, crit: 3 };
+  const statusOf = (s) => (s && typeof s.status === 'string' && s.status in RANK ? s.status : 'unknown');
+  const badge = (status) => el('span', { class: `badge st-${status.replace(/[^a-z0-9_]/gi, '')}` }, status);
+
+  function renderTelemetry(data) {
+    const box = $('#sections');
+    if (!box) return;
+    const snapshot = data.snapshot || {};
+    const sections = Object.entries(snapshot).map(([name, value]) => {
+      const details = value && typeof value === 'object' ? { ...value } : { value };
+      delete details.status;
+      delete details.summary;
+      return { name, status: statusOf(value), summary: (value && value.summary) || '', details };
+    });
+    sections.sort((a, b) => RANK[b.status] - RANK[a.status] || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    box.replaceChildren(...sections.map((s) => el('details', { class: 'section', 'data-section': s.name },
+      el('summary', {}, badge(s.status), ' ', el('strong', {}, s.name), ' ', el('span', { class: 'summary' }, s.summary)),
+      el('pre', {}, JSON.stringify(s.details, null, 2)))));
+    const overall = $('#telemetry-overall');
+    if (overall && data.health) overall.replaceChildren(badge(data.health.status), ' ', data.health.summary);
+    const when = $('#telemetry-when');
+    if (when) when.replaceChildren('Collected ', timeEl(data.collected_at));
+  }
+
+  function showScreenshot(data) {
+    const img = $('#screenshot-img');
+    const caption = $('#screenshot-caption');
+    const shot = data.screenshot;
+    if (img) {
+      img.src = `${data.url}?t=${Date.now()}`;
+      img.width = shot.width;
+      img.height = shot.height;
+      img.hidden = false;
+    }
+    if (caption) {
+      caption.classList.remove('muted');
+      caption.replaceChildren(`${shot.width}×${shot.height}, taken `, timeEl(shot.taken_at), ` by ${shot.taken_by}`);
+    }
+  }
+
+  function setupHost() {
+    const box = $('#host-actions');
+    if (!box) return;
+    const id = box.dataset.agent;
+    const status = $('#action-status');
+    const actions = {
+      refresh: {
+        url: `/api/agent/${enc(id)}/refresh`, busy: 'Collecting telemetry…',
+        done: (d) => { renderTelemetry(d); return `Telemetry collected: ${d.health ? d.health.summary : 'no sections'}.`; },
+      },
+      screenshot: {
+        url: `/api/agent/${enc(id)}/screenshot`, busy: 'Capturing the screen…',
+        done: (d) => { showScreenshot(d); return `Screen captured (${d.screenshot.width}×${d.screenshot.height}).`; },
+      },
+      remotehelp: {
+        url: `/api/agent/${enc(id)}/remotehelp`, busy: 'Starting remote help…',
+        done: (d) => `Remote help started on ${id}${d.result && d.result.note ? `: ${d.result.note}` : '.'}`,
+      },
+      update: {
+        url: `/api/agents/${enc(id)}/update`, busy: 'Asking the agent to update…',
+        done: () => `Update requested on ${id}.`,
+      },
+    };
+    box.addEventListener('click', async (ev) => {
+      const button = ev.target.closest('button[data-action]');
+      const action = button && actions[button.dataset.action];
+      if (!action) return;
+      const buttons = $$('button', box);
+      buttons.forEach((b) => { b.disabled = true; });
+      showStatus(status, action.busy);
+      const r = await api('POST', action.url);
+      if (r.ok) showStatus(status, action.done(r.data), 'ok');
+      else showStatus(status, errorText(r.error), 'error');
+      buttons.forEach((b) => { b.disabled = false; });
+      // The call's audit row is written in the background; give it a moment.
+      setTimeout(() => refreshSections(['recent', 'facts']), 400);
+    });
+  }
+
+  // ---- admin -------------------------------------------------------------------------------
+
+  const hostList = (text) => text.split(/[\s,]+/).map((h) => h.trim()).filter(Boolean);
+
+  function setupAdmin() {
+    if (!$('#users')) return;
+    const main = $('main');
+
+    // Listeners sit on <main>, not on the forms and buttons: sections are swapped for
+    // fresh copies after each change.
+    const forms = {};
+    main.addEventListener('submit', (ev) => {
+      const handler = forms[ev.target.id];
+      if (!handler) return;
+      ev.preventDefault();
+      handler(ev.target);
+    });
+
+    forms['user-form'] = async (f) => {
+      const body = { username: f.username.value.trim(), role: f.role.value };
+      if (body.role === 'user') body.hosts = hostList(f.hosts.value);
+      if (f.password.value) body.password = f.password.value;
+      const r = await api('POST', '/api/users', body);
+      const out = $('#users-result');
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      showStatus(out, r.data.password
+        ? [`Added ${r.data.user.username}.`, secretBox('Their password (shown once):', r.data.password, 'Hand it over privately; they can change it after signing in.')]
+        : `Added ${r.data.user.username}.`, 'ok');
+      refreshSections(['users']);
+    };
+
+    forms['token-form'] = async (f) => {
+      const label = f.label.value.trim();
+      const r = await api('POST', '/api/me/tokens', label ? { label } : {});
+      const out = $('#tokens-result');
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      showStatus(out, [secretBox('Your new token (shown once):', r.data.token, 'Paste it into your MCP client as Authorization: Bearer <token>.', 'new-token')], 'ok');
+      refreshSections(['tokens']);
+    };
+
+    forms['agent-form'] = async (f) => {
+      const r = await api('POST', '/api/agents', { agent_id: f.agent_id.value.trim() });
+      const out = $('#agent-result');
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      const d = r.data;
+      out.classList.remove('error');
+      showStatus(out, [
+        secretBox(`Run this on ${d.agent_id}, as root (Linux) or in an administrator prompt (Windows):`, d.install_command,
+          'The enrollment token works once, to register the PC\'s own key; it is not shown again.', 'install-command'),
+        el('dl', { class: 'facts' },
+          el('dt', {}, 'Server'), el('dd', {}, d.server),
+          el('dt', {}, 'Agent id'), el('dd', {}, d.agent_id),
+          el('dt', {}, 'Server key'), el('dd', {}, el('code', {}, d.server_pubkey))),
+      ], 'ok');
+      refreshSections(['agents']);
+    };
+
+    main.addEventListener('click', async (ev) => {
+      const userButton = ev.target.closest('button[data-user-action]');
+      const tokenButton = ev.target.closest('button[data-token-action]');
+      if (userButton) {
+        const tr = userButton.closest('tr[data-user-id]');
+        const id = tr.dataset.userId;
+        const name = tr.dataset.username;
+        const out = $('#users-result');
+        let r;
+        let done;
+        switch (userButton.dataset.userAction) {
+          case 'save': {
+            const role = $('select[name="role"]', tr).value;
+            const body = { role };
+            if (role === 'user') body.hosts = hostList($('input[name="hosts"]', tr).value);
+            r = await api('PATCH', `/api/users/${enc(id)}`, body);
+            done = `Saved ${name}.`;
+            break;
+          }
+          case 'toggle': {
+            const disable = tr.dataset.disabled !== 'true';
+            r = await api('PATCH', `/api/users/${enc(id)}`, { disabled: disable });
+            done = disable ? `Disabled ${name}; their sessions have ended.` : `Enabled ${name}.`;
+            break;
+          }
+          case 'password':
+            if (!window.confirm(`Reset the password of ${name}? They are signed out everywhere.`)) return;
+            r = await api('POST', `/api/users/${enc(id)}/password`, {});
+            done = r.ok ? [`New password for ${name}.`, secretBox('Their new password (shown once):', r.data.password)] : '';
+            break;
+          case 'delete':
+            if (!window.confirm(`Delete the account ${name}? This cannot be undone.`)) return;
+            r = await api('DELETE', `/api/users/${enc(id)}`);
+            done = `Deleted ${name}.`;
+            break;
+          default:
+            return;
+        }
+        if (!r.ok) return showStatus(out, `${name}: ${errorText(r.error)}`, 'error');
+        showStatus(out, done, 'ok');
+        refreshSections(['users']);
+      } else if (tokenButton) {
+        const tr = tokenButton.closest('tr[data-token-id]');
+        if (!window.confirm('Revoke this token? Clients using it stop working at once.')) return;
+        const r = await api('DELETE', `/api/me/tokens/${enc(tr.dataset.tokenId)}`);
+        const out = $('#tokens-result');
+        if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+        showStatus(out, 'Token revoked.', 'ok');
+        refreshSections(['tokens']);
+      }
+    });
+  }
+
+  window.kenny = Object.freeze({ api, csrf, el, refreshSections, localTimes });
+
+  document.addEventListener('DOMContentLoaded', () => {
+    setupTheme();
+    localTimes();
+    setupFleet();
+    setupHost();
+    setupAdmin();
+    document.dispatchEvent(new CustomEvent('kenny:ready', { detail: window.kenny }));
+  });
+})();

@@ -1,0 +1,174 @@
+//! `/`: every PC the viewer may reach, with its state and health at a glance.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::{Nav, badge, chat_panel, layout, time_el, viewer};
+use crate::fleet::AgentSummary;
+use crate::health::Health;
+use crate::state::AppState;
+use crate::web::html::esc;
+
+pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let (who, csrf) = match viewer(&state, &headers, "/").await {
+        Ok(v) => v,
+        Err(redirect) => return redirect,
+    };
+    let agents = match crate::fleet::list(&state, &who).await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "listing the fleet failed");
+            return super::message_page(
+                &who,
+                &csrf,
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "Something went wrong",
+                "The fleet could not be read; see the server log.",
+            );
+        }
+    };
+    let ids: Vec<String> = agents.iter().map(|a| a.agent_id.clone()).collect();
+    let health = state
+        .store
+        .blocking(move |s| {
+            ids.into_iter()
+                .map(|id| {
+                    let latest = s.latest_telemetry(&id)?;
+                    Ok(latest.and_then(|(_, _, snap)| {
+                        crate::health::of_snapshot(&serde_json::from_str(&snap).unwrap_or_default())
+                    }))
+                })
+                .collect::<crate::store::Result<Vec<_>>>()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading telemetry for the fleet page failed");
+            Vec::new()
+        });
+    let body = render(&agents, &health, who.role == crate::principal::Role::Superuser);
+    layout(&who, &csrf, "Fleet", Nav::Fleet, &body)
+}
+
+fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -> String {
+    let online = agents.iter().filter(|a| a.online).count();
+    let mut rows = String::new();
+    for (i, a) in agents.iter().enumerate() {
+        rows += &row(a, health.get(i).and_then(|h| h.as_ref()));
+    }
+    let empty = if agents.is_empty() {
+        if superuser {
+            "<p class=\"empty\">No PCs yet. <a href=\"/admin#agents\">Add an agent</a> to get started.</p>"
+        } else {
+            "<p class=\"empty\">No PCs are assigned to you yet; ask a superuser.</p>"
+        }
+    } else {
+        ""
+    };
+    format!(
+        "<div class=\"page-head\"><h1>Fleet</h1><p class=\"muted\" id=\"fleet-count\">{total} PCs · {online} online</p></div>\
+         <div class=\"with-chat\"><section class=\"card\">\
+         <div class=\"toolbar\"><input id=\"fleet-search\" type=\"search\" placeholder=\"Search name, OS, version, health\" aria-label=\"Search the fleet\" autocomplete=\"off\">\
+         <select id=\"fleet-state\" aria-label=\"Show\"><option value=\"\">All</option><option value=\"online\">Online</option><option value=\"offline\">Offline</option></select></div>\
+         {empty}<table class=\"fleet stack\" id=\"fleet-table\"><thead><tr><th>PC</th><th>State</th><th>OS</th><th>Version</th><th>Last seen</th><th>Health</th></tr></thead>\
+         <tbody>{rows}</tbody></table><p class=\"empty\" id=\"fleet-none\" hidden>No PC matches the filter.</p></section>{chat}</div>",
+        total = agents.len(),
+        chat = chat_panel(None),
+    )
+}
+
+fn row(a: &AgentSummary, health: Option<&Health>) -> String {
+    let state = if a.online {
+        "<span class=\"state on\">Online</span>"
+    } else {
+        "<span class=\"state off\">Offline</span>"
+    };
+    let health_cell = match health {
+        Some(h) => format!(
+            "{} <span class=\"summary\">{}</span>",
+            badge(h.status.as_str()),
+            esc(&h.summary)
+        ),
+        None => "<span class=\"muted\">no telemetry yet</span>".to_owned(),
+    };
+    let os = match (&a.os, &a.arch) {
+        (Some(os), Some(arch)) => format!("{os} ({arch})"),
+        (Some(os), None) => os.clone(),
+        _ => "—".to_owned(),
+    };
+    let search = [
+        a.agent_id.as_str(),
+        a.hostname.as_deref().unwrap_or(""),
+        &os,
+        a.version.as_deref().unwrap_or(""),
+        health.map_or("", |h| h.summary.as_str()),
+        health.map_or("", |h| h.status.as_str()),
+    ]
+    .join(" ")
+    .to_lowercase();
+    let hostname = match &a.hostname {
+        Some(h) if h != &a.agent_id => format!("<div class=\"muted\">{}</div>", esc(h)),
+        _ => String::new(),
+    };
+    format!(
+        "<tr data-search=\"{search}\" data-online=\"{online}\">\
+         <td data-label=\"PC\"><a class=\"host-link\" href=\"/hosts/{id}\">{id}</a>{hostname}</td>\
+         <td data-label=\"State\">{state}</td><td data-label=\"OS\">{os}</td>\
+         <td data-label=\"Version\">{version}</td><td data-label=\"Last seen\">{seen}</td>\
+         <td data-label=\"Health\">{health_cell}</td></tr>",
+        search = esc(&search),
+        online = a.online,
+        id = esc(&a.agent_id),
+        os = esc(&os),
+        version = esc(a.version.as_deref().unwrap_or("—")),
+        seen = time_el(a.last_seen.as_deref()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::Status;
+
+    fn agent(id: &str, online: bool) -> AgentSummary {
+        AgentSummary {
+            agent_id: id.into(),
+            online,
+            os: Some("linux".into()),
+            hostname: Some("<den>".into()),
+            version: Some("0.1.0".into()),
+            arch: Some("x86_64".into()),
+            enrolled: true,
+            last_seen: Some("2026-01-02T03:04:05.000Z".into()),
+        }
+    }
+
+    #[test]
+    fn rows_link_to_hosts_carry_filter_data_and_escape() {
+        let h = Health {
+            status: Status::Warn,
+            section: Some("disk".into()),
+            summary: "disk: <b>91%</b> full".into(),
+            problems: 1,
+            sections: 3,
+        };
+        let html = render(&[agent("pc-a", true), agent("pc-b", false)], &[Some(h), None], false);
+        assert!(html.contains("2 PCs · 1 online"));
+        assert!(html.contains("<a class=\"host-link\" href=\"/hosts/pc-a\">pc-a</a>"));
+        assert!(html.contains("data-online=\"true\"") && html.contains("data-online=\"false\""));
+        assert!(html.contains(
+            "<span class=\"badge st-warn\">warn</span> <span class=\"summary\">disk: &lt;b&gt;91%&lt;/b&gt; full</span>"
+        ));
+        assert!(
+            html.contains(
+                "data-search=\"pc-a &lt;den&gt; linux (x86_64) 0.1.0 disk: &lt;b&gt;91%&lt;/b&gt; full warn\""
+            )
+        );
+        assert!(html.contains("no telemetry yet"));
+        assert!(!html.contains("<den>") && !html.contains("<b>91"));
+        assert!(html.contains("<aside id=\"chat\""));
+        assert!(render(&[], &[], true).contains("Add an agent"));
+    }
+}
