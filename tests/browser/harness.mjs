@@ -12,11 +12,11 @@ import { chromium } from 'playwright-core';
 const repo = resolve(import.meta.dirname, '../..');
 const binDir = process.env.KENNY_BIN_DIR ?? join(repo, 'target', 'debug');
 
-export async function startServer(extraArgs = []) {
+export async function startServer(extraArgs = [], env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'kenny-browser-'));
   const proc = spawn(join(binDir, 'kenny-server'), ['serve', '--listen', '127.0.0.1:0', '--data-dir', join(dir, 'data'), ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, KENNY_LOG: 'warn' },
+    env: { ...process.env, KENNY_LOG: 'warn', ...env },
   });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });

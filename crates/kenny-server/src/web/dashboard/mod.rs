@@ -22,6 +22,7 @@ use crate::state::AppState;
 
 const STYLESHEET: &str = include_str!("../assets/dashboard.css");
 const SCRIPT: &str = include_str!("../assets/dashboard.js");
+const CHAT_SCRIPT: &str = include_str!("../assets/chat.js");
 
 /// Dashboard pages load nothing from elsewhere and run only our own script file: no
 /// inline script, no inline style, no framing.
@@ -36,6 +37,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/admin", get(admin::page))
         .route("/assets/dashboard.css", get(stylesheet))
         .route("/assets/dashboard.js", get(script))
+        .route("/assets/chat.js", get(chat_script))
 }
 
 async fn stylesheet() -> Response {
@@ -44,6 +46,10 @@ async fn stylesheet() -> Response {
 
 async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+async fn chat_script() -> Response {
+    asset("text/javascript; charset=utf-8", CHAT_SCRIPT)
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -101,7 +107,8 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
          <meta name=\"csrf-token\" content=\"{csrf}\">\
          <title>{title} · kenny</title>\
          <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
-         <script src=\"/assets/dashboard.js\"></script></head>\
+         <script src=\"/assets/dashboard.js\"></script>\
+         <script src=\"/assets/chat.js\" defer></script></head>\
          <body><header class=\"topbar\"><a class=\"brand\" href=\"/\">kenny</a>\
          <nav class=\"mainnav\" aria-label=\"Main\">{nav}</nav>\
          <div class=\"account\"><span class=\"who\">Signed in as <strong>{user}</strong> ({role})</span>\
