@@ -272,3 +272,17 @@ async def test_conversations_are_listed_reopened_and_deleted(chat_kenny):
             assert r.status_code == 400, (bad, r.text)
         assert http.delete(f"/api/chat/sessions/{session}").status_code == 204
         assert http.get(f"/api/chat/sessions/{session}").status_code == 404
+
+
+async def test_screenshots_go_back_to_the_model_as_images(chat_kenny, model, xvfb):
+    kenny = chat_kenny
+    kenny.start_agent("pc-a", env={"DISPLAY": xvfb})
+    await kenny.wait_agents(["pc-a"])
+    with _http(kenny) as http:
+        session = _session(http, "pc-a")
+        events = _say(http, session, 'call screen_capture {"max_width": 320}')
+        assert _only(events, "tool_result")["summary"] == "image 320x180", events
+    content = model.requests[-1]["messages"][-1]["content"][0]["content"]
+    assert content[0]["type"] == "image" and content[0]["source"]["media_type"] == "image/png", content[0]
+    assert content[0]["source"]["data"].startswith("iVBORw0KGgo"), "base64 PNG"
+    assert content[1]["type"] == "text" and "data_base64" not in content[1]["text"]
