@@ -291,7 +291,8 @@ fn outcome_name(failure: Option<&CallFailure>) -> &'static str {
     }
 }
 
-fn audit_row(
+/// An audit row for `who` (user, credential, client address), completed by the caller.
+pub(crate) fn audit_row(
     who: &Principal,
     call_id: Option<String>,
     agent_id: Option<String>,

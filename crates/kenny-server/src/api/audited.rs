@@ -11,7 +11,6 @@ use axum::response::Response;
 
 use crate::principal::Principal;
 use crate::state::AppState;
-use crate::store::AuditRow;
 
 pub async fn audit_actions(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -31,28 +30,20 @@ pub async fn audit_actions(State(state): State<Arc<AppState>>, request: Request,
         return response;
     };
     let status = response.status();
-    let row = AuditRow {
-        call_id: None,
-        at: crate::clock::now(),
-        user_id: Some(who.user_id),
-        username: Some(who.username.clone()),
-        credential_kind: Some(who.credential_kind.as_str().to_owned()),
-        credential_id: Some(who.credential_id.clone()),
-        client_addr: who.client_addr.clone(),
-        target: Some(path.clone()),
-        agent_id: agent_in_path(&path),
-        tool: action,
-        args_digest: String::new(),
-        outcome: if status.is_success() {
-            "ok"
-        } else if status.is_client_error() {
-            "refused"
-        } else {
-            "error"
-        },
-        error_code: (!status.is_success()).then(|| status.as_u16().to_string()),
-        duration_ms: started.elapsed().as_millis() as i64,
-    };
+    let mut row = crate::forward::audit_row(
+        &who,
+        None,
+        agent_in_path(&path),
+        &action,
+        String::new(),
+        None,
+        started.elapsed(),
+    );
+    row.target = Some(path);
+    if !status.is_success() {
+        row.outcome = if status.is_client_error() { "refused" } else { "error" };
+        row.error_code = Some(status.as_u16().to_string());
+    }
     state.audit.record(row).await;
     response
 }

@@ -342,13 +342,7 @@ pub(super) async fn uninstall(name: &str) -> Result<Change, ToolError> {
         .filter(|p| p.split(':').next() != Some(base))
         .collect();
     if !others.is_empty() {
-        let shown: Vec<&str> = others.iter().take(20).map(String::as_str).collect();
-        return Err(ToolError::exec_failed(format!(
-            "removing `{name}` would also remove {} package(s) that depend on it: {}{}; nothing was removed. Remove those first, or run apt-get remove yourself with shell_exec if that is intended",
-            others.len(),
-            shown.join(", "),
-            if others.len() > shown.len() { ", ..." } else { "" }
-        )));
+        return Err(super::refuse_dependents("apt-get", name, &others));
     }
     let ran = run(&apt_get, &remove_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
     if !ran.success() {

@@ -221,13 +221,7 @@ pub(super) async fn uninstall(name: &str) -> Result<Change, ToolError> {
     }
     let others = parse_dependents(&dependents.stdout, name);
     if !others.is_empty() {
-        let shown: Vec<&str> = others.iter().take(20).map(String::as_str).collect();
-        return Err(ToolError::exec_failed(format!(
-            "removing `{name}` would also remove {} package(s) that depend on it: {}{}; nothing was removed. Remove those first, or run dnf remove yourself with shell_exec if that is intended",
-            others.len(),
-            shown.join(", "),
-            if others.len() > shown.len() { ", ..." } else { "" }
-        )));
+        return Err(super::refuse_dependents("dnf", name, &others));
     }
     let ran = run(&dnf, &remove_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
     if !ran.success() {

@@ -406,6 +406,17 @@ pub(super) fn exit_text(code: Option<i32>) -> String {
     code.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit code {c}"))
 }
 
+/// Removing a package would take others along: refused, naming them, nothing removed.
+pub(super) fn refuse_dependents(manager: &str, name: &str, others: &[String]) -> ToolError {
+    let shown: Vec<&str> = others.iter().take(20).map(String::as_str).collect();
+    ToolError::exec_failed(format!(
+        "removing `{name}` would also remove {} package(s) that depend on it: {}{}; nothing was removed. Remove those first, or run {manager} remove yourself with shell_exec if that is intended",
+        others.len(),
+        shown.join(", "),
+        if others.len() > shown.len() { ", ..." } else { "" }
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
