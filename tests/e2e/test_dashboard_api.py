@@ -96,16 +96,16 @@ async def test_every_host_action_is_audited_with_who_and_where(kenny):
         msg = _error(http.post("/api/agent/pc-a/remotehelp"), 422, "unsupported")
         assert "Windows" in msg or "Quick Assist" in msg, msg
 
-        r = http.post("/api/agents/pc-a/update")
-        assert r.status_code == 501, r.text
-        assert r.json() == {"error": {"code": "unsupported", "message": "agent self-update is not available in this release; reinstall with kenny-agent install"}}
+        # No newer build on this server: said plainly, with where to put one.
+        msg = _error(http.post("/api/agents/pc-a/update"), 404, "not_found")
+        assert "agent-releases" in msg and "kenny-agent-<version>-linux-" in msg, msg
 
     expected = [
         ("agent_health", "ok", None),
         ("telemetry_collect", "ok", None),
         ("screen_capture", "error", "exec_failed"),
         ("remotehelp_start", "error", "unsupported"),
-        ("agent_update", "refused", "unsupported"),
+        ("agent_update", "refused", "not_found"),
     ]
     for tool, outcome, code in expected:
         row = _audit_row(kenny, tool=tool, user="dana", agent_id="pc-a", outcome=outcome)

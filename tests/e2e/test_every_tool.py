@@ -46,6 +46,8 @@ def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
         "remotehelp_start": ({}, "unsupported"),
         "remotehelp_stop": ({}, "unsupported"),
         "telemetry_collect": ({"sections": ["memory"]}, "ok"),
+        # Only from its own server (test_agent_update.py does a real update).
+        "agent_update": ({"version": "9.9.9", "url": "http://127.0.0.2:9/x", "sha256": "0" * 64}, "bad_args"),
     }
 
 

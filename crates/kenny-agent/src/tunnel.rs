@@ -54,6 +54,7 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
     // The web filter must never block the server this agent reports to.
     tools::protect_server_host(&config.server);
+    tools::update::set_server_url(&config.server);
     let key = match &config.auth {
         AuthMode::Mutual { server_pubkey, .. } => {
             auth::parse_public_key(server_pubkey).context("--server-pubkey is not a valid Ed25519 public key")?;
@@ -369,6 +370,9 @@ async fn run_call(
         ),
     };
     let _ = out.send(Frame::Response(response)).await;
+    if let Some(exe) = tools::update::take_pending_restart() {
+        tokio::spawn(tools::update::restart_into(exe));
+    }
 }
 
 async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules) -> Response {

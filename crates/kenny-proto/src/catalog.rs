@@ -619,6 +619,35 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
+        name: "agent_update",
+        title: "Update the agent",
+        description: "Replace this PC's kenny-agent with a newer build served by the kenny server: downloads `url` (which must be on the server this agent reports to), checks it against `sha256`, swaps the binary (the old one is kept as kenny-agent.old) and restarts the agent; the PC is back online within seconds. The dashboard's Update button fills these in.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        platforms: ALL_OS,
+        params: &[
+            p(
+                "version",
+                ParamKind::String { max_len: 32 },
+                true,
+                "The version being installed, e.g. `0.2.0`; must be newer than the running one.",
+            ),
+            p(
+                "url",
+                ParamKind::String { max_len: 2048 },
+                true,
+                "Where to download it: a URL on the kenny server itself.",
+            ),
+            p(
+                "sha256",
+                ParamKind::String { max_len: 64 },
+                true,
+                "SHA-256 of the file, 64 hex digits.",
+            ),
+        ],
+        default_timeout_s: 600,
+    },
+    ToolSpec {
         name: "telemetry_collect",
         title: "Collect health telemetry",
         description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",

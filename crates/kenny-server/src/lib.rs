@@ -22,6 +22,7 @@ pub mod policy;
 pub mod principal;
 pub mod ratelimit;
 pub mod registry;
+pub mod releases;
 pub mod secrets;
 pub mod server;
 pub mod state;

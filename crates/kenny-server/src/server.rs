@@ -151,6 +151,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::oauth::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/d/agent/{file}", get(crate::releases::download))
         .layer(axum::middleware::from_fn(crate::guard::security_headers))
         .with_state(state)
 }

@@ -18,6 +18,7 @@ mod services;
 mod shell;
 mod systemd;
 mod telemetry;
+pub mod update;
 mod webfilter;
 
 use kenny_proto::catalog::{self, Os};
@@ -150,6 +151,7 @@ async fn dispatch(tool: &str, args: &Map<String, Value>) -> ToolResult {
         "remotehelp_start" => remotehelp::start(args).await,
         "remotehelp_stop" => remotehelp::stop(args).await,
         "telemetry_collect" => telemetry::collect_tool(args).await,
+        "agent_update" => update::update(args).await,
         _ => Err(not_implemented(tool)),
     }
 }

@@ -28,8 +28,6 @@ use crate::store::ScreenshotMeta;
 pub const FACTS_TOOL: &str = "agent_health";
 /// The audit trail's name for an agent update request.
 pub const UPDATE_TOOL: &str = "agent_update";
-pub const UPDATE_UNAVAILABLE: &str =
-    "agent self-update is not available in this release; reinstall with kenny-agent install";
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 fn not_found(agent_id: &str) -> ApiError {
@@ -258,24 +256,71 @@ pub async fn remote_help(
     Ok(Json(json!({ "agent_id": agent_id, "result": result })))
 }
 
-/// `POST /api/agents/{id}/update`: no agent can update itself yet. The request is still
-/// scope-checked and audited (as a refusal), so attempts show in the trail.
+/// `POST /api/agents/{id}/update`: hands the agent the newest build for its OS and
+/// architecture from `<data dir>/agent-releases/` (`agent_update`: URL on this server,
+/// SHA-256); the agent downloads it, checks it, swaps itself and reconnects.
 pub async fn update(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
-    let refusal = CallFailure::refusal(ErrorCode::Unsupported, UPDATE_UNAVAILABLE);
-    state
+    let meta = state.registry.get(&agent_id).and_then(|link| link.meta.clone());
+    let Some(meta) = meta else {
+        // Offline (or an agent too old to say what it runs): the forwarder says which.
+        return run(&state, &who, &agent_id, UPDATE_TOOL).await.map(Json);
+    };
+    let arch = meta.arch.clone().unwrap_or_default();
+    let dir = crate::releases::dir(&state.config.data_dir);
+    let (os, version) = (meta.os.clone(), meta.version.clone());
+    let found = {
+        let dir = dir.clone();
+        let (os, arch, version) = (os.clone(), arch.clone(), version.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::releases::newest_for(&dir, &os, &arch, &version)
+                .map(|r| crate::releases::sha256_of(&r.path).map(|sha| (r, sha)))
+        })
+        .await?
+    };
+    let (release, sha256) = match found {
+        Some(Ok(found)) => found,
+        Some(Err(e)) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("cannot read the agent build: {e}"),
+            ));
+        }
+        None => {
+            let refusal = CallFailure::refusal(
+                ErrorCode::NotFound,
+                format!(
+                    "no kenny-agent newer than {version} for {os}/{arch} on this server: put kenny-agent-<version>-{os}-{arch}{} in {}",
+                    if os == "windows" { ".exe" } else { "" },
+                    dir.display()
+                ),
+            );
+            state
+                .forwarder
+                .audit_refusal(&who, Some(agent_id), UPDATE_TOOL, &refusal)
+                .await;
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", refusal.message));
+        }
+    };
+    let mut args = Map::new();
+    args.insert(AGENT_ID_ARG.to_owned(), Value::String(agent_id.clone()));
+    args.insert("version".into(), Value::String(release.version_text.clone()));
+    args.insert(
+        "url".into(),
+        Value::String(format!("{}/d/agent/{}", state.base_url, release.file_name)),
+    );
+    args.insert("sha256".into(), Value::String(sha256));
+    let result = state
         .forwarder
-        .audit_refusal(&who, Some(agent_id), UPDATE_TOOL, &refusal)
-        .await;
-    Err(ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "unsupported",
-        UPDATE_UNAVAILABLE,
-    ))
+        .forward(&who, UPDATE_TOOL, args)
+        .await
+        .map_err(|f| call_error(&agent_id, &f))?;
+    Ok(Json(json!({"agent_id": agent_id, "from": version, "result": result})))
 }
 
 #[cfg(test)]
