@@ -49,6 +49,16 @@ pub fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
     if let Ok(value) = HeaderValue::from_str(&challenge) {
         response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
     }
+    closing(response)
+}
+
+/// Marks a response sent before the request body was read: the server will not reuse
+/// that connection, so it says so rather than let a keep-alive client send its next
+/// request into a socket about to close (seen as "server disconnected").
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
@@ -69,11 +79,13 @@ pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Req
         "this server does not answer for host {host:?}; start kenny-server with --public-url set to the URL clients use (allowed now: {})",
         allowed.join(", ")
     );
-    (
-        StatusCode::FORBIDDEN,
-        axum::Json(serde_json::json!({"error": {"code": "forbidden_host", "message": message}})),
+    closing(
+        (
+            StatusCode::FORBIDDEN,
+            axum::Json(serde_json::json!({"error": {"code": "forbidden_host", "message": message}})),
+        )
+            .into_response(),
     )
-        .into_response()
 }
 
 /// `/api`: a bearer token, or a dashboard session cookie. Cookie-authenticated requests
@@ -97,11 +109,13 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     if changes_state && !crate::secrets::constant_time_eq(&csrf, header_token) {
-        return (
-            StatusCode::FORBIDDEN,
-            axum::Json(serde_json::json!({"error": {"code": "csrf", "message": "missing or wrong X-CSRF-Token header for a signed-in request; reload the page"}})),
-        )
-            .into_response();
+        return closing(
+            (
+                StatusCode::FORBIDDEN,
+                axum::Json(serde_json::json!({"error": {"code": "csrf", "message": "missing or wrong X-CSRF-Token header for a signed-in request; reload the page"}})),
+            )
+                .into_response(),
+        );
     }
     let mut principal = principal;
     principal.client_addr = peer(&request);
