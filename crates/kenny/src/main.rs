@@ -50,7 +50,9 @@ fn main() -> anyhow::Result<()> {
 
 async fn up(listen: SocketAddr, data_dir: PathBuf, prepared: setup::Prepared) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    let config = kenny_server::ServeConfig::new(listen, data_dir.clone());
+    let mut config = kenny_server::ServeConfig::new(listen, data_dir.clone());
+    // The dashboard chat turns on with KENNY_ANTHROPIC_API_KEY, as for kenny-server.
+    config.chat = kenny_server::chat::ChatSettings::from_env();
     let server = kenny_server::start(config, shutdown.clone()).await?;
     let base = format!("http://{}", server.addr);
 

@@ -36,6 +36,21 @@ impl Default for ChatSettings {
 
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
+impl ChatSettings {
+    /// From `KENNY_ANTHROPIC_API_KEY`, `KENNY_ANTHROPIC_BASE_URL` and `KENNY_CHAT_MODEL`
+    /// (for launchers without flags of their own); unset ones keep their defaults.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let defaults = ChatSettings::default();
+        ChatSettings {
+            api_key: var("KENNY_ANTHROPIC_API_KEY"),
+            base_url: var("KENNY_ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url),
+            model: var("KENNY_CHAT_MODEL").unwrap_or(defaults.model),
+            max_tokens: defaults.max_tokens,
+        }
+    }
+}
+
 /// What the browser is told when no key is set.
 pub const NO_KEY_MESSAGE: &str = "the chat needs an Anthropic API key: start kenny-server with KENNY_ANTHROPIC_API_KEY set (and KENNY_CHAT_MODEL to pick a model); the rest of the dashboard works without it";
 
