@@ -37,16 +37,7 @@ impl Store {
             Ok(c.query_row(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by FROM screenshots WHERE agent_id = ?1",
                 [agent_id],
-                |r| {
-                    Ok(ScreenshotMeta {
-                        agent_id: r.get(0)?,
-                        width: r.get(1)?,
-                        height: r.get(2)?,
-                        bytes: r.get(3)?,
-                        taken_at: r.get(4)?,
-                        taken_by: r.get(5)?,
-                    })
-                },
+                meta_row,
             )
             .optional()?)
         })
@@ -58,23 +49,23 @@ impl Store {
             Ok(c.query_row(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by, png FROM screenshots WHERE agent_id = ?1",
                 [agent_id],
-                |r| {
-                    Ok((
-                        ScreenshotMeta {
-                            agent_id: r.get(0)?,
-                            width: r.get(1)?,
-                            height: r.get(2)?,
-                            bytes: r.get(3)?,
-                            taken_at: r.get(4)?,
-                            taken_by: r.get(5)?,
-                        },
-                        r.get(6)?,
-                    ))
-                },
+                |r| Ok((meta_row(r)?, r.get(6)?)),
             )
             .optional()?)
         })
     }
+}
+
+/// The metadata columns, in the order both queries select them.
+fn meta_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScreenshotMeta> {
+    Ok(ScreenshotMeta {
+        agent_id: r.get(0)?,
+        width: r.get(1)?,
+        height: r.get(2)?,
+        bytes: r.get(3)?,
+        taken_at: r.get(4)?,
+        taken_by: r.get(5)?,
+    })
 }
 
 #[cfg(test)]
