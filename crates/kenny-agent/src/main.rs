@@ -283,12 +283,14 @@ fn placeholder_settings() -> kenny_agent::service::InstallSettings {
 
 /// glibc gives every thread that allocates its own arena and keeps what it freed; the
 /// agent's bursts of parallel work (telemetry runs 16 collectors at once) would leave
-/// each burst's peak resident for good. Two arenas are plenty for an agent.
+/// each burst's peak resident for good. Four arenas keep that small without making
+/// concurrent calls queue for the allocator (two cost a quarter of the call throughput;
+/// docs/benchmarks.md).
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: called first in main, before any thread exists or allocates.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
     }
 }
 
