@@ -92,22 +92,13 @@ pub(super) async fn list() -> Result<Listing, ToolError> {
     );
     let installed = installed?;
     if !installed.success() {
-        return Err(ToolError::exec_failed(format!(
-            "dpkg-query failed ({}): {}",
-            exit_text(installed.exit_code),
-            message_tail(&installed)
-        )));
+        return Err(super::listing_failed("dpkg-query", &installed));
     }
     let mut packages = parse_installed(&installed.stdout);
     // apt's stderr always carries its "no stable CLI" warning; only the exit code counts.
     let note = match upgradable {
         Ok(ran) if ran.success() => {
-            let available = parse_upgradable(&ran.stdout);
-            for package in &mut packages {
-                if let Some(version) = available.get(&package.id) {
-                    package.available.clone_from(version);
-                }
-            }
+            super::merge_available(&mut packages, &parse_upgradable(&ran.stdout));
             "`available` comes from apt's package lists as last refreshed (apt-get update is not run for a listing)"
                 .to_owned()
         }

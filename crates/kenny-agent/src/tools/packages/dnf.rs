@@ -71,22 +71,13 @@ pub(super) async fn list() -> Result<Listing, ToolError> {
     );
     let installed = installed?;
     if !installed.success() {
-        return Err(ToolError::exec_failed(format!(
-            "rpm -qa failed ({}): {}",
-            exit_text(installed.exit_code),
-            message_tail(&installed)
-        )));
+        return Err(super::listing_failed("rpm -qa", &installed));
     }
     let mut packages = parse_installed(&installed.stdout);
     // check-update exits 100 when updates exist, 0 when there are none, 1 on errors.
     let note = match updates {
         Ok(ran) if matches!(ran.exit_code, Some(0 | 100)) => {
-            let available = parse_check_update(&ran.stdout);
-            for package in &mut packages {
-                if let Some(version) = available.get(&package.id) {
-                    package.available.clone_from(version);
-                }
-            }
+            super::merge_available(&mut packages, &parse_check_update(&ran.stdout));
             None
         }
         Ok(ran) => Some(format!(
@@ -198,9 +189,20 @@ fn finish(name: &str, ran: &Ran, before: Option<String>, after: Option<String>, 
 
 pub(super) async fn install(name: &str) -> Result<Change, ToolError> {
     let before = installed(name).await?;
-    let ran = run(&program("dnf")?, &install_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
+    change(name, "install", &install_args(name), CHANGE_LIMIT, before).await
+}
+
+/// Runs one changing dnf command on `name` and reports what it changed.
+async fn change(
+    name: &str,
+    verb: &str,
+    args: &[String],
+    limit: std::time::Duration,
+    before: Option<String>,
+) -> Result<Change, ToolError> {
+    let ran = run(&program("dnf")?, args, ENV, limit, Keep::Tail).await?;
     if !ran.success() {
-        return Err(failure("install", name, &ran));
+        return Err(failure(verb, name, &ran));
     }
     let after = installed(name).await?;
     Ok(finish(name, &ran, before, after, None))
@@ -223,12 +225,7 @@ pub(super) async fn uninstall(name: &str) -> Result<Change, ToolError> {
     if !others.is_empty() {
         return Err(super::refuse_dependents("dnf", name, &others));
     }
-    let ran = run(&dnf, &remove_args(name), ENV, CHANGE_LIMIT, Keep::Tail).await?;
-    if !ran.success() {
-        return Err(failure("remove", name, &ran));
-    }
-    let after = installed(name).await?;
-    Ok(finish(name, &ran, before, after, None))
+    change(name, "remove", &remove_args(name), CHANGE_LIMIT, before).await
 }
 
 pub(super) async fn update_one(name: &str) -> Result<Change, ToolError> {
@@ -238,12 +235,7 @@ pub(super) async fn update_one(name: &str) -> Result<Change, ToolError> {
             "`{name}` is not installed on this PC, so it cannot be updated; use winget_install"
         )));
     }
-    let ran = run(&program("dnf")?, &upgrade_one_args(name), ENV, UPDATE_LIMIT, Keep::Tail).await?;
-    if !ran.success() {
-        return Err(failure("upgrade", name, &ran));
-    }
-    let after = installed(name).await?;
-    Ok(finish(name, &ran, before, after, None))
+    change(name, "upgrade", &upgrade_one_args(name), UPDATE_LIMIT, before).await
 }
 
 pub(super) async fn update_all() -> Result<Change, ToolError> {

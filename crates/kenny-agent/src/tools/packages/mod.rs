@@ -417,6 +417,24 @@ pub(super) fn refuse_dependents(manager: &str, name: &str, others: &[String]) ->
     ))
 }
 
+/// Fills in `available` from a manager's list of newer versions by package id.
+pub(super) fn merge_available(packages: &mut [Package], available: &std::collections::HashMap<String, String>) {
+    for package in packages {
+        if let Some(version) = available.get(&package.id) {
+            package.available.clone_from(version);
+        }
+    }
+}
+
+/// The installed-package query itself failed: nothing can be listed.
+pub(super) fn listing_failed(what: &str, ran: &Ran) -> ToolError {
+    ToolError::exec_failed(format!(
+        "{what} failed ({}): {}",
+        exit_text(ran.exit_code),
+        message_tail(ran)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
