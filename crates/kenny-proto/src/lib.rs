@@ -14,6 +14,7 @@ pub mod auth;
 pub mod catalog;
 pub mod error;
 pub mod frame;
+pub mod results;
 
 /// The `protocol` value an agent sends in `register` to ask for mutual Ed25519 auth.
 pub const MUTUAL_AUTH_PROTOCOL: &str = "0.8";

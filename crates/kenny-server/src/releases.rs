@@ -30,12 +30,6 @@ pub fn dir(data_dir: &Path) -> PathBuf {
     data_dir.join(DIR)
 }
 
-pub fn parse_version(v: &str) -> Option<Version> {
-    let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
-    let triple = (parts.next()??, parts.next()??, parts.next()??);
-    parts.next().is_none().then_some(triple)
-}
-
 /// What a release file name stands for: version (parsed and as written), OS, architecture.
 struct Name {
     version: Version,
@@ -52,7 +46,7 @@ fn parse_name(name: &str) -> Option<Name> {
     let os = parts.next()?.to_owned();
     let arch = parts.next()?.to_owned();
     Some(Name {
-        version: parse_version(&version_text)?,
+        version: kenny_proto::results::parse_version(&version_text)?,
         version_text,
         os,
         arch,
@@ -61,7 +55,7 @@ fn parse_name(name: &str) -> Option<Name> {
 
 /// The newest build for this OS and architecture that is newer than `than`.
 pub fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Release> {
-    let floor = parse_version(than).unwrap_or((0, 0, 0));
+    let floor = kenny_proto::results::parse_version(than).unwrap_or((0, 0, 0));
     std::fs::read_dir(dir)
         .ok()?
         .flatten()

@@ -79,11 +79,7 @@ pub async fn update(args: &Map<String, Value>) -> ToolResult {
 
 /// `version` must be a plain x.y.z newer than the running one.
 fn check_version(version: &str, current: &str) -> Result<(), ToolError> {
-    let parse = |v: &str| -> Option<(u64, u64, u64)> {
-        let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
-        let triple = (parts.next()??, parts.next()??, parts.next()??);
-        parts.next().is_none().then_some(triple)
-    };
+    let parse = kenny_proto::results::parse_version;
     let Some(new) = parse(version) else {
         return Err(ToolError::bad_args(format!(
             "version must look like 1.2.3, got {version:?}"

@@ -55,7 +55,7 @@ pub fn model_result(tool: &str, agent_id: Option<&str>, outcome: &Result<Value, 
         ),
         Ok(value) => {
             let mut value = value.clone();
-            let image = take_image(&mut value);
+            let image = kenny_proto::results::take_image(&mut value);
             let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
             if text.chars().count() > MAX_RESULT_CHARS {
                 let cut: String = text.chars().take(MAX_RESULT_CHARS).collect();
@@ -73,17 +73,6 @@ pub fn model_result(tool: &str, agent_id: Option<&str>, outcome: &Result<Value, 
             blocks.push(json!({"type": "text", "text": fenced}));
             (Value::Array(blocks), false)
         }
-    }
-}
-
-fn take_image(value: &mut Value) -> Option<(String, String)> {
-    let media_type = value.get("mime_type")?.as_str()?.to_owned();
-    if !media_type.starts_with("image/") {
-        return None;
-    }
-    match value.as_object_mut()?.remove("data_base64")? {
-        Value::String(data) => Some((data, media_type)),
-        _ => None,
     }
 }
 

@@ -21,7 +21,7 @@ pub fn success(value: Value) -> CallToolResult {
     } else {
         json!({ "value": value })
     };
-    if let Some((data, mime_type)) = take_image(&mut value) {
+    if let Some((data, mime_type)) = kenny_proto::results::take_image(&mut value) {
         // The picture travels once, as image content a client can show; the metadata
         // (size, scaling) stays structured and readable.
         let mut result = CallToolResult::success(vec![
@@ -32,19 +32,6 @@ pub fn success(value: Value) -> CallToolResult {
         return result;
     }
     CallToolResult::structured(value)
-}
-
-/// An agent result carrying an image (`data_base64` plus an `image/*` `mime_type`):
-/// the data is taken out of the value.
-fn take_image(value: &mut Value) -> Option<(String, String)> {
-    let mime_type = value.get("mime_type")?.as_str()?.to_owned();
-    if !mime_type.starts_with("image/") || !value.get("data_base64")?.is_string() {
-        return None;
-    }
-    match value.as_object_mut()?.remove("data_base64")? {
-        Value::String(data) => Some((data, mime_type)),
-        _ => None,
-    }
 }
 
 pub fn failure(f: &CallFailure) -> CallToolResult {
