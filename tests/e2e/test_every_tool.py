@@ -7,6 +7,7 @@ a private network namespace, a private X display, a temporary syslog file."""
 
 from __future__ import annotations
 
+import platform
 import subprocess
 
 from conftest import AGENT_BIN, call, expect_error, expect_ok
@@ -46,8 +47,8 @@ def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
         "remotehelp_start": ({}, "unsupported"),
         "remotehelp_stop": ({}, "unsupported"),
         "telemetry_collect": ({"sections": ["memory"]}, "ok"),
-        # Only from its own server (test_agent_update.py does a real update).
-        "agent_update": ({"version": "9.9.9", "url": "http://127.0.0.2:9/x", "sha256": "0" * 64}, "bad_args"),
+        # No build on this server to offer (test_agent_update.py does real updates).
+        "agent_update": ({}, "not_found"),
     }
 
 
@@ -104,6 +105,10 @@ async def test_remote_control_off_disables_every_state_changing_tool(kenny, tmp_
     agent = kenny.agents["pc-a"]
     subprocess.run([str(AGENT_BIN), "remote-control", "off", "--state-dir", str(agent.state_dir)], check=True, capture_output=True)
     cases = _cases(kenny, tmp_path)
+    # A build to offer, so that agent_update reaches the agent (which must refuse it).
+    releases = kenny.data_dir / "agent-releases"
+    releases.mkdir()
+    (releases / f"kenny-agent-9.9.9-linux-{platform.machine()}").write_bytes(b"never installed")
     hosts_before = (tmp_path / "hosts").read_text()
     async with kenny.mcp() as client:
         tools = await _forwarded_tools(client)

@@ -32,6 +32,8 @@ pub struct AgentConfig {
     pub telemetry_interval: Duration,
     /// Allow `http://` to a server that is not on this machine.
     pub allow_plaintext: bool,
+    /// How long a freshly installed build has to log in before it is rolled back.
+    pub update_trial: Duration,
 }
 
 impl AgentConfig {
@@ -46,6 +48,7 @@ impl AgentConfig {
             max_backoff: Duration::from_secs(60),
             telemetry_interval: Duration::from_secs(900),
             allow_plaintext: false,
+            update_trial: Duration::from_secs(90),
         }
     }
 

@@ -7,6 +7,7 @@
 pub mod backoff;
 pub mod config;
 pub mod guard;
+pub mod handover;
 pub mod identity;
 pub mod install;
 pub mod service;

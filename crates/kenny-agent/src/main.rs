@@ -132,6 +132,10 @@ struct RunArgs {
     /// Seconds between telemetry snapshots pushed to the server.
     #[arg(long, env = "KENNY_TELEMETRY_INTERVAL_SECS", default_value_t = 900, value_parser = clap::value_parser!(u64).range(10..=86400))]
     telemetry_interval_secs: u64,
+    /// Seconds a new build installed by agent_update has to log in to the server
+    /// before the previous build is put back.
+    #[arg(long, env = "KENNY_UPDATE_TRIAL_SECS", default_value_t = 90, value_parser = clap::value_parser!(u64).range(5..=600))]
+    update_trial_secs: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -175,6 +179,7 @@ fn main() -> anyhow::Result<()> {
     config.heartbeat = Duration::from_secs(args.heartbeat_secs);
     config.max_backoff = Duration::from_secs(args.max_backoff_secs);
     config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
+    config.update_trial = Duration::from_secs(args.update_trial_secs);
     config.allow_plaintext = args.allow_plaintext;
     config.switch_dir = args.switch_dir;
     if as_service {

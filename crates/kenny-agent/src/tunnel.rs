@@ -19,9 +19,11 @@ use tokio_util::sync::CancellationToken;
 use crate::backoff::Backoff;
 use crate::config::{AgentConfig, AuthMode};
 use crate::guard::OperatorRules;
+use crate::handover::{self, TrialOutcome};
 use crate::identity;
 use crate::switch::KillSwitch;
 use crate::tools;
+use crate::tools::update::{Staged, UpdateContext};
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A session that lasted this long was healthy: the next failure starts backing off
@@ -49,25 +51,74 @@ struct Refused(String);
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// How a connection ended, when it ended without an error.
+#[derive(Debug)]
+enum Ended {
+    /// Shutdown, or the server closed it.
+    Closed,
+    /// A trial child logged in: its work is done.
+    TrialConfirmed,
+    /// An update was staged and answered: hand over to it.
+    Handover(Staged),
+}
+
+/// What the session loop writes: frames, in order, and after an update's answer the
+/// signal to stop and hand over (so the answer is on the wire first).
+enum Outgoing {
+    Frame(Frame),
+    Handover(Staged),
+}
+
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
     // The web filter must never block the server this agent reports to.
     tools::protect_server_host(&config.server);
-    tools::update::set_server_url(&config.server);
-    let key = match &config.auth {
+    let (key, pinned) = match &config.auth {
         AuthMode::Mutual { server_pubkey, .. } => {
-            auth::parse_public_key(server_pubkey).context("--server-pubkey is not a valid Ed25519 public key")?;
-            Some(identity::load_or_create_key(&config.state_dir)?)
+            let pinned =
+                auth::parse_public_key(server_pubkey).context("--server-pubkey is not a valid Ed25519 public key")?;
+            (Some(identity::load_or_create_key(&config.state_dir)?), Some(pinned))
         }
-        AuthMode::Token(_) => None,
+        AuthMode::Token(_) => (None, None),
     };
+    tools::update::configure(UpdateContext {
+        server_url: config.server.clone(),
+        agent_id: config.agent_id.clone(),
+        pinned,
+        trial: config.update_trial,
+    });
+    let trial_child = handover::in_trial();
     let mut backoff = Backoff::new(INITIAL_BACKOFF, config.max_backoff);
     loop {
         let mut authenticated_at = None;
-        match session(&config, &ws_url, key.as_ref(), &shutdown, &mut authenticated_at).await {
-            Ok(()) if shutdown.is_cancelled() => return Ok(()),
-            Ok(()) => tracing::info!("connection to the server closed"),
+        match session(
+            &config,
+            &ws_url,
+            key.as_ref(),
+            &shutdown,
+            &mut authenticated_at,
+            trial_child,
+        )
+        .await
+        {
+            Ok(_) if shutdown.is_cancelled() => return Ok(()),
+            Ok(Ended::TrialConfirmed) => {
+                tracing::info!("trial login succeeded; handing back to the supervising agent");
+                return Ok(());
+            }
+            Ok(Ended::Handover(staged)) => {
+                let argv: Vec<_> = std::env::args_os().skip(1).collect();
+                match handover::trial(&staged, &config.state_dir, config.update_trial, argv).await {
+                    TrialOutcome::Kept => handover::restart_into(&staged.exe).await,
+                    TrialOutcome::RolledBack(reason) => {
+                        tracing::warn!(%reason, "staying on this build; reconnecting to report it");
+                        backoff.reset();
+                        continue;
+                    }
+                }
+            }
+            Ok(Ended::Closed) => tracing::info!("connection to the server closed"),
             Err(e) => tracing::warn!(error = format!("{e:#}"), "connection to the server failed"),
         }
         // Only time spent authenticated counts as healthy: a slow failing connect is
@@ -92,7 +143,8 @@ async fn session(
     key: Option<&SigningKey>,
     shutdown: &CancellationToken,
     authenticated_at: &mut Option<Instant>,
-) -> anyhow::Result<()> {
+    trial_child: bool,
+) -> anyhow::Result<Ended> {
     let connect = async {
         if let (
             AuthMode::Mutual {
@@ -122,9 +174,9 @@ async fn session(
     };
     let socket = tokio::select! {
         socket = connect => socket,
-        _ = shutdown.cancelled() => return Ok(()),
+        _ = shutdown.cancelled() => return Ok(Ended::Closed),
     };
-    let socket = match socket {
+    let mut socket = match socket {
         Ok(socket) => socket,
         Err(e) => {
             // The server no longer knows our key (an admin ran `agent rekey`): with an
@@ -142,6 +194,15 @@ async fn session(
     };
     *authenticated_at = Some(Instant::now());
     tracing::info!(server = %config.server, agent = %config.agent_id, "connected and authenticated");
+    if trial_child {
+        handover::confirm_trial(&config.state_dir).context("confirming the trial")?;
+        let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
+        return Ok(Ended::TrialConfirmed);
+    }
+    if let Some(report) = handover::pending_report(&config.state_dir, &config.agent_id, now_rfc3339()) {
+        send(&mut socket, &Frame::Log(report)).await?;
+        handover::clear(&config.state_dir);
+    }
     serve(config, socket, shutdown).await
 }
 
@@ -262,13 +323,13 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 
 /// The authenticated session: requests run concurrently; their answers, pings and
 /// telemetry are written from this one loop.
-async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<()> {
+async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<Ended> {
     let switch = KillSwitch::new(config.switch_dir.as_deref().unwrap_or(&config.state_dir));
     // Operator rules live as long as the connection: a reconnect starts from the built-in
     // guard alone until the server pushes its policy again.
     let mut operator = Arc::new(OperatorRules::default());
     let (mut sink, mut stream) = socket.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Frame>(64);
+    let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(64);
     // Dropping the set aborts calls still running: their connection is gone.
     let mut calls = JoinSet::new();
     let slots = Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS));
@@ -279,7 +340,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
         let outgoing = tokio::select! {
             _ = shutdown.cancelled() => {
                 let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(None))).await;
-                return Ok(());
+                return Ok(Ended::Closed);
             }
             msg = stream.next() => {
                 let text = match msg {
@@ -316,7 +377,14 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                     }
                 }
             }
-            Some(frame) = out_rx.recv() => Some(frame),
+            Some(out) = out_rx.recv() => match out {
+                Outgoing::Frame(frame) => Some(frame),
+                Outgoing::Handover(staged) => {
+                    // Everything queued before (the update's answer among it) is written.
+                    let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(None))).await;
+                    return Ok(Ended::Handover(staged));
+                }
+            },
             _ = heartbeat.tick() => {
                 if last_heard.elapsed() > config.heartbeat * 3 {
                     bail!("nothing heard from the server for {}s", last_heard.elapsed().as_secs());
@@ -329,7 +397,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 calls.spawn(async move {
                     let snapshot = tools::collect_telemetry(None).await;
                     let frame = Telemetry { agent_id, collected_at: now_rfc3339(), snapshot };
-                    let _ = out.send(Frame::Telemetry(frame)).await;
+                    let _ = out.send(Outgoing::Frame(Frame::Telemetry(frame))).await;
                 });
                 None
             }
@@ -354,7 +422,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
 async fn run_call(
     req: Request,
     slots: Arc<Semaphore>,
-    out: mpsc::Sender<Frame>,
+    out: mpsc::Sender<Outgoing>,
     switch: KillSwitch,
     operator: Arc<OperatorRules>,
 ) {
@@ -369,9 +437,9 @@ async fn run_call(
             ),
         ),
     };
-    let _ = out.send(Frame::Response(response)).await;
-    if let Some(exe) = tools::update::take_pending_restart() {
-        tokio::spawn(tools::update::restart_into(exe));
+    let _ = out.send(Outgoing::Frame(Frame::Response(response))).await;
+    if let Some(staged) = tools::update::take_staged() {
+        let _ = out.send(Outgoing::Handover(staged)).await;
     }
 }
 

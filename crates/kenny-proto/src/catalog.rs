@@ -621,7 +621,7 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "agent_update",
         title: "Update the agent",
-        description: "Replace this PC's kenny-agent with a newer build served by the kenny server: downloads `url` (which must be on the server this agent reports to), checks it against `sha256`, swaps the binary (the old one is kept as kenny-agent.old) and restarts the agent; the PC is back online within seconds. The dashboard's Update button fills these in.",
+        description: "Replace this PC's kenny-agent with a build the kenny server offers (newest newer one, or the `version` named). The server picks the file and signs a manifest of it (version, OS, architecture, size, SHA-256); the agent checks the signature against the server key it pinned, downloads only from its own server, checks size and hash, then restarts into the new build on trial: if that build does not reconnect in time, the previous one is restored and the failure reported. Older versions only for a superuser naming the exact version with allow_downgrade.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
         platforms: ALL_OS,
@@ -629,20 +629,14 @@ pub const TOOLS: &[ToolSpec] = &[
             p(
                 "version",
                 ParamKind::String { max_len: 32 },
-                true,
-                "The version being installed, e.g. `0.2.0`; must be newer than the running one.",
+                false,
+                "The version to install, e.g. `0.2.0`; omit for the newest build the server has for this PC.",
             ),
             p(
-                "url",
-                ParamKind::String { max_len: 2048 },
-                true,
-                "Where to download it: a URL on the kenny server itself.",
-            ),
-            p(
-                "sha256",
-                ParamKind::String { max_len: 64 },
-                true,
-                "SHA-256 of the file, 64 hex digits.",
+                "allow_downgrade",
+                ParamKind::Boolean,
+                false,
+                "Install the named `version` even though it is older than the running one (superusers only).",
             ),
         ],
         default_timeout_s: 600,
@@ -664,6 +658,10 @@ pub const TOOLS: &[ToolSpec] = &[
     },
 ];
 
+/// The tool whose wire arguments the server builds (a signed update order) from what
+/// the caller asked for; see [`crate::update`].
+pub const AGENT_UPDATE: &str = "agent_update";
+
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
@@ -671,6 +669,12 @@ pub fn find(name: &str) -> Option<&'static ToolSpec> {
 impl ToolSpec {
     pub fn supports(&self, os: Os) -> bool {
         self.platforms.contains(&os)
+    }
+
+    /// The server turns the caller's arguments into different wire arguments, so the
+    /// agent decodes them itself instead of checking them against `params`.
+    pub fn args_built_by_server(&self) -> bool {
+        self.name == AGENT_UPDATE
     }
 
     pub fn read_only(&self) -> bool {

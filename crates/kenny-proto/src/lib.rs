@@ -15,6 +15,7 @@ pub mod catalog;
 pub mod error;
 pub mod frame;
 pub mod results;
+pub mod update;
 
 /// The `protocol` value an agent sends in `register` to ask for mutual Ed25519 auth.
 pub const MUTUAL_AUTH_PROTOCOL: &str = "0.8";

@@ -16,6 +16,7 @@ use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
 use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
+use crate::updates::{Order, Updates};
 
 /// Extra time the server waits beyond how long the agent may work on a call, so the
 /// agent's own `timeout` answer (which names the cause) arrives before ours.
@@ -92,6 +93,17 @@ pub struct Forwarder {
     digest: ArgsDigest,
     /// Overrides each tool's default wait for calls that set no `timeout_s`.
     timeout_override: Option<Duration>,
+    /// Builds and follows up `agent_update` orders.
+    updates: Arc<Updates>,
+}
+
+/// A call ready to send: the live link, how long to wait, the wire arguments, and for
+/// an update the order whose outcome the call waits for.
+struct Prepared {
+    link: Arc<AgentLink>,
+    timeout: Duration,
+    args: Map<String, Value>,
+    update: Option<Order>,
 }
 
 impl Forwarder {
@@ -101,6 +113,7 @@ impl Forwarder {
         audit: AuditLog,
         digest: ArgsDigest,
         timeout_override: Option<Duration>,
+        updates: Arc<Updates>,
     ) -> Self {
         Forwarder {
             registry,
@@ -108,7 +121,12 @@ impl Forwarder {
             audit,
             digest,
             timeout_override,
+            updates,
         }
+    }
+
+    pub fn updates(&self) -> &Updates {
+        &self.updates
     }
 
     /// Runs `tool` on the agent named by `args.agent_id`, on behalf of `who`.
@@ -126,10 +144,15 @@ impl Forwarder {
         let target = take_target(&mut args);
         let digest = self.digest.of(&args);
         let prepared = match &target {
-            Ok(agent_id) => self.prepare(who, agent_id, tool, &args).await,
+            Ok(agent_id) => self.prepare(who, agent_id, tool, args).await,
             Err(e) => Err(e.clone()),
         };
-        let (link, timeout) = match prepared {
+        let Prepared {
+            link,
+            timeout,
+            args,
+            update,
+        } = match prepared {
             Ok(ready) => ready,
             Err(refusal) => {
                 let row = audit_row(who, None, target.ok(), tool, digest, Some(&refusal), started.elapsed());
@@ -178,6 +201,11 @@ impl Forwarder {
                     ),
                 ),
             });
+        // An update is over when the agent says whether it kept the new build.
+        let outcome = match (outcome, update) {
+            (Ok(staged), Some(order)) => self.updates.settle(order, staged).await,
+            (outcome, _) => outcome,
+        };
         let failure = outcome.as_ref().err();
         self.audit
             .finish(AuditFinish {
@@ -191,14 +219,15 @@ impl Forwarder {
     }
 
     /// Everything that may refuse a call before it is sent: scope, tool, arguments,
-    /// connection. Returns the live link and how long to wait for the answer.
+    /// connection. For a tool whose wire arguments the server builds (an update), the
+    /// caller's arguments are replaced here by the ones the agent gets.
     async fn prepare(
         &self,
         who: &Principal,
         agent_id: &str,
         tool: &str,
-        args: &Map<String, Value>,
-    ) -> Result<(Arc<AgentLink>, Duration), CallFailure> {
+        args: Map<String, Value>,
+    ) -> Result<Prepared, CallFailure> {
         self.check_reach(who, agent_id)?;
         let Some(spec) = catalog::find(tool) else {
             return Err(CallFailure::refusal(
@@ -206,16 +235,30 @@ impl Forwarder {
                 "there is no tool by that name; tools/list shows them",
             ));
         };
-        spec.validate_args(args)
+        spec.validate_args(&args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         let Some(link) = self.registry.get(agent_id) else {
             return Err(self.not_connected(agent_id).await);
         };
         let timeout = match (args.get("timeout_s").is_some(), self.timeout_override) {
             (false, Some(forced)) => forced,
-            _ => spec.work_limit(args) + TIMEOUT_GRACE,
+            _ => spec.work_limit(&args) + TIMEOUT_GRACE,
         };
-        Ok((link, timeout))
+        if !spec.args_built_by_server() {
+            return Ok(Prepared {
+                link,
+                timeout,
+                args,
+                update: None,
+            });
+        }
+        let order = self.updates.order(who, agent_id, link.meta.as_ref(), &args).await?;
+        Ok(Prepared {
+            link,
+            timeout,
+            args: order.args.clone(),
+            update: Some(order),
+        })
     }
 
     /// Scope first, so a scoped user learns nothing about hosts outside its reach.

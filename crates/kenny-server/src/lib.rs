@@ -22,13 +22,13 @@ pub mod policy;
 pub mod principal;
 pub mod ratelimit;
 pub mod registry;
-pub mod releases;
 pub mod secrets;
 pub mod server;
 pub mod state;
 pub mod store;
 pub mod totp;
 pub mod tunnel;
+pub mod updates;
 pub mod web;
 
 pub use config::ServeConfig;

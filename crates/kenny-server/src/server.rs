@@ -94,6 +94,12 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let (audit, audit_thread) = AuditLog::start(store.clone());
     let registry = Arc::new(Registry::default());
     let digest = ArgsDigest::new(derive_digest_key(&server_key));
+    let updates = Arc::new(crate::updates::Updates::new(
+        crate::updates::releases::dir(&config.data_dir),
+        base_url.clone(),
+        server_key.clone(),
+        store.clone(),
+    ));
     let state = Arc::new(AppState {
         forwarder: Forwarder::new(
             registry.clone(),
@@ -101,6 +107,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             audit.clone(),
             digest,
             config.call_timeout,
+            updates,
         ),
         auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url)),
         oauth: config.oauth,
@@ -151,7 +158,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::oauth::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/d/agent/{file}", get(crate::releases::download))
+        .route("/d/agent/{file}", get(crate::updates::releases::download))
         .layer(axum::middleware::from_fn(crate::guard::security_headers))
         .with_state(state)
 }

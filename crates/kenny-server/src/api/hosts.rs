@@ -49,6 +49,7 @@ fn not_found(agent_id: &str) -> ApiError {
 /// | `offline` | 409: the host is known but not connected |
 /// | `unsupported` | 422: this host cannot do that (e.g. remote help on Linux) |
 /// | `timeout` | 504 |
+/// | `not_found` refused by the server (no agent build to offer) | 404 |
 /// | `exec_failed`, `not_found`, `internal`, anything else | 502: the agent tried and failed |
 pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
     let Some(code) = ErrorCode::parse(&f.code) else {
@@ -65,6 +66,8 @@ pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
         ErrorCode::Offline => StatusCode::CONFLICT,
         ErrorCode::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        // The server itself has nothing to offer (no agent build for this host).
+        ErrorCode::NotFound if f.refused => StatusCode::NOT_FOUND,
         ErrorCode::ExecFailed | ErrorCode::NotFound | ErrorCode::Internal => StatusCode::BAD_GATEWAY,
     };
     ApiError::new(status, code.as_str(), f.message.clone())
@@ -256,71 +259,48 @@ pub async fn remote_help(
     Ok(Json(json!({ "agent_id": agent_id, "result": result })))
 }
 
-/// `POST /api/agents/{id}/update`: hands the agent the newest build for its OS and
-/// architecture from `<data dir>/agent-releases/` (`agent_update`: URL on this server,
-/// SHA-256); the agent downloads it, checks it, swaps itself and reconnects.
+/// `POST /api/agents/{id}/update`: updates the agent (`agent_update` through the
+/// forwarder: the server picks the build and signs the order). The body may name a
+/// `version` and `allow_downgrade`; empty means the newest build the server has.
 pub async fn update(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
     Path(agent_id): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
-    let meta = state.registry.get(&agent_id).and_then(|link| link.meta.clone());
-    let Some(meta) = meta else {
-        // Offline (or an agent too old to say what it runs): the forwarder says which.
-        return run(&state, &who, &agent_id, UPDATE_TOOL).await.map(Json);
+    let agent = known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
+    let mut args = if body.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        serde_json::from_slice::<Map<String, Value>>(&body).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_args",
+                format!("the body must be a JSON object like {{\"version\": \"0.2.0\"}} or empty: {e}"),
+            )
+        })?
     };
-    let arch = meta.arch.clone().unwrap_or_default();
-    let dir = crate::releases::dir(&state.config.data_dir);
-    let (os, version) = (meta.os.clone(), meta.version.clone());
-    let found = {
-        let dir = dir.clone();
-        let (os, arch, version) = (os.clone(), arch.clone(), version.clone());
-        tokio::task::spawn_blocking(move || {
-            crate::releases::newest_for(&dir, &os, &arch, &version)
-                .map(|r| crate::releases::sha256_of(&r.path).map(|sha| (r, sha)))
-        })
-        .await?
-    };
-    let (release, sha256) = match found {
-        Some(Ok(found)) => found,
-        Some(Err(e)) => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("cannot read the agent build: {e}"),
-            ));
-        }
-        None => {
-            let refusal = CallFailure::refusal(
-                ErrorCode::NotFound,
-                format!(
-                    "no kenny-agent newer than {version} for {os}/{arch} on this server: put kenny-agent-<version>-{os}-{arch}{} in {}",
-                    if os == "windows" { ".exe" } else { "" },
-                    dir.display()
-                ),
-            );
-            state
-                .forwarder
-                .audit_refusal(&who, Some(agent_id), UPDATE_TOOL, &refusal)
-                .await;
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", refusal.message));
-        }
-    };
-    let mut args = Map::new();
     args.insert(AGENT_ID_ARG.to_owned(), Value::String(agent_id.clone()));
-    args.insert("version".into(), Value::String(release.version_text.clone()));
-    args.insert(
-        "url".into(),
-        Value::String(format!("{}/d/agent/{}", state.base_url, release.file_name)),
-    );
-    args.insert("sha256".into(), Value::String(sha256));
     let result = state
         .forwarder
         .forward(&who, UPDATE_TOOL, args)
         .await
         .map_err(|f| call_error(&agent_id, &f))?;
-    Ok(Json(json!({"agent_id": agent_id, "from": version, "result": result})))
+    Ok(Json(
+        json!({"agent_id": agent_id, "from": agent.version, "result": result}),
+    ))
+}
+
+/// `GET /api/agents/{id}/updates`: how the agent's updates ended, newest first.
+pub async fn updates(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
+    let id = agent_id.clone();
+    let updates = state.store.blocking(move |s| s.agent_updates(&id, 50)).await?;
+    Ok(Json(json!({"agent_id": agent_id, "updates": updates})))
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ pub fn authenticated() -> Router<Arc<AppState>> {
         )
         .route("/api/agent/{id}/remotehelp", post(hosts::remote_help))
         .route("/api/agents/{id}/update", post(hosts::update))
+        .route("/api/agents/{id}/updates", get(hosts::updates))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/chat/status", get(chat::status))

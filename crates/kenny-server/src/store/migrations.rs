@@ -181,6 +181,18 @@ const MIGRATIONS: &[&str] = &[
         taken_at TEXT NOT NULL,
         taken_by TEXT NOT NULL
     );",
+    // 11: how each agent update ended, as the agent reported it.
+    "CREATE TABLE agent_updates (
+        order_id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        requested_by TEXT NOT NULL,
+        from_version TEXT NOT NULL,
+        to_version TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX agent_updates_by_agent ON agent_updates (agent_id, at);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

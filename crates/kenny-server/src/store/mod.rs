@@ -7,12 +7,14 @@ mod migrations;
 mod oauth;
 mod policy;
 mod screenshots;
+mod updates;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use chat::{ChatCall, ChatMessage, ChatSession, call_status};
 pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
+pub use updates::{MAX_UPDATE_DETAIL, UpdateRecord};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -288,6 +288,7 @@ async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<Strin
         }
         Frame::Log(l) => {
             tracing::info!(agent = %l.agent_id, level = %l.level, target = %l.target, at = %l.at, "agent log: {}", l.message);
+            state.forwarder.updates().observe(&link.agent_id, &l);
             None
         }
         other => {

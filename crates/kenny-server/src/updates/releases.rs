@@ -1,0 +1,184 @@
+//! Agent builds the server can hand out: files named
+//! `kenny-agent-<version>-<os>-<arch>[.exe]` in `<data dir>/agent-releases/`, served at
+//! `/d/agent/<file>`. Binaries are not secrets; what protects an agent is the manifest
+//! the server signs for each update (see [`super`]), not where the file lies.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use crate::state::AppState;
+
+pub const DIR: &str = "agent-releases";
+const PREFIX: &str = "kenny-agent-";
+
+pub type Version = (u64, u64, u64);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    pub version: Version,
+    pub version_text: String,
+    pub file_name: String,
+    pub path: PathBuf,
+}
+
+pub fn dir(data_dir: &Path) -> PathBuf {
+    data_dir.join(DIR)
+}
+
+/// What a release file name stands for: version (parsed and as written), OS, architecture.
+struct Name {
+    version: Version,
+    version_text: String,
+    os: String,
+    arch: String,
+}
+
+fn parse_name(name: &str) -> Option<Name> {
+    if !kenny_proto::update::Manifest::file_name_is_plain(name) {
+        return None;
+    }
+    let rest = name.strip_prefix(PREFIX)?;
+    let rest = rest.strip_suffix(".exe").unwrap_or(rest);
+    let mut parts = rest.splitn(3, '-');
+    let version_text = parts.next()?.to_owned();
+    let os = parts.next()?.to_owned();
+    let arch = parts.next()?.to_owned();
+    Some(Name {
+        version: kenny_proto::results::parse_version(&version_text)?,
+        version_text,
+        os,
+        arch,
+    })
+}
+
+/// Every regular file in `dir` that names a build for this OS and architecture.
+fn builds_for(dir: &Path, os: &str, arch: &str) -> Vec<Release> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let file_name = e.file_name().to_string_lossy().into_owned();
+            let n = parse_name(&file_name)?;
+            (n.os == os && n.arch == arch).then(|| Release {
+                version: n.version,
+                version_text: n.version_text,
+                file_name,
+                path: e.path(),
+            })
+        })
+        .collect()
+}
+
+/// The newest build for this OS and architecture that is newer than `than`.
+pub fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Release> {
+    let floor = kenny_proto::results::parse_version(than).unwrap_or((0, 0, 0));
+    builds_for(dir, os, arch)
+        .into_iter()
+        .filter(|r| r.version > floor)
+        .max_by_key(|r| r.version)
+}
+
+/// The build of exactly `version` for this OS and architecture.
+pub fn exact(dir: &Path, os: &str, arch: &str, version: Version) -> Option<Release> {
+    builds_for(dir, os, arch).into_iter().find(|r| r.version == version)
+}
+
+/// Size and lower-case hex SHA-256 of a file, read once.
+pub fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let size = std::io::copy(&mut file, &mut hasher)?;
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+/// `GET /d/agent/{file}`: a release file, by its exact name, streamed (a build may be
+/// large and this route needs no sign-in, so nothing here holds a whole file in memory).
+pub async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath<String>) -> Response {
+    let not_found = || (StatusCode::NOT_FOUND, "no such agent build\n").into_response();
+    if parse_name(&file).is_none() {
+        return not_found();
+    }
+    let path = dir(&state.config.data_dir).join(&file);
+    let Ok(opened) = tokio::fs::File::open(&path).await else {
+        return not_found();
+    };
+    let Ok(meta) = opened.metadata().await else {
+        return not_found();
+    };
+    if !meta.is_file() {
+        return not_found();
+    }
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(opened));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(meta.len()));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_newest_matching_build_or_an_exact_one() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "kenny-agent-0.1.1-linux-x86_64",
+            "kenny-agent-0.3.0-linux-x86_64",
+            "kenny-agent-0.4.0-windows-x86_64.exe",
+            "kenny-agent-0.9.0-linux-aarch64",
+            "kenny-agent-latest-linux-x86_64",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.path().join(name), name).unwrap();
+        }
+        let r = newest_for(dir.path(), "linux", "x86_64", "0.1.0").unwrap();
+        assert_eq!(
+            (r.version_text.as_str(), r.file_name.as_str()),
+            ("0.3.0", "kenny-agent-0.3.0-linux-x86_64")
+        );
+        assert_eq!(newest_for(dir.path(), "linux", "x86_64", "0.3.0"), None);
+        assert_eq!(
+            newest_for(dir.path(), "windows", "x86_64", "0.1.0").unwrap().file_name,
+            "kenny-agent-0.4.0-windows-x86_64.exe"
+        );
+        assert_eq!(
+            newest_for(&dir.path().join("missing"), "linux", "x86_64", "0.1.0"),
+            None
+        );
+        assert_eq!(
+            exact(dir.path(), "linux", "x86_64", (0, 1, 1)).unwrap().file_name,
+            "kenny-agent-0.1.1-linux-x86_64"
+        );
+        assert_eq!(exact(dir.path(), "linux", "aarch64", (0, 1, 1)), None);
+        let (size, sha) = size_and_sha256(&r.path).unwrap();
+        assert_eq!(size, "kenny-agent-0.3.0-linux-x86_64".len() as u64);
+        assert_eq!(sha, hex::encode(Sha256::digest(b"kenny-agent-0.3.0-linux-x86_64")));
+    }
+
+    #[test]
+    fn only_plain_release_names_are_builds() {
+        for bad in [
+            "kenny-agent-0.1.0-linux-x86_64/../../kenny.db",
+            "kenny-agent-..-linux-x86_64",
+            "kenny-agent-0.1.0-linux-x86%2f64",
+            "kenny.db",
+        ] {
+            assert!(parse_name(bad).is_none(), "{bad}");
+        }
+    }
+}
