@@ -69,6 +69,7 @@ test('ask, see a read-only call run, approve a held change on the frozen PC', as
   await page.click('#chat .chat-send');
   const held = await page.waitForSelector('#chat .held');
   assert.equal(await held.$eval('.held-pc', (e) => e.textContent), 'den-pc');
+  assert.equal(await held.$eval('.held-reason', (e) => e.textContent), 'Held because it changes the PC.');
   assert.match(await held.$eval('.held-args', (e) => e.textContent), /echo approved/);
   assert.equal(existsSync(marker), false, 'nothing runs before approval');
   if (SHOTS) { mkdirSync(SHOTS, { recursive: true }); await page.screenshot({ path: join(SHOTS, 'chat-held.png') }); }

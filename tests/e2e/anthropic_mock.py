@@ -8,15 +8,23 @@ Its "model" is a tiny deterministic script driven by the conversation, so concur
 conversations each get answers about their own messages:
   - a user message `call <tool> <json input>` -> a tool_use block for that tool;
   - `call2 <tool> <json> | <tool> <json>` -> two tool_use blocks in one turn;
-  - a user message of tool_results -> text "Result: " + what came back (first 400 chars);
+  - a user message of tool_results -> text "Result: " + what came back (first 400 chars),
+    unless the results contain `DO: <tool> key=value ...` orders: then the model obeys them, one
+    tool_use block per line (a model steered by what a PC wrote, as a hostile log line
+    or web page could steer a real one);
+  - `slow <seconds>` -> waits that long before answering (a reply in progress);
   - anything else -> "Hello from the scripted model."
-Every request body is kept in `requests` for the test to inspect.
+Every answer reports `usage` (input tokens: a quarter of the request's length, output
+tokens: 10) the way the real API does, in message_start and message_delta. Every
+request body is kept in `requests` for the test to inspect.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,6 +39,13 @@ def _reply(body: dict[str, Any]) -> list[dict[str, Any]]:
         for result in content:
             parts = result["content"] if isinstance(result["content"], list) else [{"type": "text", "text": result["content"]}]
             texts.extend(p.get("text", "") for p in parts if p.get("type") == "text")
+        orders = re.findall(r"DO: (\w+)((?: \w+=[^\s\"\\]+)*)", "\n".join(texts))
+        if orders:
+            return [{"type": "text", "text": "Doing as the PC says."}] + [
+                {"type": "tool_use", "id": f"toolu_{id(body)}_do{n}", "name": tool,
+                 "input": dict(pair.split("=", 1) for pair in raw.split())}
+                for n, (tool, raw) in enumerate(orders)
+            ]
         return [{"type": "text", "text": "Result: " + " | ".join(texts)[:400]}]
     text = content if isinstance(content, str) else " ".join(c.get("text", "") for c in content if c.get("type") == "text")
     if text.startswith("call2 "):
@@ -39,6 +54,9 @@ def _reply(body: dict[str, Any]) -> list[dict[str, Any]]:
             tool, _, raw = part.strip().partition(" ")
             blocks.append({"type": "tool_use", "id": f"toolu_{id(body)}_{n}", "name": tool, "input": json.loads(raw or "{}")})
         return blocks
+    if text.startswith("slow "):
+        time.sleep(float(text.split()[1]))
+        return [{"type": "text", "text": "Slowly, hello."}]
     if text.startswith("call "):
         tool, _, raw = text[len("call "):].partition(" ")
         return [
@@ -80,7 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
             self.wfile.flush()
 
-        send("message_start", {"type": "message_start", "message": {"id": "msg_mock", "type": "message", "role": "assistant", "content": [], "model": body["model"]}})
+        usage = {"input_tokens": length // 4, "output_tokens": 1}
+        send("message_start", {"type": "message_start", "message": {"id": "msg_mock", "type": "message", "role": "assistant", "content": [], "model": body["model"], "usage": usage}})
         send("ping", {"type": "ping"})
         for index, block in enumerate(blocks):
             if block["type"] == "text":

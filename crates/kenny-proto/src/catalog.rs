@@ -77,6 +77,9 @@ pub struct ToolSpec {
     pub class: ToolClass,
     /// Reads something personal (screen, files, browsing history).
     pub privacy_sensitive: bool,
+    /// Sends something from the PC to a host the caller names (a ping, a DNS lookup,
+    /// a TCP connection): a way out for data, so the chat never runs it unasked.
+    pub reaches_out: bool,
     pub platforms: &'static [Os],
     pub params: &'static [Param],
     /// Longest the agent works on a call that sets no `timeout_s` of its own; the
@@ -126,6 +129,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Run a command with `sh -c` on a Linux or macOS PC. Returns stdout, stderr, exit_code and whether output was truncated. On Windows PCs use powershell_exec instead.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: UNIX,
         params: &[
             p(
@@ -144,6 +148,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Run a PowerShell script on a Windows PC. Returns stdout, stderr, exit_code and whether output was truncated. On Linux or macOS PCs use shell_exec instead.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: WINDOWS,
         params: &[
             p(
@@ -162,6 +167,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "List the entries of a directory: name, kind (file, dir, symlink, other), size in bytes and modification time. Bounded; `truncated` says when entries were left out.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: true,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p("path", PATH, true, "Absolute path of the directory."),
@@ -180,6 +186,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Read a text file, at most max_bytes from offset (default 65536, cap 1048576). Non-UTF-8 bytes are replaced. Returns content, size, offset, bytes_read and truncated.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: true,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p("path", PATH, true, "Absolute path of the file."),
@@ -204,6 +211,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Search a directory tree for files whose name contains `pattern` (case-insensitive) or matches it as a glob with * and ?. Bounded in results, depth and entries visited.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: true,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p("path", PATH, true, "Directory to search under."),
@@ -234,6 +242,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Without a path: every mounted volume with total, free and percent used. With a path: the total size of that directory and its largest children.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p("path", PATH, false, "Directory to size; omit for volumes."),
@@ -252,6 +261,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Running processes with pid, name, CPU percent and memory, sorted by cpu or memory (default memory), top `limit` (default 25).",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p(
@@ -275,6 +285,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Network interfaces with their addresses, MAC and traffic counters, plus the hostname, the DNS servers and the default gateway.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[],
         default_timeout_s: 30,
@@ -285,6 +296,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "System services with their state. Linux: systemd units (load, active and sub state, description). Windows: services (status, start type, display name). Filter by `state` (running, failed, stopped, all) and a name fragment; bounded by `limit`.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -314,6 +326,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Recent system log entries, newest first. Linux: the systemd journal (or /var/log/syslog where systemd does not run), filterable by `unit` and `priority`. Windows: the System or Application event log (`log`), filterable by source (`unit`) and level (`priority`). `since` is an RFC 3339 time or a span like 30m, 6h, 2d.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -355,6 +368,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "What starts by itself. Linux: enabled systemd units, XDG autostart entries (system and per user) and cron @reboot lines. Windows: startup commands (Run keys, Startup folders) and non-Microsoft scheduled tasks at logon/boot.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[],
         default_timeout_s: 60,
@@ -365,6 +379,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Flush this PC's DNS resolver cache. Linux: systemd-resolved (resolvectl flush-caches) or nscd; says unsupported when the PC keeps no local cache. Windows: Clear-DnsClientCache.",
         class: ToolClass::StandardChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[],
         default_timeout_s: 30,
@@ -375,6 +390,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Take one network adapter down and bring it back up (see net_config for names). The PC may drop off kenny for a few seconds if this is the adapter it talks through. Linux: ip link. Windows: Restart-NetAdapter.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[p(
             "adapter",
@@ -390,6 +406,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Is a host reachable, and how fast: ICMP echo with round-trip times and loss. Where ICMP is not available it measures TCP connect time to port 443 instead and says so (`method`).",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: true,
         platforms: ALL_OS,
         params: &[
             HOST,
@@ -414,6 +431,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Resolve a host name with this PC's own resolver (as its programs would): the addresses, how long it took, and the DNS servers configured.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: true,
         platforms: ALL_OS,
         params: &[
             HOST,
@@ -432,6 +450,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Try a TCP connection from this PC to host:port: `open` with the connect time, `refused`, `timeout` or `unresolved`.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: true,
         platforms: ALL_OS,
         params: &[
             HOST,
@@ -456,6 +475,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "A PNG screenshot of the PC's screen, scaled down to at most `max_width` pixels wide (default 1280) so it fits in a tool result. Linux: the X11 display; Windows: the primary screen of the signed-in user.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: true,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -479,6 +499,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Installed packages with id, name, version and the newer version available (empty when up to date). Windows: winget. Linux: the system package manager (apt/dpkg or dnf/rpm). Filter with `query`; bounded by `limit`.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -502,6 +523,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Install one package by id. Windows: winget id (e.g. `Mozilla.Firefox`). Linux: the distribution's package name for apt or dnf (e.g. `firefox-esr`).",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[PACKAGE_ID],
         default_timeout_s: 900,
@@ -512,6 +534,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Remove one package by id (winget id on Windows, apt/dnf package name on Linux). Configuration files are kept.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[PACKAGE_ID],
         default_timeout_s: 900,
@@ -522,6 +545,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Upgrade one package by id, or every package with an update when `all` is true. Windows: winget upgrade. Linux: apt or dnf.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -545,6 +569,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Whether kenny's web filter is active in this PC's hosts file: blocked entry count, the list hash and when it was applied.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[],
         default_timeout_s: 30,
@@ -555,6 +580,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Block a list of domains on this PC through its hosts file, replacing any list kenny applied before (entries outside kenny's marked block are kept). Domains are validated; reserved names such as localhost are refused. `doh_policy: disable` also turns off browsers' DNS-over-HTTPS where the OS allows, which would bypass the hosts file.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[
             p(
@@ -584,6 +610,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Remove kenny's block from this PC's hosts file (other entries are kept) and undo a DNS-over-HTTPS policy it set.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: LINUX_WINDOWS,
         params: &[],
         default_timeout_s: 60,
@@ -594,6 +621,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Windows only: whether Quick Assist is installed, its version, whether a user is signed in to accept a session, and whether the internet is reachable.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: WINDOWS,
         params: &[],
         default_timeout_s: 30,
@@ -604,6 +632,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Windows only: open Quick Assist on the signed-in user's desktop. A helper then shares a security code and the person at the PC must accept; nothing connects without them.",
         class: ToolClass::StandardChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: WINDOWS,
         params: &[],
         default_timeout_s: 30,
@@ -614,6 +643,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Windows only: close Quick Assist, ending any remote help session.",
         class: ToolClass::StandardChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: WINDOWS,
         params: &[],
         default_timeout_s: 30,
@@ -624,6 +654,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Replace this PC's kenny-agent with a build the kenny server offers (newest newer one, or the `version` named). The server picks the file and signs a manifest of it (version, OS, architecture, size, SHA-256); the agent checks the signature against the server key it pinned, downloads only from its own server, checks size and hash, then restarts into the new build on trial: if that build does not reconnect in time, the previous one is restored and the failure reported. Older versions only for a superuser naming the exact version with allow_downgrade.",
         class: ToolClass::NormalChange,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[
             p(
@@ -647,6 +678,7 @@ pub const TOOLS: &[ToolSpec] = &[
         description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
+        reaches_out: false,
         platforms: ALL_OS,
         params: &[p(
             "sections",

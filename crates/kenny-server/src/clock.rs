@@ -9,6 +9,11 @@ pub fn now() -> String {
     format(OffsetDateTime::now_utc())
 }
 
+/// Today's date in UTC, `YYYY-MM-DD` (the first ten characters of [`now`]).
+pub fn today() -> String {
+    now().chars().take(10).collect()
+}
+
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_secs() -> u64 {
     std::time::SystemTime::now()

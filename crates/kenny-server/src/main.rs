@@ -62,6 +62,10 @@ enum Command {
         /// The model the dashboard chat uses.
         #[arg(long, env = "KENNY_CHAT_MODEL", default_value = kenny_server::chat::DEFAULT_MODEL)]
         chat_model: String,
+        /// Model tokens (input plus output) each user may spend in the dashboard chat per
+        /// UTC day; 0 for no limit.
+        #[arg(long, env = "KENNY_CHAT_DAILY_TOKENS", default_value_t = kenny_server::chat::DEFAULT_DAILY_TOKENS)]
+        chat_daily_tokens: u64,
         /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
         #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
         disable_token_auth: bool,
@@ -142,6 +146,7 @@ fn main() -> anyhow::Result<()> {
             oauth_code_secs,
             anthropic_base_url,
             chat_model,
+            chat_daily_tokens,
             data,
         } => {
             kenny_host::init_logging("info,rmcp=warn");
@@ -161,6 +166,7 @@ fn main() -> anyhow::Result<()> {
                     .filter(|k| !k.trim().is_empty()),
                 base_url: anthropic_base_url,
                 model: chat_model,
+                daily_tokens_per_user: chat_daily_tokens,
                 ..Default::default()
             };
             tokio::runtime::Runtime::new()?.block_on(serve(config))

@@ -26,14 +26,25 @@ use crate::store::{ChatCall, ChatSession, call_status};
 const MAX_MESSAGE_CHARS: usize = 20_000;
 const NEW_TITLE: &str = "New conversation";
 
-pub async fn status(State(state): State<Arc<AppState>>) -> Json<Value> {
+pub async fn status(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
     let settings = &state.chat.settings;
     let enabled = settings.api_key.is_some();
-    Json(json!({
+    let (user, day) = (who.user_id, crate::clock::today());
+    let used = state.store.blocking(move |s| s.chat_usage(user, &day)).await?;
+    Ok(Json(json!({
         "enabled": enabled,
         "model": enabled.then(|| settings.model.clone()),
         "message": (!enabled).then_some(NO_KEY_MESSAGE),
-    }))
+        "usage": {
+            "day": crate::clock::today(),
+            "tokens": used.tokens(),
+            "turns": used.turns,
+            "daily_limit": (settings.daily_tokens_per_user > 0).then_some(settings.daily_tokens_per_user),
+        },
+    })))
 }
 
 pub async fn list(
@@ -94,8 +105,11 @@ pub async fn delete(
     Extension(who): Extension<Principal>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    // Whose it is comes first: someone else's conversation is "not found" whether or not
+    // a reply is being written in it, and their request never touches its turn lock.
+    let session = own_session(&state, &who, &id).await?;
     let user = who.user_id;
-    let _turn = state.chat.try_lock(&id).ok_or_else(busy)?;
+    let _turn = state.chat.try_lock(&session.id).ok_or_else(busy)?;
     if state.store.blocking(move |s| s.delete_chat_session(&id, user)).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -154,6 +168,14 @@ pub async fn message(
     chat_enabled(&state)?;
     let session = own_session(&state, &who, &id).await?;
     let turn = state.chat.try_lock(&session.id).ok_or_else(busy)?;
+    // Checked before the message is stored, so a refused message leaves no trace.
+    match engine::allowance_left(&state, &state.chat, &who).await {
+        Ok(()) => {}
+        Err(engine::EngineError::Model(e)) => {
+            return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.code, e.message));
+        }
+        Err(engine::EngineError::Store(e)) => return Err(e.into()),
+    }
     let pending = held(&state, &session).await?;
     if !pending.is_empty() {
         return Err(ApiError::new(

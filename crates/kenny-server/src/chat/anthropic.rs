@@ -20,6 +20,25 @@ pub struct Turn {
     /// Messages API content blocks (`text`, `tool_use`), as they go back into history.
     pub content: Vec<Value>,
     pub stop_reason: Option<String>,
+    pub usage: Usage,
+}
+
+/// Tokens one turn cost, as the API reports them (`message_start` carries the input,
+/// `message_delta` the cumulative output).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    /// Takes what a `usage` object says; counts only grow (later events are cumulative).
+    fn absorb(&mut self, usage: &Value) {
+        let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+        let input = n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens");
+        self.input_tokens = self.input_tokens.max(input);
+        self.output_tokens = self.output_tokens.max(n("output_tokens"));
+    }
 }
 
 /// Why a turn could not be had.
@@ -165,6 +184,7 @@ pub(crate) struct Assembler {
     /// Partial JSON of each tool_use block's input, by block index.
     partial_inputs: Vec<String>,
     stop_reason: Option<String>,
+    pub(crate) usage: Usage,
     pub(crate) finished: bool,
 }
 
@@ -218,10 +238,12 @@ impl Assembler {
                     block["input"] = input;
                 }
             }
+            "message_start" => self.usage.absorb(&v["message"]["usage"]),
             "message_delta" => {
                 if let Some(reason) = v["delta"]["stop_reason"].as_str() {
                     self.stop_reason = Some(reason.to_owned());
                 }
+                self.usage.absorb(&v["usage"]);
             }
             "message_stop" => self.finished = true,
             "error" => {
@@ -233,7 +255,7 @@ impl Assembler {
                     ),
                 ));
             }
-            _ => {} // message_start, ping, and anything newer.
+            _ => {} // ping, and anything newer.
         }
         Ok(None)
     }
@@ -248,6 +270,7 @@ impl Assembler {
         Ok(Turn {
             content,
             stop_reason: self.stop_reason.take(),
+            usage: self.usage,
         })
     }
 }

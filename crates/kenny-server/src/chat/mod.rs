@@ -3,12 +3,14 @@
 //!
 //! Targeting follows the design brief: each conversation keeps its own selected PC, a
 //! call may name another with `agent_id`, and the target is resolved and frozen when the
-//! call is proposed. Read-only calls run at once; every state-changing call is held until
-//! the operator approves (it then runs once, on the frozen target) or denies it (nothing
-//! runs). Held calls live in the database, so they survive a restart.
+//! call is proposed. Only plain reads on the selected PC run at once (see [`gate`]);
+//! every other call is held until the operator approves (it then runs once, on the
+//! frozen target) or denies it (nothing runs). Held calls live in the database, so they
+//! survive a restart. Each user's model use is counted per day against a limit.
 
 pub mod anthropic;
 pub mod engine;
+pub mod gate;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -21,6 +23,8 @@ pub struct ChatSettings {
     pub base_url: String,
     pub model: String,
     pub max_tokens: u32,
+    /// Model tokens (input and output) one user may use per UTC day; 0 for no limit.
+    pub daily_tokens_per_user: u64,
 }
 
 impl Default for ChatSettings {
@@ -30,15 +34,19 @@ impl Default for ChatSettings {
             base_url: "https://api.anthropic.com".into(),
             model: DEFAULT_MODEL.into(),
             max_tokens: 4096,
+            daily_tokens_per_user: DEFAULT_DAILY_TOKENS,
         }
     }
 }
 
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// A day of steady use of the chat by one person, not a runaway loop's worth.
+pub const DEFAULT_DAILY_TOKENS: u64 = 2_000_000;
 
 impl ChatSettings {
-    /// From `KENNY_ANTHROPIC_API_KEY`, `KENNY_ANTHROPIC_BASE_URL` and `KENNY_CHAT_MODEL`
-    /// (for launchers without flags of their own); unset ones keep their defaults.
+    /// From `KENNY_ANTHROPIC_API_KEY`, `KENNY_ANTHROPIC_BASE_URL`, `KENNY_CHAT_MODEL` and
+    /// `KENNY_CHAT_DAILY_TOKENS` (for launchers without flags of their own); unset or
+    /// unreadable ones keep their defaults.
     pub fn from_env() -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let defaults = ChatSettings::default();
@@ -47,6 +55,9 @@ impl ChatSettings {
             base_url: var("KENNY_ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url),
             model: var("KENNY_CHAT_MODEL").unwrap_or(defaults.model),
             max_tokens: defaults.max_tokens,
+            daily_tokens_per_user: var("KENNY_CHAT_DAILY_TOKENS")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(defaults.daily_tokens_per_user),
         }
     }
 }
@@ -110,13 +121,15 @@ pub enum ChatEvent {
         ok: bool,
         summary: String,
     },
-    /// A state-changing call waits for approve or deny, frozen on `agent_id`.
+    /// A call waits for approve or deny, frozen on `agent_id`; `reason` says why it
+    /// needs the operator.
     Held {
         id: String,
         tool: String,
         agent_id: Option<String>,
         args: serde_json::Value,
         class: String,
+        reason: String,
     },
     Error {
         code: String,

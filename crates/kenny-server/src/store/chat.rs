@@ -61,9 +61,11 @@ pub struct ChatCall {
     pub created_at: String,
     pub decided_by: Option<String>,
     pub decided_at: Option<String>,
+    /// Why a held call needs the operator (another PC, a change, a way off the PC...).
+    pub hold_reason: Option<String>,
 }
 
-const CALL_COLUMNS: &str = "SELECT id, session_id, message_id, seq, tool, args, agent_id, class, status, result, is_error, created_at, decided_by, decided_at FROM chat_calls";
+const CALL_COLUMNS: &str = "SELECT id, session_id, message_id, seq, tool, args, agent_id, class, status, result, is_error, created_at, decided_by, decided_at, hold_reason FROM chat_calls";
 
 fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatCall> {
     let json = |text: String| serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -82,6 +84,7 @@ fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatCall> {
         created_at: r.get(11)?,
         decided_by: r.get(12)?,
         decided_at: r.get(13)?,
+        hold_reason: r.get(14)?,
     })
 }
 
@@ -193,8 +196,8 @@ impl Store {
     pub fn insert_chat_call(&self, call: &ChatCall) -> Result<()> {
         self.with(|c| {
             c.execute(
-                "INSERT INTO chat_calls (id, session_id, message_id, seq, tool, args, agent_id, class, status, result, is_error, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                "INSERT INTO chat_calls (id, session_id, message_id, seq, tool, args, agent_id, class, status, result, is_error, created_at, hold_reason)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 params![
                     call.id,
                     call.session_id,
@@ -207,7 +210,8 @@ impl Store {
                     call.status,
                     call.result.as_ref().map(Value::to_string),
                     call.is_error,
-                    call.created_at
+                    call.created_at,
+                    call.hold_reason
                 ],
             )?;
             Ok(())
@@ -271,6 +275,54 @@ impl Store {
                 params![id, result.to_string(), is_error],
             )?;
             Ok(())
+        })
+    }
+}
+
+/// One user's model use on one day (UTC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChatUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub turns: u64,
+}
+
+impl ChatUsage {
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+impl Store {
+    /// Adds one model turn's tokens to the user's count for `day` (`YYYY-MM-DD`).
+    pub fn add_chat_usage(&self, user_id: i64, day: &str, input_tokens: u64, output_tokens: u64) -> Result<()> {
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO chat_usage (user_id, day, input_tokens, output_tokens, turns) VALUES (?1, ?2, ?3, ?4, 1)
+                 ON CONFLICT (user_id, day) DO UPDATE SET input_tokens = input_tokens + excluded.input_tokens,
+                 output_tokens = output_tokens + excluded.output_tokens, turns = turns + 1",
+                params![user_id, day, clamp(input_tokens), clamp(output_tokens)],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn chat_usage(&self, user_id: i64, day: &str) -> Result<ChatUsage> {
+        self.with(|c| {
+            let row = c
+                .query_row(
+                    "SELECT input_tokens, output_tokens, turns FROM chat_usage WHERE user_id = ?1 AND day = ?2",
+                    params![user_id, day],
+                    |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)),
+                )
+                .optional()?;
+            let n = |v: i64| u64::try_from(v).unwrap_or(0);
+            Ok(row.map_or_else(ChatUsage::default, |(i, o, t)| ChatUsage {
+                input_tokens: n(i),
+                output_tokens: n(o),
+                turns: n(t),
+            }))
         })
     }
 }

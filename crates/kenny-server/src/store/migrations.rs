@@ -193,6 +193,16 @@ const MIGRATIONS: &[&str] = &[
         at TEXT NOT NULL
     );
     CREATE INDEX agent_updates_by_agent ON agent_updates (agent_id, at);",
+    // 12: why a chat call waits for the operator, and each user's model use per day.
+    "ALTER TABLE chat_calls ADD COLUMN hold_reason TEXT;
+    CREATE TABLE chat_usage (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        day TEXT NOT NULL,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        turns INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (user_id, day)
+    );",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -10,7 +10,7 @@ mod screenshots;
 mod updates;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
-pub use chat::{ChatCall, ChatMessage, ChatSession, call_status};
+pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
 pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;

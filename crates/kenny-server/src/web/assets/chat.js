@@ -84,6 +84,8 @@
     const what = el("div", "held-what");
     what.append(el("span", "tool-name", call.tool), el("span", "", " on "), el("strong", "held-pc", call.agent_id || "(no PC)"));
     card.append(what);
+    const reason = call.reason || call.hold_reason;
+    if (reason) card.append(el("div", "held-reason", "Held because " + reason + "."));
     card.append(el("pre", "held-args", JSON.stringify(call.args, null, 2)));
     const approve = el("button", "approve", "Approve");
     const deny = el("button", "deny danger", "Deny");
@@ -140,7 +142,7 @@
         say(d.message, "error");
       } else if (name === "done") {
         text = null;
-        if (d.stop_reason === "held") say("A change waits for your approval.");
+        if (d.stop_reason === "held") say("A call waits for your approval.");
       }
     };
   }
