@@ -117,7 +117,40 @@ pub async fn wait_online(mcp: &Mcp, agent_id: &str, within: Duration) -> anyhow:
     bail!("agent {agent_id} did not come online within {within:?}")
 }
 
-pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration) -> anyhow::Result<()> {
+/// What each benchmarked call asks the agent to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Read 16 bytes from a small file: the agent's own work is trivial.
+    FsRead,
+    /// `echo` through `sh -c`: the guard's parse and a sandboxed child process per call.
+    ShellExec,
+}
+
+impl Workload {
+    fn tool(self) -> &'static str {
+        match self {
+            Workload::FsRead => "fs_read",
+            Workload::ShellExec => "shell_exec",
+        }
+    }
+
+    fn args(self, file: &Path) -> serde_json::Value {
+        match self {
+            Workload::FsRead => json!({"agent_id": "bench-pc", "path": file.to_string_lossy(), "max_bytes": 64}),
+            Workload::ShellExec => json!({"agent_id": "bench-pc", "command": "echo 'sixteen bytes!!'"}),
+        }
+    }
+
+    /// Whether a result is the expected 16 bytes.
+    fn answered(self, v: &serde_json::Value) -> bool {
+        match self {
+            Workload::FsRead => v["content"] == "sixteen bytes!!\n",
+            Workload::ShellExec => v["stdout"] == "sixteen bytes!!\n",
+        }
+    }
+}
+
+pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration, workload: Workload) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let data_dir = dir.path().join("server");
     let token = provision(&data_dir)?;
@@ -131,17 +164,18 @@ pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration) -> anyho
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
     let probe = Mcp::new(http.clone(), &server.base, &server.token);
     wait_online(&probe, "bench-pc", Duration::from_secs(15)).await?;
-    let args = json!({"agent_id": "bench-pc", "path": file.to_string_lossy(), "max_bytes": 64});
-    let check = probe.call("fs_read", args.clone()).await?;
+    let args = workload.args(&file);
+    let check = probe.call(workload.tool(), args.clone()).await?;
     anyhow::ensure!(
-        check["content"] == "sixteen bytes!!\n",
-        "unexpected fs_read result: {check}"
+        workload.answered(&check),
+        "unexpected {} result: {check}",
+        workload.tool()
     );
 
     println!("| concurrent clients | calls | calls/s | p50 ms | p95 ms | p99 ms | max ms | errors |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &c in levels {
-        let (mut samples, errors, elapsed) = run_level(&http, &server, &args, c, seconds).await?;
+        let (mut samples, errors, elapsed) = run_level(&http, &server, workload, &args, c, seconds).await?;
         let s = summarize(&mut samples);
         println!(
             "| {c} | {} | {:.0} | {} | {} | {} | {} | {errors} |",
@@ -161,6 +195,7 @@ pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration) -> anyho
 async fn run_level(
     http: &reqwest::Client,
     server: &ServerProcess,
+    workload: Workload,
     args: &serde_json::Value,
     c: usize,
     seconds: Duration,
@@ -185,9 +220,9 @@ async fn run_level(
                     return samples;
                 }
                 let ok = mcp
-                    .call("fs_read", args.clone())
+                    .call(workload.tool(), args.clone())
                     .await
-                    .is_ok_and(|v| v["bytes_read"] == 16);
+                    .is_ok_and(|v| workload.answered(&v));
                 if start >= warmup_end {
                     if ok {
                         samples.push(start.elapsed());

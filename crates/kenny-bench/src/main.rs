@@ -3,7 +3,8 @@
 //!
 //! - `calls`: forwarded-call latency and throughput through the whole path (MCP HTTP
 //!   request → server → real `kenny-agent` → back) at several client concurrencies,
-//!   all clients sharing one PAT; the agent's work is a 16-byte `fs_read`.
+//!   all clients sharing one PAT; the agent's work is a 16-byte `fs_read`, or with
+//!   `--workload shell-exec` an `echo` through `sh -c` (guard parse, sandboxed child).
 //! - `fleet`: server memory with N simulated agents connected (real mutual-auth
 //!   handshakes over loopback), and `list_agents` latency at that fleet size.
 
@@ -37,6 +38,9 @@ enum Command {
         /// Measured seconds per concurrency level (after one second of warm-up).
         #[arg(long, default_value_t = 10)]
         seconds: u64,
+        /// What each call asks the agent to do.
+        #[arg(long, value_enum, default_value = "fs-read")]
+        workload: harness::Workload,
     },
     /// The agent's footprint: binary size, idle memory and CPU, telemetry time.
     Agent {
@@ -63,9 +67,11 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         match cli.command {
-            Command::Calls { concurrency, seconds } => {
-                harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds)).await
-            }
+            Command::Calls {
+                concurrency,
+                seconds,
+                workload,
+            } => harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds), workload).await,
             Command::Fleet { agents } => fleet::run(&bin_dir, &agents).await,
             Command::Agent {
                 idle_seconds,
