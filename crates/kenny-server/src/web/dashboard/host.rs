@@ -12,7 +12,7 @@ use super::{Nav, badge, chat_panel, layout, message_page, short_time, time_el, v
 use crate::fleet::AgentSummary;
 use crate::principal::Role;
 use crate::state::AppState;
-use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta};
+use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta, UpdateRecord};
 use crate::web::html::esc;
 
 const RECENT_CALLS: u32 = 15;
@@ -23,6 +23,8 @@ struct Extras {
     telemetry: Option<(String, String, Value)>,
     screenshot: Option<ScreenshotMeta>,
     recent: Vec<AuditEntry>,
+    /// How the newest agent update ended.
+    last_update: Option<UpdateRecord>,
 }
 
 pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(agent_id): Path<String>) -> Response {
@@ -72,6 +74,7 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(a
                 telemetry,
                 screenshot: s.screenshot_meta(&id)?,
                 recent,
+                last_update: s.agent_updates(&id, 1)?.into_iter().next(),
             })
         })
         .await;
@@ -83,6 +86,7 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(a
                 telemetry: None,
                 screenshot: None,
                 recent: Vec::new(),
+                last_update: None,
             }
         }
     };
@@ -107,7 +111,7 @@ fn render(a: &AgentSummary, x: &Extras) -> String {
          <button type=\"button\" data-action=\"update\" class=\"secondary\">Update agent</button></div>\
          <p id=\"action-status\" class=\"status\" role=\"status\" aria-live=\"polite\" hidden></p>\
          <div class=\"with-chat\"><div class=\"host-grid\">{facts}{telemetry}{screen}{recent}</div>{chat}</div>",
-        facts = facts(a),
+        facts = facts(a, x.last_update.as_ref()),
         telemetry = telemetry(x.telemetry.as_ref()),
         screen = screen(&a.agent_id, x.screenshot.as_ref()),
         recent = recent(&a.agent_id, &x.recent),
@@ -115,7 +119,7 @@ fn render(a: &AgentSummary, x: &Extras) -> String {
     )
 }
 
-fn facts(a: &AgentSummary) -> String {
+fn facts(a: &AgentSummary, last_update: Option<&UpdateRecord>) -> String {
     let dash = "—";
     let rows = [
         ("Agent id", esc(&a.agent_id)),
@@ -126,9 +130,30 @@ fn facts(a: &AgentSummary) -> String {
         ("Online", if a.online { "yes" } else { "no" }.to_owned()),
         ("Key enrolled", if a.enrolled { "yes" } else { "no" }.to_owned()),
         ("Last seen", time_el(a.last_seen.as_deref())),
+        ("Last update", last_update.map_or_else(|| dash.to_owned(), update_line)),
     ];
     let dl: String = rows.iter().map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>")).collect();
     format!("<section class=\"card\" id=\"facts\"><h2>Facts</h2><dl class=\"facts\">{dl}</dl></section>")
+}
+
+/// `0.1.1: rolled back (why), <time>`; the reason is the agent's words, escaped.
+fn update_line(u: &UpdateRecord) -> String {
+    let outcome = match u.outcome.as_str() {
+        "succeeded" => "installed".to_owned(),
+        "rolled_back" => "rolled back".to_owned(),
+        "no_report" => "no report".to_owned(),
+        other => esc(other),
+    };
+    let why = if u.outcome == "succeeded" || u.detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", esc(&u.detail))
+    };
+    format!(
+        "<span id=\"last-update\">{}: {outcome}{why}, {}</span>",
+        esc(&u.to_version),
+        time_el(Some(&u.at))
+    )
 }
 
 /// Sections sorted worst first, then by name, each expandable to its details.
@@ -254,5 +279,29 @@ mod tests {
             "the overall line names the worst section"
         );
         assert!(telemetry(None).contains("No telemetry yet"));
+    }
+
+    #[test]
+    fn an_update_line_says_how_it_ended_with_the_agents_reason_escaped() {
+        let u = UpdateRecord {
+            order_id: "o".into(),
+            agent_id: "pc".into(),
+            requested_by: "kim".into(),
+            from_version: "0.1.0".into(),
+            to_version: "0.2.0".into(),
+            outcome: "rolled_back".into(),
+            detail: "<b>did not log in</b>".into(),
+            at: "2026-01-02T03:04:05.000Z".into(),
+        };
+        let line = update_line(&u);
+        assert!(
+            line.contains("0.2.0: rolled back (&lt;b&gt;did not log in&lt;/b&gt;)"),
+            "{line}"
+        );
+        let ok = update_line(&UpdateRecord {
+            outcome: "succeeded".into(),
+            ..u
+        });
+        assert!(ok.contains("0.2.0: installed,") && !ok.contains("did not"), "{ok}");
     }
 }
