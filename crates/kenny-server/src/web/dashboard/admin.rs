@@ -188,6 +188,7 @@ mod tests {
             hosts: vec!["pc-a".into(), "pc-b".into()],
             created_at: "t".into(),
             totp_enabled: true,
+            live_tokens: 0,
         }];
         let html = users_section(&users, 3);
         assert!(html.contains("<strong>&lt;kim&gt;</strong> <span class=\"muted\">(you)</span>"));
