@@ -1,5 +1,5 @@
 //! `/api/me`: what every signed-in user manages for themselves: password, sessions,
-//! personal access tokens.
+//! personal access tokens, the apps they let in (OAuth grants), second factor.
 
 use std::sync::Arc;
 
@@ -185,6 +185,43 @@ pub async fn revoke_token(
     }
     state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The apps (OAuth clients) the user has let act as them, with live grants.
+pub async fn grants(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let list = state
+        .store
+        .blocking(move |s| s.user_grants(id, &crate::clock::now()))
+        .await?;
+    Ok(Json(json!({ "grants": list })))
+}
+
+/// Ends one of the user's own grants: its access and refresh tokens stop at once.
+pub async fn revoke_grant(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(grant_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = who.user_id;
+    let gid = grant_id.clone();
+    let done = state
+        .store
+        .blocking(move |s| s.revoke_user_grant(id, &gid, &crate::clock::now()))
+        .await?;
+    if done {
+        tracing::info!(user = %who.username, grant = %grant_id, "OAuth grant revoked by its owner");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("you have no live grant {grant_id:?}"),
+        ))
+    }
 }
 
 #[derive(Deserialize)]

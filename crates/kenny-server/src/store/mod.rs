@@ -10,7 +10,7 @@ mod screenshots;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use chat::{ChatCall, ChatMessage, ChatSession, call_status};
-pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
+pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
 
