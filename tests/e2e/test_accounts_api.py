@@ -247,3 +247,21 @@ def test_a_password_reset_ends_everything_and_with_consent_the_tokens(kenny):
         new_password = r.json()["password"]
     with _client(kenny) as http:
         assert _login(http, "mo", new_password).status_code == 303
+
+
+def test_user_ids_are_never_reused_across_a_restart(kenny):
+    """Hole: ids came from the highest row, so deleting the newest account and creating
+    another handed its id (and whatever still named that id) to a stranger."""
+    with _api(kenny, kenny.admin_pat) as api:
+        first = api.post("/api/users", json={"username": "nia", "role": "user"}).json()["user"]["id"]
+        second = api.post("/api/users", json={"username": "oli", "role": "user"}).json()["user"]["id"]
+        assert second > first
+        assert api.delete(f"/api/users/{second}").status_code == 204
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port)
+    with _api(kenny, kenny.admin_pat) as api:
+        r = api.post("/api/users", json={"username": "pia", "role": "user"})
+        assert r.status_code == 201, r.text
+        assert r.json()["user"]["id"] > second, "the deleted id stays retired"
+        assert api.get(f"/api/users/{second}").status_code == 404
