@@ -162,7 +162,9 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.waitForSelector('#agent-result.error');
   assert.match(await page.textContent('#agent-result'), /already exists/);
 
-  // Own token: shown once.
+  // Own token: shown once, on the account page.
+  await page.click('nav.mainnav >> text=Account');
+  await page.waitForURL(`${server.base}/account`);
   await page.fill('#token-form input[name="label"]', 'laptop');
   await page.click('#token-form button');
   await page.waitForSelector('#new-token');
@@ -170,6 +172,7 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.waitForSelector('#tokens tr[data-token-id]');
 
   // A user with a generated password, then given a host.
+  await page.goto(`${server.base}/admin`);
   await page.fill('#user-form input[name="username"]', 'sam');
   await page.selectOption('#user-form select[name="role"]', 'user');
   await page.click('#user-form button');
@@ -214,7 +217,7 @@ test('a user sees only their own host, and the system dark theme is followed', a
 
 test('phone width: no page scrolls sideways', async () => {
   const { context, page, cspErrors } = await signedIn('root', { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true });
-  for (const path of ['/', '/hosts/den-pc', '/audit', '/admin']) {
+  for (const path of ['/', '/hosts/den-pc', '/audit', '/account', '/admin']) {
     await page.goto(`${server.base}${path}`);
     const { scroll, inner } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
     assert.ok(scroll <= inner, `${path}: content is ${scroll}px wide in a ${inner}px window`);
