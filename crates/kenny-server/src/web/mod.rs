@@ -132,7 +132,11 @@ async fn setup_submit(
         Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
     };
     match accounts::open_session(&state.store, user_id, client_info(addr, &headers)).await {
-        Ok(issued) => signed_in_redirect(&state, &issued.token, "/"),
+        Ok(issued) => {
+            let mut resp = signed_in_redirect(&state, &issued.token, "/");
+            remember_device(&state, &mut resp, user_id);
+            resp
+        }
         Err(e) => server_error(&e.to_string()),
     }
 }
@@ -217,17 +221,7 @@ async fn login_submit(
         Ok(done) => {
             tracing::info!(user = ?username, client = %addr.ip(), "signed in");
             let mut resp = signed_in_redirect(&state, &done.issued.token, &next);
-            // This browser is now known to this account: a flood of wrong passwords
-            // from elsewhere will not keep it out.
-            resp.headers_mut().append(
-                header::SET_COOKIE,
-                cookies::set_device(
-                    &crate::device::cookie_name(done.user_id),
-                    &state.device_key.issue(done.user_id, unix_now),
-                    crate::device::LIFETIME_SECS,
-                    secure(&state),
-                ),
-            );
+            remember_device(&state, &mut resp, done.user_id);
             resp
         }
         Err(LoginError::Throttled { wait, account }) => {
@@ -335,6 +329,20 @@ fn signed_in_redirect(state: &AppState, token: &str, next: &str) -> Response {
     );
     headers.append(header::SET_COOKIE, cookies::set(cookies::FORM, "", 0, secure(state)));
     resp
+}
+
+/// Sets the device cookie of a browser that just signed in to `user_id`: a flood of
+/// wrong passwords from elsewhere will not keep it out of that account.
+fn remember_device(state: &AppState, resp: &mut Response, user_id: i64) {
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        cookies::set_device(
+            &crate::device::cookie_name(user_id),
+            &state.device_key.issue(user_id, crate::clock::unix_secs()),
+            crate::device::LIFETIME_SECS,
+            secure(state),
+        ),
+    );
 }
 
 fn forbidden_form() -> Response {
