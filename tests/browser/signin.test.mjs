@@ -71,8 +71,11 @@ test('set-up, TOTP sign-in, consent and sign-out', async () => {
   await page.route('http://127.0.0.1:9/**', (route) => route.fulfill({ status: 200, body: 'back in the app' }));
   await page.goto(authorize.href);
   const consent = await page.textContent('body');
-  assert.match(consent, /Allow Browser Test App to use kenny\?/);
+  assert.match(consent, /Allow an app calling itself “Browser Test App” to use kenny\?/);
   assert.match(consent, /act as root/);
+  // Named by what identifies it, not only by the name it chose.
+  assert.equal(await page.textContent('#consent-client code'), reg.client_id);
+  assert.equal(await page.textContent('#consent-redirect code'), 'http://127.0.0.1:9');
   await page.click('button[value=approve]');
   await page.waitForURL(/^http:\/\/127\.0\.0\.1:9\/callback\?/);
   const back = new URL(page.url());

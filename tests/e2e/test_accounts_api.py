@@ -120,3 +120,148 @@ def test_own_sessions_can_be_listed_and_ended(kenny):
         assert laptop.delete(f"/api/me/sessions/{theirs['id']}", headers={"X-CSRF-Token": csrf}).status_code == 204
         assert phone.get("/api/me").status_code == 401
         assert laptop.delete(f"/api/me/sessions/{theirs['id']}", headers={"X-CSRF-Token": csrf}).status_code == 404
+
+
+# ---- issue 9: sessions only for password and token minting; what a password change,
+# a reset and disabling end -------------------------------------------------------------
+
+
+def _pat_status(kenny, pat: str) -> int:
+    with _api(kenny, pat) as api:
+        return api.get("/api/me").status_code
+
+
+def test_a_token_cannot_change_the_password_or_mint_tokens(kenny):
+    """Hole: a leaked PAT could change the password (locking the owner out) and mint
+    more PATs that outlive its own revocation."""
+    kenny.add_user("ivy", "operator", password=PASSWORD)
+    pat = kenny.create_token("ivy")
+    with _api(kenny, pat) as api:
+        r = api.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "taken over by a token"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "session_required", r.text
+        r = api.post("/api/me/tokens", json={"label": "spare key"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "session_required", r.text
+        assert [t["label"] for t in api.get("/api/me/tokens").json()["tokens"]] == [None], "no token was minted"
+    with _client(kenny) as http:
+        assert _login(http, "ivy", PASSWORD).status_code == 303, "the password is unchanged"
+
+
+def test_the_password_change_check_goes_through_the_sign_in_throttle(kenny):
+    """Hole: a stolen session could guess the current password without limit."""
+    kenny.add_user("jay", "operator", password=PASSWORD)
+    http, csrf = _signed_in(kenny, "jay")
+    with closing(http):
+        h = {"X-CSRF-Token": csrf}
+        for attempt in range(5):
+            r = http.post("/api/me/password", json={"current_password": f"guess-{attempt}", "new_password": "a new long password"}, headers=h)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "wrong_password", r.text
+        r = http.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "a new long password"}, headers=h)
+        assert r.status_code == 429 and r.json()["error"]["code"] == "throttled", r.text
+        assert int(r.json()["error"]["message"].split(" in ")[1].split()[0]) >= 1
+    with _client(kenny) as fresh:
+        assert _login(fresh, "jay", PASSWORD).status_code == 303, "nothing changed while throttled"
+
+
+def _oauth_grant(kenny, user: str) -> dict:
+    from test_oauth import _approve, _authorize_url, _exchange, _pkce, _register
+    from urllib.parse import parse_qs, urlparse
+
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    final = _approve(kenny, _authorize_url(kenny, cid, challenge), user=user)
+    code = parse_qs(urlparse(final.headers["location"]).query)["code"][0]
+    tokens = _exchange(kenny, cid, code, verifier).json()
+    return {"client_id": cid, **tokens}
+
+
+def _refresh(kenny, grant: dict) -> httpx.Response:
+    return httpx.post(f"{kenny.base_url}/oauth/token", data={"grant_type": "refresh_token", "refresh_token": grant["refresh_token"], "client_id": grant["client_id"]}, timeout=10)
+
+
+def test_a_password_change_ends_sessions_and_grants_and_with_consent_the_tokens(kenny):
+    from test_oauth import _mcp_status
+
+    kenny.add_user("kay", "operator", password=PASSWORD)
+    grant = _oauth_grant(kenny, "kay")
+    assert _mcp_status(kenny, grant["access_token"]) == 200
+    pat = kenny.create_token("kay")
+    other, _ = _signed_in(kenny, "kay")
+    http, csrf = _signed_in(kenny, "kay")
+    h = {"X-CSRF-Token": csrf}
+    with closing(http), closing(other):
+        r = http.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "second password"}, headers=h)
+        assert r.status_code == 204, r.text
+        assert other.get("/api/me").status_code == 401, "other sessions end"
+        assert _mcp_status(kenny, grant["access_token"]) == 401, "OAuth access ends"
+        assert _refresh(kenny, grant).status_code == 400, "and the grant cannot be refreshed"
+        assert _pat_status(kenny, pat) == 200, "tokens stay unless asked"
+
+        r = http.post("/api/me/password", json={"current_password": "second password", "new_password": "third password", "revoke_tokens": True}, headers=h)
+        assert r.status_code == 204, r.text
+        assert _pat_status(kenny, pat) == 401, "with revoke_tokens, every token ends at once"
+        assert all(t["revoked_at"] for t in http.get("/api/me/tokens").json()["tokens"])
+        assert http.get("/api/me").json()["user"]["live_tokens"] == 0
+        bad = http.post("/api/me/password", json={"current_password": "third password", "new_password": "x" * 10, "revoke_tokens": "yes"}, headers=h)
+        assert bad.status_code == 422, "revoke_tokens is a boolean"
+
+
+def test_disabling_suspends_tokens_and_revoke_tokens_ends_them(kenny):
+    """A disabled user's tokens never work while it is disabled; its sessions and OAuth
+    grants end for good; with revoke_tokens its tokens end for good as well."""
+    from test_oauth import _mcp_status
+
+    kenny.add_user("lee", "operator", password=PASSWORD)
+    grant = _oauth_grant(kenny, "lee")
+    pat = kenny.create_token("lee")
+    with _api(kenny, kenny.admin_pat) as admin:
+        lee = next(u for u in admin.get("/api/users").json()["users"] if u["username"] == "lee")
+        assert lee["live_tokens"] == 1, "the dashboard can say how many tokens a revocation stops"
+
+        r = admin.patch(f"/api/users/{lee['id']}", json={"disabled": True})
+        assert r.status_code == 200 and r.json()["tokens_revoked"] == 0
+        assert _pat_status(kenny, pat) == 401, "suspended while disabled"
+        assert _mcp_status(kenny, grant["access_token"]) == 401
+        admin.patch(f"/api/users/{lee['id']}", json={"disabled": False})
+        assert _pat_status(kenny, pat) == 200, "back when enabled: the admin did not revoke it"
+        assert _refresh(kenny, grant).status_code == 400, "but the OAuth grant stays ended"
+
+        r = admin.patch(f"/api/users/{lee['id']}", json={"disabled": True, "revoke_tokens": True})
+        assert r.status_code == 200 and r.json()["tokens_revoked"] == 1 and r.json()["user"]["live_tokens"] == 0
+        admin.patch(f"/api/users/{lee['id']}", json={"disabled": False})
+        assert _pat_status(kenny, pat) == 401, "revoked for good"
+
+
+def test_a_password_reset_ends_everything_and_with_consent_the_tokens(kenny):
+    kenny.add_user("mo", "user", password=PASSWORD)
+    pat = kenny.create_token("mo")
+    session, _ = _signed_in(kenny, "mo")
+    with _api(kenny, kenny.admin_pat) as admin, closing(session):
+        mo = next(u for u in admin.get("/api/users").json()["users"] if u["username"] == "mo")
+        r = admin.post(f"/api/users/{mo['id']}/password", json={})
+        assert r.status_code == 200 and r.json()["tokens_revoked"] == 0
+        assert session.get("/api/me").status_code == 401
+        assert _pat_status(kenny, pat) == 200
+        r = admin.post(f"/api/users/{mo['id']}/password", json={"revoke_tokens": True})
+        assert r.status_code == 200 and r.json()["tokens_revoked"] == 1
+        assert _pat_status(kenny, pat) == 401
+        new_password = r.json()["password"]
+    with _client(kenny) as http:
+        assert _login(http, "mo", new_password).status_code == 303
+
+
+def test_user_ids_are_never_reused_across_a_restart(kenny):
+    """Hole: ids came from the highest row, so deleting the newest account and creating
+    another handed its id (and whatever still named that id) to a stranger."""
+    with _api(kenny, kenny.admin_pat) as api:
+        first = api.post("/api/users", json={"username": "nia", "role": "user"}).json()["user"]["id"]
+        second = api.post("/api/users", json={"username": "oli", "role": "user"}).json()["user"]["id"]
+        assert second > first
+        assert api.delete(f"/api/users/{second}").status_code == 204
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port)
+    with _api(kenny, kenny.admin_pat) as api:
+        r = api.post("/api/users", json={"username": "pia", "role": "user"})
+        assert r.status_code == 201, r.text
+        assert r.json()["user"]["id"] > second, "the deleted id stays retired"
+        assert api.get(f"/api/users/{second}").status_code == 404

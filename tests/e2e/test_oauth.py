@@ -329,3 +329,103 @@ async def test_a_mismatched_refresh_does_not_burn_the_token_and_registration_is_
         for _ in range(25)
     ]
     assert statuses.count(201) < 25 and statuses[-1] == 429, statuses
+
+
+# ---- issue 9: loopback ports, consent names, metadata fetches, owners' grants --------
+
+
+def _code_for(kenny, cid: str, challenge: str, redirect: str, user: str = "owner") -> str:
+    final = _approve(kenny, _authorize_url(kenny, cid, challenge, redirect_uri=redirect), user=user)
+    assert final.status_code == 303, final.text[:300]
+    assert final.headers["location"].startswith(redirect + "?"), "back to the port the app asked for"
+    return parse_qs(urlparse(final.headers["location"]).query)["code"][0]
+
+
+async def test_loopback_redirect_uris_match_on_any_port(fleet):
+    """RFC 8252 §7.3: a native app registers its loopback redirect once and listens on
+    whatever port is free when it signs in."""
+    kenny = fleet
+    r = httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": ["http://127.0.0.1/callback", "http://localhost/callback"], "client_name": "native"}, timeout=10)
+    cid = r.json()["client_id"]
+    verifier, challenge = _pkce()
+    for redirect in ("http://127.0.0.1:53682/callback", "http://localhost:58135/callback"):
+        code = _code_for(kenny, cid, challenge, redirect)
+        tokens = _exchange(kenny, cid, code, verifier, redirect=redirect)
+        assert tokens.status_code == 200, tokens.text
+        assert _mcp_status(kenny, tokens.json()["access_token"]) == 200
+    # Only the port is free: not the path, not the host, not the scheme.
+    with _client(kenny) as http:
+        assert _login(http, "owner", PASSWORD).status_code == 303
+        for redirect in ("http://127.0.0.1:53682/other", "http://localhost.evil.example:53682/callback", "https://127.0.0.1:53682/callback"):
+            u = urlparse(_authorize_url(kenny, cid, challenge, redirect_uri=redirect))
+            r = http.get(f"{u.path}?{u.query}")
+            assert r.status_code == 400 and "location" not in r.headers, redirect
+    # A code is bound to the exact redirect its authorization used, port included.
+    code = _code_for(kenny, cid, challenge, "http://127.0.0.1:53682/callback")
+    _refused(_exchange(kenny, cid, code, verifier, redirect="http://127.0.0.1:1/callback"))
+
+
+async def test_the_consent_page_names_the_client_by_id_and_where_it_sends_you(fleet):
+    """Hole: the consent page showed only the name the client chose for itself."""
+    kenny = fleet
+    r = httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [REDIRECT], "client_name": "Claude"}, timeout=10)
+    cid = r.json()["client_id"]
+    _, challenge = _pkce()
+    with _client(kenny) as http:
+        assert _login(http, "owner", PASSWORD).status_code == 303
+        u = urlparse(_authorize_url(kenny, cid, challenge))
+        page = http.get(f"{u.path}?{u.query}").text
+    client = re.search(r'<dd id="consent-client">(.*?)</dd>', page).group(1)
+    back = re.search(r'<dd id="consent-redirect">(.*?)</dd>', page).group(1)
+    assert f"<code>{cid}</code>" in client and "registered with this server" in client
+    assert "<code>http://127.0.0.1:53682</code>" in back and "your own computer" in back
+    assert "calling itself \u201cClaude\u201d" in page, "the name is shown as the app's own claim"
+
+
+async def test_client_metadata_is_fetched_only_for_a_signed_in_consent(fleet):
+    """Hole: anyone could make the server fetch a URL of their choosing (and fill its
+    cache) by opening the authorize page without signing in."""
+    kenny = fleet
+    doc = f"https://127.0.0.1:{kenny.port}/client.json"
+    _, challenge = _pkce()
+    url = _authorize_url(kenny, None, challenge, client_id=doc)
+    r = httpx.get(url, timeout=10)
+    assert r.status_code == 303 and r.headers["location"].startswith("/login?next="), (r.status_code, r.text[:300])
+    form = parse_qs(urlparse(url).query)
+    r = httpx.post(f"{kenny.base_url}/oauth/authorize", data={k: v[0] for k, v in form.items()} | {"decision": "approve"}, timeout=10)
+    assert r.status_code == 401 and "public address" not in r.text, "no sign-in, no fetch"
+    # Signed in, the document is fetched (and refused here: it is not on a public host).
+    with _client(kenny) as http:
+        assert _login(http, "owner", PASSWORD).status_code == 303
+        u = urlparse(url)
+        r = http.get(f"{u.path}?{u.query}")
+        assert r.status_code == 400 and "public address" in r.text
+
+
+async def test_owners_list_and_revoke_their_grants(fleet):
+    kenny = fleet
+    cid = _register(kenny)
+    verifier, challenge = _pkce()
+    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
+    assert _mcp_status(kenny, tokens["access_token"]) == 200
+    kenny.add_user("other", "operator", password=PASSWORD)
+    with _client(kenny) as http, _client(kenny) as stranger:
+        assert _login(http, "owner", PASSWORD).status_code == 303
+        assert _login(stranger, "other", PASSWORD).status_code == 303
+        csrf = re.search(r'name="csrf" value="([^"]+)"', http.get("/").text).group(1)
+        other_csrf = re.search(r'name="csrf" value="([^"]+)"', stranger.get("/").text).group(1)
+        grants = http.get("/api/me/grants").json()["grants"]
+        assert len(grants) == 1, grants
+        g = grants[0]
+        assert (g["client_id"], g["client_name"], g["redirect_uri"]) == (cid, "manual", REDIRECT)
+        assert "refresh_token" not in str(grants) and tokens["refresh_token"] not in str(grants)
+        assert stranger.get("/api/me/grants").json()["grants"] == [], "nobody sees another's grants"
+        r = stranger.delete(f"/api/me/grants/{g['id']}", headers={"X-CSRF-Token": other_csrf})
+        assert r.status_code == 404, "nor revokes them"
+        assert _mcp_status(kenny, tokens["access_token"]) == 200
+        assert http.delete(f"/api/me/grants/{g['id']}").status_code == 403, "the CSRF header is needed"
+        assert http.delete(f"/api/me/grants/{g['id']}", headers={"X-CSRF-Token": csrf}).status_code == 204
+        assert _mcp_status(kenny, tokens["access_token"]) == 401, "the app's access ends at once"
+        _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid))
+        assert http.get("/api/me/grants").json()["grants"] == []
+        assert http.delete(f"/api/me/grants/{g['id']}", headers={"X-CSRF-Token": csrf}).status_code == 404

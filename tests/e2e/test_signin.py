@@ -65,6 +65,7 @@ def test_first_run_setup_creates_the_superuser_once(bare):
         assert r.status_code == 400 and "differ" in r.text
         r = http.post("/setup", data={"username": "root", "password": PASSWORD, "confirm": PASSWORD, "form_token": token})
         assert r.status_code == 303 and r.headers["location"] == "/"
+        assert any(c.startswith("kenny_device_1=") for c in r.headers.get_list("set-cookie")), "the set-up browser is known"
         home = http.get("/")
         assert home.status_code == 200 and "Signed in as <strong>root</strong> (superuser)" in home.text
     with _client(bare) as other:

@@ -2,12 +2,12 @@
 //! Pure logic over the store; the web layer turns it into pages and cookies.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use time::OffsetDateTime;
 
 use crate::principal::{Principal, Role};
+use crate::ratelimit::{Caller, SignInThrottle};
 use crate::secrets;
 use crate::store::{NewSession, Store, StoreError};
 
@@ -23,6 +23,10 @@ pub enum LoginError {
     /// wrong (or already used).
     #[error("enter the current code from your authenticator app, or a recovery code")]
     SecondFactor,
+    /// Too many failures: from this caller, or (`account`) for this account from
+    /// browsers it has never signed in from.
+    #[error("too many failed attempts; try again in {} seconds", wait.as_secs().max(1))]
+    Throttled { wait: Duration, account: bool },
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -42,58 +46,88 @@ pub struct ClientInfo {
     pub user_agent: Option<String>,
 }
 
-/// Password checks running at once: each takes ~19 MiB and real CPU time, so a flood of
-/// sign-in attempts waits here instead of exhausting the machine.
-static PASSWORD_CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(4);
-
-/// Checks a password against its Argon2id hash on the blocking pool, a few at a time.
-pub async fn check_password(hash: String, password: String) -> bool {
-    let Ok(_permit) = PASSWORD_CHECKS.acquire().await else {
-        return false;
-    };
-    tokio::task::spawn_blocking(move || verify_password(&hash, &password))
-        .await
-        .unwrap_or(false)
+/// One sign-in attempt, as the web layer hands it over.
+pub struct Attempt<'a> {
+    pub username: &'a str,
+    pub password: &'a str,
+    pub code: Option<&'a str>,
+    pub client: ClientInfo,
+    /// The throttle key of the client's address ([`crate::ratelimit::client_key`]).
+    pub client_key: String,
+    /// For an account id: the device id of a valid device cookie the browser holds
+    /// for it, if any.
+    pub device: &'a (dyn Fn(i64) -> Option<String> + Sync),
 }
 
-pub fn verify_password(hash: &str, password: &str) -> bool {
-    PasswordHash::new(hash).is_ok_and(|h| {
-        argon2::Argon2::default()
-            .verify_password(password.as_bytes(), &h)
-            .is_ok()
-    })
+/// A successful sign-in: the session, and whose it is (for the device cookie).
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub issued: Issued,
+    pub user_id: i64,
 }
 
-/// Checks a user name, password and (when enabled) TOTP or recovery code, then opens a
-/// session. Unknown users cost the same time as wrong passwords, so timing does not
-/// reveal which names exist.
+/// Checks a user name, password and (when enabled) TOTP or recovery code under the
+/// sign-in throttle, then opens a session. Unknown users cost the same time as wrong
+/// passwords, so timing does not reveal which names exist.
+///
+/// The throttle first judges the caller: a browser with a device cookie for the
+/// account by that cookie alone, anyone else by address and by address-and-account.
+/// Callers without a device cookie are then judged by the account-wide count too;
+/// when that is at its limit, only an attempt carrying a valid second factor (checked,
+/// and used up, before the password) goes on. Nothing a stranger does therefore stops
+/// the owner signing in from a browser they used before, or with their authenticator.
 pub async fn login(
     store: &Arc<Store>,
-    username: &str,
-    password: &str,
-    code: Option<&str>,
-    client: ClientInfo,
-) -> Result<Issued, LoginError> {
-    let name = username.to_owned();
+    throttle: &SignInThrottle,
+    attempt: Attempt<'_>,
+) -> Result<SignedIn, LoginError> {
+    let name = attempt.username.to_owned();
     let user = store.blocking(move |s| s.user_login(&name)).await?;
-    let hash = user
-        .as_ref()
-        .map_or_else(|| DUMMY_HASH.clone(), |u| u.password_hash.clone());
-    let ok = check_password(hash, password.to_owned()).await;
+    let caller = match user.as_ref().and_then(|u| (attempt.device)(u.id)) {
+        Some(device) => Caller::Device(device),
+        None => Caller::Address(attempt.client_key.clone()),
+    };
+    let account = attempt.username;
+    let now = Instant::now();
+    throttle
+        .caller(&caller, account, now)
+        .map_err(|wait| LoginError::Throttled { wait, account: false })?;
+    let code = attempt.code.map(str::trim).filter(|c| !c.is_empty());
+    let mut second_factor_done = false;
+    let counted_account = matches!(caller, Caller::Address(_));
+    if counted_account && let Err(wait) = throttle.account(account, now) {
+        let totp = user.as_ref().and_then(|u| Some((u.id, u.totp_secret.clone()?)));
+        match (totp, code) {
+            (Some((id, secret)), Some(code)) if second_factor_ok(store, id, &secret, code).await? => {
+                throttle.count_account(account, now);
+                second_factor_done = true;
+            }
+            _ => return Err(LoginError::Throttled { wait, account: true }),
+        }
+    }
+    let hash = match &user {
+        Some(u) => u.password_hash.clone(),
+        None => dummy_hash().await,
+    };
+    let ok = crate::passwords::verify(hash, attempt.password.to_owned()).await;
     let user = match user {
         Some(u) if ok && !u.disabled => u,
         _ => return Err(LoginError::BadCredentials),
     };
-    if let Some(secret) = &user.totp_secret {
-        let code = code
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .ok_or(LoginError::SecondFactor)?;
+    if let Some(secret) = &user.totp_secret
+        && !second_factor_done
+    {
+        let code = code.ok_or(LoginError::SecondFactor)?;
         if !second_factor_ok(store, user.id, secret, code).await? {
             return Err(LoginError::SecondFactor);
         }
     }
-    open_session(store, user.id, client).await
+    throttle.succeeded(&caller, account, counted_account);
+    let issued = open_session(store, user.id, attempt.client).await?;
+    Ok(SignedIn {
+        issued,
+        user_id: user.id,
+    })
 }
 
 /// A TOTP code for a step not used before, or an unused recovery code.
@@ -108,8 +142,19 @@ async fn second_factor_ok(store: &Arc<Store>, user_id: i64, secret: &str, code: 
         .await
 }
 
-static DUMMY_HASH: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| secrets::hash_password("kenny-timing-equaliser").unwrap_or_default());
+/// A real hash to check unknown user names against, so they cost what a wrong password
+/// costs.
+async fn dummy_hash() -> String {
+    static DUMMY: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
+    DUMMY
+        .get_or_init(|| async {
+            crate::passwords::hash("kenny-timing-equaliser".into())
+                .await
+                .unwrap_or_default()
+        })
+        .await
+        .clone()
+}
 
 pub async fn open_session(store: &Arc<Store>, user_id: i64, client: ClientInfo) -> Result<Issued, LoginError> {
     let token = secrets::new_token(SESSION_PREFIX);
@@ -160,10 +205,12 @@ pub async fn session(store: &Arc<Store>, token: &str) -> Option<(Principal, Stri
 /// First-run set-up: creates the first superuser, only while no account exists (checked
 /// in the same transaction as the insert, so two racing set-ups cannot both succeed).
 pub async fn create_first_superuser(store: &Arc<Store>, username: &str, password: &str) -> anyhow::Result<i64> {
-    let (name, pw) = (username.to_owned(), password.to_owned());
-    let hash =
-        tokio::task::spawn_blocking(move || crate::admin::checked_password_hash(&name, Role::Superuser, &[], &pw))
-            .await??;
+    crate::admin::check_new_user(username, Role::Superuser, &[], password)?;
+    // Refuse before the slow hash: a flood of late set-up posts costs nothing.
+    if store.blocking(|s| s.count_users()).await? > 0 {
+        anyhow::bail!("set-up is already done: an account exists; sign in instead");
+    }
+    let hash = crate::passwords::hash(password.to_owned()).await?;
     let name = username.to_owned();
     Ok(store
         .blocking(move |s| s.create_first_user(&name, &hash, Role::Superuser, &crate::clock::now()))
@@ -184,18 +231,29 @@ mod tests {
             "set-up runs once"
         );
 
-        let issued = login(&store, "root", "correct horse", None, ClientInfo::default())
+        let throttle = SignInThrottle::default();
+        let no_device = |_: i64| None;
+        let attempt = |password: &'static str, name: &'static str| Attempt {
+            username: name,
+            password,
+            code: None,
+            client: ClientInfo::default(),
+            client_key: "ip:127.0.0.1".into(),
+            device: &no_device,
+        };
+        let issued = login(&store, &throttle, attempt("correct horse", "root"))
             .await
-            .unwrap();
+            .unwrap()
+            .issued;
         let (who, csrf) = session(&store, &issued.token).await.expect("live session");
         assert_eq!((who.username.as_str(), who.role), ("root", Role::Superuser));
         assert_eq!(csrf, issued.csrf_token);
         assert!(matches!(
-            login(&store, "root", "wrong", None, ClientInfo::default()).await,
+            login(&store, &throttle, attempt("wrong", "root")).await,
             Err(LoginError::BadCredentials)
         ));
         assert!(matches!(
-            login(&store, "nobody", "x", None, ClientInfo::default()).await,
+            login(&store, &throttle, attempt("x", "nobody")).await,
             Err(LoginError::BadCredentials)
         ));
         assert!(session(&store, "kenny_ses_forged").await.is_none());

@@ -27,18 +27,21 @@ pub fn valid_username(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
 }
 
+/// Creates an account from the command line or the launcher (one at a time, outside the
+/// server's request path, so the password is hashed without waiting for the server's cap).
 pub fn add_user(store: &Store, name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<i64> {
-    let hash = checked_password_hash(name, role, hosts, password)?;
+    check_new_user(name, role, hosts, password)?;
+    let hash = crate::passwords::hash_blocking(password)?;
     Ok(store.create_user(name, &hash, role, hosts, &crate::clock::now())?)
 }
 
-/// Validates a new account and hashes its password (slow on purpose: Argon2id).
-pub fn checked_password_hash(name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<String> {
+/// Validates a new account before its password is hashed.
+pub fn check_new_user(name: &str, role: Role, hosts: &[String], password: &str) -> anyhow::Result<()> {
     if !valid_username(name) {
         bail!("user name {name:?} is not valid: use 1-64 letters, digits, '.', '_', '-' or '@'");
     }
-    if password.chars().count() < 8 {
-        bail!("the password is too short: use at least 8 characters");
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        bail!("the password is too short: use at least {MIN_PASSWORD_CHARS} characters");
     }
     if role != Role::User && !hosts.is_empty() {
         bail!(
@@ -49,8 +52,10 @@ pub fn checked_password_hash(name: &str, role: Role, hosts: &[String], password:
     if let Some(bad) = hosts.iter().find(|h| !valid_agent_id(h)) {
         bail!("host {bad:?} is not a valid agent id");
     }
-    secrets::hash_password(password).map_err(|e| anyhow::anyhow!("hashing the password: {e}"))
+    Ok(())
 }
+
+pub const MIN_PASSWORD_CHARS: usize = 8;
 
 /// Mints a personal access token for `username`; returns it (it is stored hashed).
 pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyhow::Result<String> {

@@ -1,70 +1,124 @@
-//! Sign-in throttling: failures counted per client and per user name over a sliding
-//! window; past the limit, attempts are refused before the password is even checked.
+//! Failure throttling: failures counted per key over a sliding window; past a key's
+//! limit, attempts are refused before anything is checked.
+//!
+//! [`SignInThrottle`] is what password checks go through (sign-in and the password
+//! re-checks of a signed-in person). It counts failures per caller and per account,
+//! arranged so that nobody can lock an account's owner out from outside:
+//! - a caller is a client address (with the pair client-and-account), or, better, a
+//!   browser that proves it signed in to this account before (a device cookie), or a
+//!   signed-in session; each caller's failures only ever block that caller;
+//! - the account-wide count (against guessing spread over many addresses) never blocks
+//!   a browser with a device cookie, nor an attempt that carries a valid second factor.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// How many failures a key may have within a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub max: usize,
+    pub window: Duration,
+}
+
+/// Keys kept at most; past this, aged-out keys are forgotten (a spray of distinct keys
+/// must not grow memory without bound).
+const MAX_KEYS: usize = 100_000;
+
 pub struct FailureLimiter {
-    max_failures: usize,
+    limit: Limit,
+    failures: Mutex<HashMap<String, Failures>>,
+}
+
+struct Failures {
     window: Duration,
-    failures: Mutex<HashMap<String, VecDeque<Instant>>>,
+    at: VecDeque<Instant>,
 }
 
 impl FailureLimiter {
     pub fn new(max_failures: usize, window: Duration) -> Self {
         FailureLimiter {
-            max_failures,
-            window,
+            limit: Limit {
+                max: max_failures,
+                window,
+            },
             failures: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Reserves an attempt for `keys`: refused with how long to wait if any key is
-    /// at the limit; otherwise counted as a failure right away, so parallel attempts
-    /// cannot all slip in before the first failure is recorded. Call [`Self::succeeded`]
-    /// if it turns out right.
+    /// Reserves an attempt for `keys`, each under this limiter's limit.
     pub fn attempt(&self, keys: &[&str], now: Instant) -> Result<(), Duration> {
+        let keyed: Vec<(&str, Limit)> = keys.iter().map(|k| (*k, self.limit)).collect();
+        self.attempt_limited(&keyed, now)
+    }
+
+    /// Reserves an attempt: refused with how long to wait if any key is at its limit;
+    /// otherwise counted as a failure for every key right away, so parallel attempts
+    /// cannot all slip in before the first failure is recorded. Call
+    /// [`Self::succeeded`] if it turns out right.
+    pub fn attempt_limited(&self, keys: &[(&str, Limit)], now: Instant) -> Result<(), Duration> {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if failures.len() > 100_000 {
-            // Bound memory under a spray of distinct keys: forget what has aged out.
-            let window = self.window;
-            failures.retain(|_, q| {
-                prune(q, now, window);
-                !q.is_empty()
+        if failures.len() > MAX_KEYS {
+            failures.retain(|_, f| {
+                prune(f, now);
+                !f.at.is_empty()
             });
         }
         let mut wait = None;
-        for k in keys {
-            if let Some(q) = failures.get_mut(*k) {
-                prune(q, now, self.window);
-                if q.len() >= self.max_failures {
-                    wait = wait.max(Some(self.window.saturating_sub(now - q[0])));
+        for (k, limit) in keys {
+            if let Some(f) = failures.get_mut(*k) {
+                f.window = limit.window;
+                prune(f, now);
+                if f.at.len() >= limit.max {
+                    wait = wait.max(Some(limit.window.saturating_sub(now - f.at[0])));
                 }
             }
         }
         if let Some(wait) = wait {
             return Err(wait);
         }
-        for k in keys {
-            failures.entry((*k).to_owned()).or_default().push_back(now);
-        }
+        count(&mut failures, keys, now);
         Ok(())
     }
 
-    /// The reserved attempt was right: the user's count restarts ("in a row" means in
-    /// a row), and the attempt is taken back from the other keys (e.g. the client's,
-    /// so that one good sign-in does not wipe a client's record of failures).
+    /// Counts a failure for `keys` without asking whether they are at their limit (an
+    /// attempt let through by something stronger than the count).
+    pub fn record(&self, keys: &[(&str, Limit)], now: Instant) {
+        count(&mut self.failures.lock().unwrap_or_else(|p| p.into_inner()), keys, now);
+    }
+
+    /// The reserved attempt was right: the `reset` keys' counts restart ("in a row"
+    /// means in a row), and the attempt is taken back from the `forgive` keys (e.g. the
+    /// client's, so that one good sign-in does not wipe a client's record of failures).
     pub fn succeeded(&self, reset: &[&str], forgive: &[&str]) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         for k in reset {
             failures.remove(*k);
         }
         for k in forgive {
-            if let Some(q) = failures.get_mut(*k) {
-                q.pop_back();
+            if let Some(f) = failures.get_mut(*k) {
+                f.at.pop_back();
             }
         }
+    }
+}
+
+fn count(failures: &mut HashMap<String, Failures>, keys: &[(&str, Limit)], now: Instant) {
+    for (k, limit) in keys {
+        failures
+            .entry((*k).to_owned())
+            .or_insert_with(|| Failures {
+                window: limit.window,
+                at: VecDeque::new(),
+            })
+            .at
+            .push_back(now);
+    }
+}
+
+fn prune(f: &mut Failures, now: Instant) {
+    while f.at.front().is_some_and(|t| now.duration_since(*t) >= f.window) {
+        f.at.pop_front();
     }
 }
 
@@ -80,9 +134,97 @@ pub fn client_key(ip: std::net::IpAddr) -> String {
     }
 }
 
-fn prune(q: &mut VecDeque<Instant>, now: Instant, window: Duration) {
-    while q.front().is_some_and(|t| now.duration_since(*t) >= window) {
-        q.pop_front();
+/// Who is trying a password, as the throttle tells callers apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A browser or client known only by its address ([`client_key`]).
+    Address(String),
+    /// A browser holding a valid device cookie for the account (the cookie's id).
+    Device(String),
+    /// A signed-in session re-checking its own password (the session id).
+    Session(i64),
+}
+
+/// Failures one address may have over every account (a client trying many names).
+pub const ADDRESS_LIMIT: Limit = Limit {
+    max: 20,
+    window: Duration::from_secs(60),
+};
+/// Failures one caller may have for one account: the familiar "five wrong passwords
+/// in a minute".
+pub const CALLER_LIMIT: Limit = Limit {
+    max: 5,
+    window: Duration::from_secs(60),
+};
+/// Failures an account may have from browsers it has never signed in from, whatever
+/// their addresses: bounds guessing spread over many addresses.
+pub const ACCOUNT_LIMIT: Limit = Limit {
+    max: 20,
+    window: Duration::from_secs(600),
+};
+
+/// The throttle of every password check; see the module documentation.
+pub struct SignInThrottle {
+    failures: FailureLimiter,
+}
+
+impl Default for SignInThrottle {
+    fn default() -> Self {
+        SignInThrottle {
+            failures: FailureLimiter::new(CALLER_LIMIT.max, CALLER_LIMIT.window),
+        }
+    }
+}
+
+impl SignInThrottle {
+    /// Reserves an attempt against the caller's own counts.
+    pub fn caller(&self, caller: &Caller, account: &str, now: Instant) -> Result<(), Duration> {
+        let keys = caller_keys(caller, account);
+        let keyed: Vec<(&str, Limit)> = keys.iter().map(|(k, l)| (k.as_str(), *l)).collect();
+        self.failures.attempt_limited(&keyed, now)
+    }
+
+    /// Reserves an attempt against the account-wide count; refused with how long to
+    /// wait when the account is at its limit.
+    pub fn account(&self, account: &str, now: Instant) -> Result<(), Duration> {
+        self.failures
+            .attempt_limited(&[(&account_key(account), ACCOUNT_LIMIT)], now)
+    }
+
+    /// Counts an attempt that a valid second factor let past the account-wide limit.
+    pub fn count_account(&self, account: &str, now: Instant) {
+        self.failures.record(&[(&account_key(account), ACCOUNT_LIMIT)], now);
+    }
+
+    /// The attempt was right: the caller's count for this account restarts, and the
+    /// attempt is taken back from the address and account counts it was added to.
+    pub fn succeeded(&self, caller: &Caller, account: &str, counted_account: bool) {
+        let keys = caller_keys(caller, account);
+        let (reset, mut forgive): (Vec<&str>, Vec<&str>) = match caller {
+            Caller::Address(_) => (vec![keys[1].0.as_str()], vec![keys[0].0.as_str()]),
+            Caller::Device(_) | Caller::Session(_) => (vec![keys[0].0.as_str()], vec![]),
+        };
+        let account_key = account_key(account);
+        if counted_account {
+            forgive.push(&account_key);
+        }
+        self.failures.succeeded(&reset, &forgive);
+    }
+}
+
+fn account_key(account: &str) -> String {
+    format!("user:{}", account.to_lowercase())
+}
+
+fn caller_keys(caller: &Caller, account: &str) -> Vec<(String, Limit)> {
+    let account = account.to_lowercase();
+    match caller {
+        Caller::Address(addr) => vec![
+            (addr.clone(), ADDRESS_LIMIT),
+            (format!("{addr}|user:{account}"), CALLER_LIMIT),
+        ],
+        Caller::Device(id) => vec![(format!("device:{id}"), CALLER_LIMIT)],
+        Caller::Session(id) => vec![(format!("session:{id}"), CALLER_LIMIT)],
     }
 }
 
@@ -107,7 +249,7 @@ mod tests {
             limiter.attempt(&keys, t0 + Duration::from_secs(5)),
             Err(Duration::from_secs(55))
         );
-        // Another client trying the same user is refused too; another user from a fresh client is not.
+        // Another client trying the same key is refused too; another key from a fresh client is not.
         assert!(
             limiter
                 .attempt(&["ip:9.9.9.9", "user:alice"], t0 + Duration::from_secs(5))
@@ -125,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn success_resets_the_user_but_only_forgives_one_attempt_of_the_client() {
+    fn success_resets_one_key_but_only_forgives_one_attempt_of_another() {
         let limiter = FailureLimiter::new(2, Duration::from_secs(60));
         let t0 = Instant::now();
         let keys = ["ip:1.2.3.4", "user:alice"];
@@ -148,5 +290,76 @@ mod tests {
         assert_eq!(a, client_key("2001:db8:1:2:bbbb::9".parse().unwrap()));
         assert_ne!(a, client_key("2001:db8:1:3::1".parse().unwrap()));
         assert_eq!(client_key("10.0.0.1".parse().unwrap()), "ip:10.0.0.1");
+    }
+
+    /// What the sign-in code does with the throttle, without the password check: the
+    /// caller's reservation, then the account's unless the caller is a known device.
+    fn try_sign_in(t: &SignInThrottle, caller: &Caller, account: &str, now: Instant) -> Result<(), Duration> {
+        t.caller(caller, account, now)?;
+        match caller {
+            Caller::Address(_) => t.account(account, now),
+            _ => Ok(()),
+        }
+    }
+
+    #[test]
+    fn an_attacker_blocks_only_itself_and_never_a_known_browser() {
+        let t = SignInThrottle::default();
+        let now = Instant::now();
+        let attacker = Caller::Address("ip:203.0.113.9".into());
+        for _ in 0..CALLER_LIMIT.max {
+            assert!(try_sign_in(&t, &attacker, "root", now).is_ok());
+        }
+        assert!(
+            try_sign_in(&t, &attacker, "root", now).is_err(),
+            "the attacker is throttled"
+        );
+        let owner = Caller::Address("ip:198.51.100.7".into());
+        assert!(try_sign_in(&t, &owner, "root", now).is_ok(), "another address is not");
+
+        // Guessing spread over many addresses trips the account-wide count ...
+        for i in 0..ACCOUNT_LIMIT.max {
+            let _ = try_sign_in(&t, &Caller::Address(format!("ip:192.0.2.{i}")), "root", now);
+        }
+        assert!(
+            try_sign_in(&t, &Caller::Address("ip:198.51.100.8".into()), "root", now).is_err(),
+            "an unknown browser now waits"
+        );
+        // ... which never blocks a browser that signed in before, nor a session.
+        let device = Caller::Device("dev-1".into());
+        assert!(try_sign_in(&t, &device, "root", now).is_ok());
+        assert!(try_sign_in(&t, &Caller::Session(7), "root", now).is_ok());
+        // A stolen device cookie is still throttled on its own.
+        for _ in 1..CALLER_LIMIT.max {
+            try_sign_in(&t, &device, "root", now).unwrap();
+        }
+        assert!(try_sign_in(&t, &device, "root", now).is_err());
+        assert!(try_sign_in(&t, &Caller::Device("dev-2".into()), "root", now).is_ok());
+    }
+
+    #[test]
+    fn a_right_password_restarts_the_callers_count_for_that_account() {
+        let t = SignInThrottle::default();
+        let now = Instant::now();
+        let me = Caller::Address("ip:198.51.100.7".into());
+        for _ in 0..CALLER_LIMIT.max - 1 {
+            try_sign_in(&t, &me, "kim", now).unwrap();
+        }
+        try_sign_in(&t, &me, "kim", now).unwrap();
+        t.succeeded(&me, "kim", true);
+        for _ in 0..CALLER_LIMIT.max {
+            assert!(try_sign_in(&t, &me, "kim", now).is_ok());
+        }
+    }
+
+    #[test]
+    fn distinct_keys_do_not_grow_memory_without_bound() {
+        let limiter = FailureLimiter::new(1, Duration::from_secs(1));
+        let t0 = Instant::now();
+        for i in 0..MAX_KEYS + 10 {
+            limiter.attempt(&[&format!("k{i}")], t0).unwrap();
+        }
+        limiter.attempt(&["late"], t0 + Duration::from_secs(2)).unwrap();
+        assert!(limiter.failures.lock().unwrap().len() <= 1);
     }
 }

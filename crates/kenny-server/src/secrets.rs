@@ -1,8 +1,8 @@
-//! Generating, hashing and checking secrets: tokens, passwords, the server key.
+//! Generating, hashing and checking secrets: tokens, generated passwords, the server key.
+//! (Password hashing is [`crate::passwords`].)
 
 use std::path::Path;
 
-use argon2::password_hash::{PasswordHasher, SaltString};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::SigningKey;
@@ -25,13 +25,6 @@ pub fn new_token(prefix: &str) -> String {
 /// passwords there is nothing to brute-force.
 pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
-}
-
-pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
-    let salt = SaltString::generate(&mut OsRng);
-    Ok(argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)?
-        .to_string())
 }
 
 pub fn new_password() -> String {

@@ -22,10 +22,6 @@ use crate::store::Store;
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
 /// Agent connections allowed in their handshake at once; more wait their turn.
 const MAX_PENDING_HANDSHAKES: usize = 64;
-/// Failed sign-ins allowed per client and per user name within the window; the next
-/// attempt is answered 429.
-const LOGIN_FAILURES_ALLOWED: usize = 5;
-const LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// OAuth client registrations allowed per client address within the window.
 const REGISTRATIONS_ALLOWED: usize = 20;
 const REGISTRATION_WINDOW: Duration = Duration::from_secs(600);
@@ -100,6 +96,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         server_key.clone(),
         store.clone(),
     ));
+    let device_key = crate::device::DeviceKey::derive(&server_key);
     let state = Arc::new(AppState {
         forwarder: Forwarder::new(
             registry.clone(),
@@ -122,7 +119,8 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         config,
         shutdown: shutdown.clone(),
         handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
-        login_limiter: crate::ratelimit::FailureLimiter::new(LOGIN_FAILURES_ALLOWED, LOGIN_FAILURE_WINDOW),
+        login_limiter: Default::default(),
+        device_key,
         registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
     });
 

@@ -36,8 +36,10 @@ pub struct AppState {
     /// Bounds connections still in their handshake (they may send up to a full frame
     /// before proving anything).
     pub handshakes: Semaphore,
-    /// Failed sign-ins per client and per user name.
-    pub login_limiter: crate::ratelimit::FailureLimiter,
+    /// Failed password checks (sign-in and re-checks) per caller and per account.
+    pub login_limiter: crate::ratelimit::SignInThrottle,
+    /// Signs the device cookies of browsers that signed in before.
+    pub device_key: crate::device::DeviceKey,
     /// OAuth client registrations per client address (registration needs no account).
     pub registration_limiter: crate::ratelimit::FailureLimiter,
 }

@@ -1,5 +1,5 @@
 //! `/api/me`: what every signed-in user manages for themselves: password, sessions,
-//! personal access tokens.
+//! personal access tokens, the apps they let in (OAuth grants), second factor.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::ApiError;
 use crate::principal::{CredentialKind, Principal};
+use crate::ratelimit::Caller;
 use crate::state::AppState;
 
 pub async fn show(
@@ -30,21 +31,22 @@ fn current_session(who: &Principal) -> Option<i64> {
         .flatten()
 }
 
+/// Checks a new password's length, then hashes it under the shared Argon2 cap.
 pub async fn hash_new_password(password: String) -> Result<String, ApiError> {
-    if password.chars().count() < 8 {
-        return Err(ApiError::bad_request(
-            "the password is too short: use at least 8 characters",
-        ));
+    let min = crate::admin::MIN_PASSWORD_CHARS;
+    if password.chars().count() < min {
+        return Err(ApiError::bad_request(format!(
+            "the password is too short: use at least {min} characters"
+        )));
     }
-    tokio::task::spawn_blocking(move || crate::secrets::hash_password(&password))
-        .await?
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                format!("hashing failed: {e}"),
-            )
-        })
+    crate::passwords::hash(password).await.map_err(|e| {
+        tracing::error!(error = %e, "hashing a new password failed");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the password could not be hashed; see the server log",
+        )
+    })
 }
 
 #[derive(Deserialize)]
@@ -52,32 +54,31 @@ pub async fn hash_new_password(password: String) -> Result<String, ApiError> {
 pub struct PasswordChange {
     current_password: String,
     new_password: String,
+    /// Also revoke every personal access token (the dashboard asks first).
+    #[serde(default)]
+    revoke_tokens: bool,
 }
 
-/// Changes one's own password; every other session of the user ends.
+/// Changes one's own password, from a signed-in dashboard session only, with the
+/// current password checked under the sign-in throttle. Every other session of the
+/// user and every OAuth grant end; with `revoke_tokens`, every personal access token
+/// too.
 pub async fn change_password(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
     Json(body): Json<PasswordChange>,
 ) -> Result<StatusCode, ApiError> {
-    let name = who.username.clone();
-    let login = state.store.blocking(move |s| s.user_login(&name)).await?;
-    let hash = login.map(|l| l.password_hash).unwrap_or_default();
-    let current = body.current_password;
-    let ok = tokio::task::spawn_blocking(move || crate::accounts::verify_password(&hash, &current)).await?;
-    if !ok {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "wrong_password",
-            "the current password is wrong",
-        ));
-    }
+    check_own_password(&state, &who, body.current_password).await?;
     let new_hash = hash_new_password(body.new_password).await?;
-    let (id, keep) = (who.user_id, current_session(&who));
-    state
+    let (id, keep, revoke) = (who.user_id, current_session(&who), body.revoke_tokens);
+    let revoked = state
         .store
-        .blocking(move |s| s.set_password(id, &new_hash, keep, &crate::clock::now()))
+        .blocking(move |s| s.set_password(id, &new_hash, keep, revoke, &crate::clock::now()))
         .await?;
+    if revoked > 0 {
+        state.auth.forget_cached();
+    }
+    tracing::info!(user = %who.username, tokens_revoked = revoked, "password changed");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -140,11 +141,17 @@ pub struct NewToken {
 }
 
 /// Mints a personal access token; the token is in this response and nowhere else.
+/// Only a signed-in person mints tokens: a token cannot mint more of itself, so a
+/// leaked one can be revoked and stays revoked.
 pub async fn create_token(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
     Json(body): Json<NewToken>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    session_only(
+        &who,
+        "sign in to the dashboard to create a token; tokens cannot create tokens",
+    )?;
     if body.label.as_ref().is_some_and(|l| l.chars().count() > 100) {
         return Err(ApiError::bad_request("label is at most 100 characters"));
     }
@@ -178,6 +185,43 @@ pub async fn revoke_token(
     }
     state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The apps (OAuth clients) the user has let act as them, with live grants.
+pub async fn grants(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+) -> Result<Json<Value>, ApiError> {
+    let id = who.user_id;
+    let list = state
+        .store
+        .blocking(move |s| s.user_grants(id, &crate::clock::now()))
+        .await?;
+    Ok(Json(json!({ "grants": list })))
+}
+
+/// Ends one of the user's own grants: its access and refresh tokens stop at once.
+pub async fn revoke_grant(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(grant_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = who.user_id;
+    let gid = grant_id.clone();
+    let done = state
+        .store
+        .blocking(move |s| s.revoke_user_grant(id, &gid, &crate::clock::now()))
+        .await?;
+    if done {
+        tracing::info!(user = %who.username, grant = %grant_id, "OAuth grant revoked by its owner");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("you have no live grant {grant_id:?}"),
+        ))
+    }
 }
 
 #[derive(Deserialize)]
@@ -233,6 +277,7 @@ pub async fn totp_confirm(
     Extension(who): Extension<Principal>,
     Json(body): Json<TotpConfirm>,
 ) -> Result<Json<Value>, ApiError> {
+    session_only(&who, "sign in to the dashboard to turn on TOTP")?;
     let id = who.user_id;
     let pending = state.store.blocking(move |s| s.totp_pending(id)).await?;
     let pending = pending.ok_or_else(|| {
@@ -248,13 +293,6 @@ pub async fn totp_confirm(
     })?;
     let codes = crate::totp::new_recovery_codes();
     let hashes: Vec<String> = codes.iter().map(|c| crate::totp::recovery_hash(c)).collect();
-    if who.credential_kind != CredentialKind::Session {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "session_required",
-            "sign in to the dashboard to turn on TOTP",
-        ));
-    }
     state
         .store
         .blocking(move |s| s.enable_totp(id, &pending, step, &hashes))
@@ -284,17 +322,22 @@ pub async fn totp_disable(
 /// stolen session or token cannot be used to guess it), and only for a signed-in
 /// person: tokens do not change passwords or second factors.
 async fn check_own_password(state: &AppState, who: &Principal, password: String) -> Result<(), ApiError> {
-    if who.credential_kind != CredentialKind::Session {
-        return Err(ApiError::new(
+    session_only(
+        who,
+        "sign in to the dashboard to change your password or second factor; tokens cannot",
+    )?;
+    // The session is the caller: it proved the password when it signed in, so only
+    // its own failures count here, and a stranger's flood cannot block it.
+    let caller = current_session(who).map(Caller::Session).ok_or_else(|| {
+        ApiError::new(
             StatusCode::FORBIDDEN,
             "session_required",
-            "sign in to the dashboard to change your password or second factor; tokens cannot",
-        ));
-    }
-    let user_key = format!("user:{}", who.username.to_lowercase());
+            "sign in to the dashboard first",
+        )
+    })?;
     if let Err(wait) = state
         .login_limiter
-        .attempt(&[user_key.as_str()], std::time::Instant::now())
+        .caller(&caller, &who.username, std::time::Instant::now())
     {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -308,8 +351,8 @@ async fn check_own_password(state: &AppState, who: &Principal, password: String)
     let name = who.username.clone();
     let login = state.store.blocking(move |s| s.user_login(&name)).await?;
     let hash = login.map(|l| l.password_hash).unwrap_or_default();
-    if crate::accounts::check_password(hash, password).await {
-        state.login_limiter.succeeded(&[user_key.as_str()], &[]);
+    if crate::passwords::verify(hash, password).await {
+        state.login_limiter.succeeded(&caller, &who.username, false);
         Ok(())
     } else {
         Err(ApiError::new(
@@ -317,5 +360,14 @@ async fn check_own_password(state: &AppState, who: &Principal, password: String)
             "wrong_password",
             "the password is wrong",
         ))
+    }
+}
+
+/// Refuses anything but a signed-in dashboard session.
+fn session_only(who: &Principal, message: &str) -> Result<(), ApiError> {
+    if who.credential_kind == CredentialKind::Session {
+        Ok(())
+    } else {
+        Err(ApiError::new(StatusCode::FORBIDDEN, "session_required", message))
     }
 }

@@ -54,6 +54,8 @@ pub fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/me/sessions/{id}", delete(me::revoke_session))
         .route("/api/me/tokens", get(me::tokens).post(me::create_token))
         .route("/api/me/tokens/{id}", delete(me::revoke_token))
+        .route("/api/me/grants", get(me::grants))
+        .route("/api/me/grants/{id}", delete(me::revoke_grant))
         .route("/api/me/totp", post(me::totp_start))
         .route("/api/me/totp/confirm", post(me::totp_confirm))
         .route("/api/me/totp/disable", post(me::totp_disable))

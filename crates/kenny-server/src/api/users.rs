@@ -72,14 +72,14 @@ pub async fn create(
     let role = parse_role(&body.role)?;
     let generated = body.password.is_none().then(crate::secrets::new_password);
     let password = body.password.or(generated.clone()).unwrap_or_default();
-    let store = state.store.clone();
-    let (name, hosts) = (body.username.clone(), body.hosts.clone());
-    let id = tokio::task::spawn_blocking(move || crate::admin::add_user(&store, &name, role, &hosts, &password))
-        .await?
-        .map_err(|e| match e.downcast::<crate::store::StoreError>() {
-            Ok(store_error) => ApiError::from(store_error),
-            Err(other) => ApiError::bad_request(other.to_string()),
-        })?;
+    crate::admin::check_new_user(&body.username, role, &body.hosts, &password)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let hash = super::me::hash_new_password(password).await?;
+    let (name, hosts) = (body.username, body.hosts);
+    let id = state
+        .store
+        .blocking(move |s| s.create_user(&name, &hash, role, &hosts, &crate::clock::now()))
+        .await?;
     let user = state.store.blocking(move |s| s.user(id)).await?;
     Ok((
         StatusCode::CREATED,
@@ -93,8 +93,15 @@ pub struct Patch {
     role: Option<String>,
     disabled: Option<bool>,
     hosts: Option<Vec<String>>,
+    /// Revoke every personal access token of the user for good (the dashboard asks
+    /// first). Without it, a disabled user's tokens are refused while it stays
+    /// disabled and work again if it is enabled.
+    #[serde(default)]
+    revoke_tokens: bool,
 }
 
+/// Changes a user. Disabling ends its sessions and OAuth grants at once; its tokens stop
+/// working while it is disabled, and with `revoke_tokens` are revoked for good.
 pub async fn update(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
@@ -115,16 +122,27 @@ pub async fn update(
         disabled: body.disabled,
         hosts: body.hosts,
     };
-    let user = state.store.blocking(move |s| s.update_user(id, &patch)).await?;
-    if user.disabled {
-        state
-            .store
-            .blocking(move |s| s.end_sessions(id, &crate::clock::now()))
-            .await?;
-    }
-    // Role, hosts or a disabled flag change what this user's tokens may do: now.
+    let revoke = body.revoke_tokens;
+    let (user, revoked) = state
+        .store
+        .blocking(move |s| {
+            let user = s.update_user(id, &patch)?;
+            let now = crate::clock::now();
+            let revoked = if user.disabled {
+                s.end_sessions(id, revoke, &now)?
+            } else if revoke {
+                s.revoke_user_tokens(id, &now)?
+            } else {
+                0
+            };
+            // Read again: the live token count changed.
+            let user = s.user(id)?.unwrap_or(user);
+            Ok((user, revoked))
+        })
+        .await?;
+    // Role, hosts, tokens or a disabled flag change what this user's tokens may do: now.
     state.auth.forget_cached();
-    Ok(Json(json!({ "user": user })))
+    Ok(Json(json!({ "user": user, "tokens_revoked": revoked })))
 }
 
 pub async fn delete(
@@ -143,9 +161,13 @@ pub async fn delete(
 pub struct PasswordReset {
     /// Omit to have one generated (returned once).
     password: Option<String>,
+    /// Also revoke every personal access token of the user (the dashboard asks first).
+    #[serde(default)]
+    revoke_tokens: bool,
 }
 
-/// Sets a new password for a user and signs them out everywhere.
+/// Sets a new password for a user: every session and OAuth grant of theirs ends, and
+/// with `revoke_tokens` every personal access token too.
 pub async fn reset_password(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
@@ -156,9 +178,13 @@ pub async fn reset_password(
     let generated = body.password.is_none().then(crate::secrets::new_password);
     let password = body.password.or(generated.clone()).unwrap_or_default();
     let hash = super::me::hash_new_password(password).await?;
-    state
+    let revoke = body.revoke_tokens;
+    let revoked = state
         .store
-        .blocking(move |s| s.set_password(id, &hash, None, &crate::clock::now()))
+        .blocking(move |s| s.set_password(id, &hash, None, revoke, &crate::clock::now()))
         .await?;
-    Ok(Json(json!({ "password": generated })))
+    if revoked > 0 {
+        state.auth.forget_cached();
+    }
+    Ok(Json(json!({ "password": generated, "tokens_revoked": revoked })))
 }

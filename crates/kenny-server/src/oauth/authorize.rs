@@ -1,6 +1,8 @@
-//! `/oauth/authorize`: who is asking (client and redirect URI, checked before anything
-//! is redirected), what they ask for (PKCE S256, the MCP resource), then a consent page
-//! for the signed-in user and, on approval, a short-lived single-use code.
+//! `/oauth/authorize`: a signed-in person first (nothing about the client is looked up
+//! or fetched for anyone else), then who is asking (client and redirect URI, checked
+//! before anything is redirected), what they ask for (PKCE S256, the MCP resource), a
+//! consent page that names the client by its id and where it sends the person back,
+//! and on approval a short-lived single-use code.
 
 use std::sync::Arc;
 
@@ -42,23 +44,21 @@ struct Checked {
 }
 
 pub async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
-    let checked = match check(&state, &p).await {
-        Ok(c) => c,
-        Err(resp) => return resp,
-    };
+    // Signed in first: nothing about the client is looked up, let alone fetched from
+    // the network (a client metadata document), for someone who has not signed in.
     let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
         let back = format!("/oauth/authorize?{}", query_string(&p));
         let next: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
         return Redirect::to(&format!("/login?next={next}")).into_response();
     };
-    consent_page(&checked, &who, &csrf)
-}
-
-pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
     let checked = match check(&state, &p).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
+    consent_page(&checked, &who, &csrf)
+}
+
+pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
     if !crate::guard::same_origin(&state, &headers) {
         return error_page(
             StatusCode::FORBIDDEN,
@@ -81,6 +81,10 @@ pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
             "This consent form was not submitted from kenny's own page; nothing was granted.",
         );
     }
+    let checked = match check(&state, &p).await {
+        Ok(c) => c,
+        Err(resp) => return resp,
+    };
     if p.decision.as_deref() != Some("approve") {
         return redirect_error(&state, &checked, "access_denied", "the user declined");
     }
@@ -143,8 +147,14 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
             }
         }
     };
-    // Never redirect to a URI the client did not register: exact match only.
-    let Some(redirect_uri) = p.redirect_uri.clone().filter(|r| client.redirect_uris.contains(r)) else {
+    // Never redirect to a URI the client did not register: an exact match, or a
+    // loopback URI that differs only in its port (RFC 8252 §7.3).
+    let Some(redirect_uri) = p.redirect_uri.clone().filter(|r| {
+        client
+            .redirect_uris
+            .iter()
+            .any(|registered| super::register::redirect_matches(registered, r))
+    }) else {
         return Err(error_page(
             StatusCode::BAD_REQUEST,
             "The redirect URI does not match one this app registered, so kenny will not send you there.",
@@ -199,7 +209,6 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
 }
 
 fn consent_page(c: &Checked, who: &Principal, csrf: &str) -> Response {
-    let name = c.client.client_name.clone().unwrap_or_else(|| "An unnamed app".into());
     let reach = match &who.hosts {
         None => "every PC in the fleet".to_owned(),
         Some(h) if h.is_empty() => "no PC yet (none is assigned to you)".to_owned(),
@@ -218,29 +227,73 @@ fn consent_page(c: &Checked, who: &Principal, csrf: &str) -> Response {
         hidden("csrf", csrf),
     ]
     .concat();
-    let host = url::Url::parse(&c.redirect_uri)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_owned))
-        .unwrap_or_default();
     page(
         "Allow access",
         &format!(
-            "<div class=\"card\"><h1>Allow {} to use kenny?</h1>\
-             <p><strong>{}</strong> asks to act as <strong>{}</strong> through kenny's MCP endpoint: list PCs and run tools \
-             (shell commands, files, diagnostics) on {}.</p>\
-             <p class=\"muted\">After you approve, you return to {}. You can revoke access at any time.</p>\
+            "<div class=\"card\"><h1>Allow {title} to use kenny?</h1>\
+             <p>It asks to act as <strong>{user}</strong> through kenny's MCP endpoint: list PCs and run tools \
+             (shell commands, files, diagnostics) on {reach}.</p>\
+             <dl class=\"consent-facts\"><dt>App</dt><dd id=\"consent-client\"><code>{client}</code> {kind}</dd>\
+             <dt>Sends you back to</dt><dd id=\"consent-redirect\"><code>{back}</code>{local}</dd></dl>\
+             <p class=\"muted\">The app chose its name itself; the address above and the place it sends you back to \
+             are what identify it. Approve only if you started this from that app. You can revoke access at any time.</p>\
              <form method=\"post\" action=\"/oauth/authorize\">{fields}\
              <button name=\"decision\" value=\"approve\">Allow</button>\
              <button name=\"decision\" value=\"deny\" style=\"background:transparent;color:inherit;border:1px solid var(--line)\">Deny</button>\
              </form></div>",
-            esc(&name),
-            esc(&name),
-            esc(&who.username),
-            esc(&reach),
-            esc(&host)
+            title = esc(&app_title(&c.client)),
+            user = esc(&who.username),
+            reach = esc(&reach),
+            client = esc(&c.client.client_id),
+            kind = if super::cimd::is_document_url(&c.client.client_id) {
+                "(its published metadata)"
+            } else {
+                "(registered with this server)"
+            },
+            back = esc(&redirect_target(&c.redirect_uri)),
+            local = if is_loopback_redirect(&c.redirect_uri) {
+                " (an app on your own computer)"
+            } else {
+                ""
+            },
         ),
     )
     .into_response()
+}
+
+/// How the consent page names an app: its self-chosen name, said to be that, or that
+/// it gave none.
+fn app_title(client: &OAuthClient) -> String {
+    match client.client_name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
+        Some(name) => format!("an app calling itself \u{201c}{name}\u{201d}"),
+        None => "an unnamed app".to_owned(),
+    }
+}
+
+/// The scheme, host and port a redirect URI sends the browser to.
+fn redirect_target(uri: &str) -> String {
+    url::Url::parse(uri)
+        .ok()
+        .map(|u| {
+            let host = u.host_str().unwrap_or_default();
+            match u.port() {
+                Some(port) => format!("{}://{host}:{port}", u.scheme()),
+                None => format!("{}://{host}", u.scheme()),
+            }
+        })
+        .unwrap_or_else(|| uri.to_owned())
+}
+
+fn is_loopback_redirect(uri: &str) -> bool {
+    url::Url::parse(uri).is_ok_and(|u| {
+        u.scheme() == "http"
+            && match u.host() {
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                Some(url::Host::Domain(d)) => d == "localhost",
+                None => false,
+            }
+    })
 }
 
 fn redirect_with(state: &AppState, c: &Checked, params: &[(&str, &str)]) -> Response {

@@ -2,7 +2,8 @@
 //! its metadata there. Fetching a URL chosen by a stranger is a server-side request
 //! forgery risk, so the fetch is fenced: https only, every resolved address must be a
 //! public one (and the connection is pinned to it), no redirects, a short timeout and
-//! a small size limit. Good documents are cached for a while.
+//! a small size limit. Fetches happen only for a signed-in person's consent (see
+//! `authorize`). Good documents are cached for a while, in a cache of bounded size.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -14,6 +15,8 @@ use crate::store::OAuthClient;
 const TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_BYTES: usize = 64 * 1024;
 const CACHE_TTL: Duration = Duration::from_secs(600);
+/// Documents kept at most; the oldest goes first.
+const CACHE_MAX: usize = 256;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CimdError {
@@ -140,23 +143,35 @@ pub struct DocumentCache {
 impl DocumentCache {
     /// The client a metadata-document `client_id` describes, fetched under the fence.
     pub async fn client(&self, client_id: &str) -> Result<OAuthClient, CimdError> {
-        if let Some((client, at)) = self
-            .entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(client_id)
-            .cloned()
-            && at.elapsed() < CACHE_TTL
-        {
+        if let Some(client) = self.cached(client_id, Instant::now()) {
             return Ok(client);
         }
         let client = fetch(client_id).await?;
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() > 1000 {
-            entries.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
-        }
-        entries.insert(client_id.to_owned(), (client.clone(), Instant::now()));
+        self.insert(client.clone(), Instant::now());
         Ok(client)
+    }
+
+    fn cached(&self, client_id: &str, now: Instant) -> Option<OAuthClient> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(client_id)
+            .filter(|(_, at)| now.duration_since(*at) < CACHE_TTL)
+            .map(|(client, _)| client.clone())
+    }
+
+    /// Keeps a fetched document; when full, aged-out entries go first, then the oldest.
+    fn insert(&self, client: OAuthClient, now: Instant) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if entries.len() >= CACHE_MAX && !entries.contains_key(&client.client_id) {
+            entries.retain(|_, (_, at)| now.duration_since(*at) < CACHE_TTL);
+            while entries.len() >= CACHE_MAX {
+                let Some(oldest) = entries.iter().min_by_key(|(_, (_, at))| *at).map(|(k, _)| k.clone()) else {
+                    break;
+                };
+                entries.remove(&oldest);
+            }
+        }
+        entries.insert(client.client_id.clone(), (client, now));
     }
 }
 
@@ -262,6 +277,33 @@ mod tests {
         let bad_redirect = format!(r#"{{"client_id":"{id}","redirect_uris":["http://evil.example/cb"]}}"#);
         assert!(parse_document(id, bad_redirect.as_bytes()).is_err());
         assert!(parse_document(id, b"not json").is_err());
+    }
+
+    #[test]
+    fn the_cache_is_bounded_and_forgets_the_oldest_first() {
+        let cache = DocumentCache::default();
+        let t0 = Instant::now();
+        let doc = |i: usize| OAuthClient {
+            client_id: format!("https://app{i}.example/c.json"),
+            client_name: None,
+            redirect_uris: vec!["https://app.example/cb".into()],
+        };
+        for i in 0..CACHE_MAX * 3 {
+            cache.insert(doc(i), t0 + Duration::from_millis(i as u64));
+        }
+        let now = t0 + Duration::from_millis((CACHE_MAX * 3) as u64);
+        assert_eq!(cache.entries.lock().unwrap().len(), CACHE_MAX);
+        assert!(cache.cached(&doc(0).client_id, now).is_none(), "the oldest went first");
+        assert!(
+            cache.cached(&doc(CACHE_MAX * 3 - 1).client_id, now).is_some(),
+            "the newest stays"
+        );
+        assert!(
+            cache
+                .cached(&doc(CACHE_MAX * 3 - 1).client_id, now + CACHE_TTL)
+                .is_none(),
+            "documents age out"
+        );
     }
 
     #[tokio::test]

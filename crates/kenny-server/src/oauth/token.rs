@@ -1,5 +1,7 @@
 //! `/oauth/token` and `/oauth/revoke`. Codes are single-use and short-lived; refresh
 //! tokens rotate, and presenting a used one revokes the whole grant (RFC 9700 §4.14).
+//! Redeeming and issuing are one transaction, so a replay racing the first use
+//! revokes what the first use issues.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use serde_json::json;
 
 use super::{ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE, pkce};
 use crate::state::AppState;
-use crate::store::{NewOAuthToken, Redeem, RefreshGrant};
+use crate::store::{Exchange, NewTokenPair, RefreshGrant};
 
 #[derive(Deserialize)]
 pub struct TokenRequest {
@@ -35,16 +37,17 @@ pub async fn token(
             "send an application/x-www-form-urlencoded token request",
         );
     };
+    let minted = Minted::new(&state);
     let result = match req.grant_type.as_deref() {
-        Some("authorization_code") => from_code(&state, &req).await,
-        Some("refresh_token") => from_refresh(&state, &req).await,
+        Some("authorization_code") => from_code(&state, &req, &minted).await,
+        Some("refresh_token") => from_refresh(&state, &req, &minted).await,
         _ => Err((
             "unsupported_grant_type",
             "grant_type must be authorization_code or refresh_token".to_owned(),
         )),
     };
     match result {
-        Ok(grant) => issue(&state, grant).await,
+        Ok(grant) => minted.response(&state, &grant),
         Err((error, description)) => {
             tracing::warn!(error, %description, "token request refused");
             oauth_error(error, &description)
@@ -60,94 +63,154 @@ fn required<'a>(v: &'a Option<String>, name: &str) -> Result<&'a str, Refusal> {
         .ok_or_else(|| ("invalid_request", format!("{name} is required")))
 }
 
-async fn from_code(state: &AppState, req: &TokenRequest) -> Result<RefreshGrant, Refusal> {
+/// An access and a refresh token minted before the exchange, so that redeeming and
+/// storing them is one transaction (see [`crate::store::Store::exchange_code`]).
+struct Minted {
+    access: String,
+    refresh: String,
+    stored: StoredPair,
+}
+
+/// What the store keeps of a minted pair (owned, to move onto the blocking pool).
+#[derive(Clone)]
+struct StoredPair {
+    access_hash: String,
+    refresh_hash: String,
+    created_at: String,
+    access_expires_at: String,
+    refresh_expires_at: String,
+}
+
+impl StoredPair {
+    fn pair(&self) -> NewTokenPair<'_> {
+        NewTokenPair {
+            access_hash: &self.access_hash,
+            refresh_hash: &self.refresh_hash,
+            created_at: &self.created_at,
+            access_expires_at: &self.access_expires_at,
+            refresh_expires_at: &self.refresh_expires_at,
+        }
+    }
+}
+
+impl Minted {
+    fn new(state: &AppState) -> Self {
+        let access = crate::secrets::new_token(ACCESS_TOKEN_PREFIX);
+        let refresh = crate::secrets::new_token(REFRESH_TOKEN_PREFIX);
+        let now = time::OffsetDateTime::now_utc();
+        let stored = StoredPair {
+            access_hash: crate::secrets::token_hash(&access),
+            refresh_hash: crate::secrets::token_hash(&refresh),
+            created_at: crate::clock::format(now),
+            access_expires_at: crate::clock::format(now + state.oauth.access_ttl),
+            refresh_expires_at: crate::clock::format(now + state.oauth.refresh_ttl),
+        };
+        Minted {
+            access,
+            refresh,
+            stored,
+        }
+    }
+
+    /// The token response for tokens the exchange stored.
+    fn response(&self, state: &AppState, g: &RefreshGrant) -> Response {
+        no_store(
+            Json(json!({
+                "access_token": self.access,
+                "token_type": "Bearer",
+                "expires_in": state.oauth.access_ttl.as_secs(),
+                "refresh_token": self.refresh,
+                "scope": g.scope.clone().unwrap_or_else(|| SCOPE.to_owned()),
+            }))
+            .into_response(),
+        )
+    }
+}
+
+async fn from_code(state: &AppState, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
     let code = required(&req.code, "code")?;
-    let client_id = required(&req.client_id, "client_id")?;
-    let redirect_uri = required(&req.redirect_uri, "redirect_uri")?;
-    let verifier = required(&req.code_verifier, "code_verifier (PKCE)")?;
+    let client_id = required(&req.client_id, "client_id")?.to_owned();
+    let redirect_uri = required(&req.redirect_uri, "redirect_uri")?.to_owned();
+    let verifier = required(&req.code_verifier, "code_verifier (PKCE)")?.to_owned();
+    let resource = req.resource.clone();
     let hash = crate::secrets::token_hash(code);
     let now = crate::clock::now();
-    let redeemed = state
-        .store
-        .blocking(move |s| s.redeem_code(&hash, &now))
-        .await
-        .map_err(server_error)?;
-    let grant = match redeemed {
-        Redeem::Ok(g) => g,
-        // Codes are single-use whatever the request: a mismatch is found after redemption.
-        Redeem::Unknown | Redeem::Mismatch => return Err(("invalid_grant", "unknown authorization code".into())),
-        Redeem::Expired => return Err(("invalid_grant", "the authorization code has expired".into())),
-        Redeem::Reused => {
+    let check = move |grant: &crate::store::CodeGrant| -> Result<(), Refusal> {
+        if grant.client_id != client_id {
+            return Err(("invalid_grant", "the code was issued to another client".into()));
+        }
+        if grant.redirect_uri != redirect_uri {
             return Err((
                 "invalid_grant",
-                "the authorization code was already used; tokens issued from it are revoked".into(),
+                "redirect_uri does not match the authorization request".into(),
             ));
         }
+        if !pkce::verify(&verifier, &grant.code_challenge) {
+            return Err((
+                "invalid_grant",
+                "code_verifier does not match the code_challenge".into(),
+            ));
+        }
+        check_resource(resource.as_deref(), &grant.resource)
     };
-    if grant.client_id != client_id {
-        return Err(("invalid_grant", "the code was issued to another client".into()));
-    }
-    if grant.redirect_uri != redirect_uri {
-        return Err((
+    let tokens = minted.stored.clone();
+    let exchanged = state
+        .store
+        .blocking(move |s| s.exchange_code(&hash, &now, &tokens.pair(), check))
+        .await
+        .map_err(server_error)?;
+    match exchanged {
+        Exchange::Issued(g) => Ok(g),
+        Exchange::Refused(why) => Err(why),
+        Exchange::Unknown => Err(("invalid_grant", "unknown authorization code".into())),
+        Exchange::Expired => Err(("invalid_grant", "the authorization code has expired".into())),
+        Exchange::Reused => Err((
             "invalid_grant",
-            "redirect_uri does not match the authorization request".into(),
-        ));
+            "the authorization code was already used; tokens issued from it are revoked".into(),
+        )),
     }
-    if !pkce::verify(verifier, &grant.code_challenge) {
-        return Err((
-            "invalid_grant",
-            "code_verifier does not match the code_challenge".into(),
-        ));
-    }
-    check_resource(req, &grant.resource)?;
-    Ok(RefreshGrant {
-        client_id: grant.client_id,
-        user_id: grant.user_id,
-        resource: grant.resource,
-        scope: grant.scope,
-        family: grant.family,
-    })
 }
 
-async fn from_refresh(state: &AppState, req: &TokenRequest) -> Result<RefreshGrant, Refusal> {
+async fn from_refresh(state: &AppState, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
     let token = required(&req.refresh_token, "refresh_token")?;
-    let client_id = required(&req.client_id, "client_id")?;
+    let client_id = required(&req.client_id, "client_id")?.to_owned();
     let hash = crate::secrets::token_hash(token);
     let now = crate::clock::now();
-    let (expected_client, resource) = (client_id.to_owned(), req.resource.clone());
-    let fits = move |g: &RefreshGrant| {
-        g.client_id == expected_client
+    let resource = req.resource.clone();
+    let check = move |g: &RefreshGrant| -> Result<(), Refusal> {
+        let fits = g.client_id == client_id
             && resource
                 .as_deref()
-                .is_none_or(|r| r.trim_end_matches('/') == g.resource)
-    };
-    let redeemed = state
-        .store
-        .blocking(move |s| s.redeem_refresh(&hash, &now, fits))
-        .await
-        .map_err(server_error)?;
-    let grant = match redeemed {
-        Redeem::Ok(g) => g,
-        Redeem::Unknown => return Err(("invalid_grant", "unknown or revoked refresh token".into())),
-        Redeem::Mismatch => {
-            return Err((
+                .is_none_or(|r| r.trim_end_matches('/') == g.resource);
+        if fits {
+            Ok(())
+        } else {
+            Err((
                 "invalid_grant",
                 "the refresh token was issued to another client or resource".into(),
-            ));
-        }
-        Redeem::Expired => return Err(("invalid_grant", "the refresh token has expired; sign in again".into())),
-        Redeem::Reused => {
-            return Err((
-                "invalid_grant",
-                "the refresh token was already used; this grant is revoked, sign in again".into(),
-            ));
+            ))
         }
     };
-    Ok(grant)
+    let tokens = minted.stored.clone();
+    let exchanged = state
+        .store
+        .blocking(move |s| s.exchange_refresh(&hash, &now, &tokens.pair(), check))
+        .await
+        .map_err(server_error)?;
+    match exchanged {
+        Exchange::Issued(g) => Ok(g),
+        Exchange::Refused(why) => Err(why),
+        Exchange::Unknown => Err(("invalid_grant", "unknown or revoked refresh token".into())),
+        Exchange::Expired => Err(("invalid_grant", "the refresh token has expired; sign in again".into())),
+        Exchange::Reused => Err((
+            "invalid_grant",
+            "the refresh token was already used; this grant is revoked, sign in again".into(),
+        )),
+    }
 }
 
-fn check_resource(req: &TokenRequest, granted: &str) -> Result<(), Refusal> {
-    match req.resource.as_deref() {
+fn check_resource(requested: Option<&str>, granted: &str) -> Result<(), Refusal> {
+    match requested {
         Some(r) if r.trim_end_matches('/') != granted => Err((
             "invalid_target",
             "the grant is for this server's MCP endpoint only".into(),
@@ -159,57 +222,6 @@ fn check_resource(req: &TokenRequest, granted: &str) -> Result<(), Refusal> {
 fn server_error(e: crate::store::StoreError) -> Refusal {
     tracing::error!(error = %e, "token endpoint storage failure");
     ("server_error", "the server could not complete the request".into())
-}
-
-/// Mints an access and a refresh token for a grant (a fresh one, or the family of the
-/// refresh token just used).
-async fn issue(state: &AppState, g: RefreshGrant) -> Response {
-    let access = crate::secrets::new_token(ACCESS_TOKEN_PREFIX);
-    let refresh = crate::secrets::new_token(REFRESH_TOKEN_PREFIX);
-    let now = time::OffsetDateTime::now_utc();
-    let settings = state.oauth;
-    let (a_hash, r_hash) = (
-        crate::secrets::token_hash(&access),
-        crate::secrets::token_hash(&refresh),
-    );
-    let scope = g.scope.clone().unwrap_or_else(|| SCOPE.to_owned());
-    let stored = state
-        .store
-        .blocking(move |s| {
-            let created = crate::clock::format(now);
-            for (hash, kind, ttl) in [
-                (&a_hash, "access", settings.access_ttl),
-                (&r_hash, "refresh", settings.refresh_ttl),
-            ] {
-                s.create_oauth_token(&NewOAuthToken {
-                    token_hash: hash,
-                    kind,
-                    family: &g.family,
-                    client_id: &g.client_id,
-                    user_id: g.user_id,
-                    resource: &g.resource,
-                    scope: g.scope.as_deref(),
-                    created_at: &created,
-                    expires_at: &crate::clock::format(now + ttl),
-                })?;
-            }
-            Ok(())
-        })
-        .await;
-    if let Err(e) = stored {
-        let (error, description) = server_error(e);
-        return oauth_error(error, &description);
-    }
-    no_store(
-        Json(json!({
-            "access_token": access,
-            "token_type": "Bearer",
-            "expires_in": settings.access_ttl.as_secs(),
-            "refresh_token": refresh,
-            "scope": scope,
-        }))
-        .into_response(),
-    )
 }
 
 #[derive(Deserialize)]

@@ -17,6 +17,8 @@ pub struct UserRecord {
     pub created_at: String,
     /// Whether signing in needs a TOTP code.
     pub totp_enabled: bool,
+    /// Personal access tokens not revoked: what a "revoke tokens" would stop.
+    pub live_tokens: i64,
 }
 
 /// A change to a user; `None` leaves a field as it is.
@@ -328,8 +330,16 @@ impl Store {
     }
 
     /// Sets a new password hash and ends the user's sessions (except `keep_session`)
-    /// and OAuth grants.
-    pub fn set_password(&self, id: i64, hash: &str, keep_session: Option<i64>, now: &str) -> Result<()> {
+    /// and OAuth grants; with `revoke_tokens`, also every personal access token.
+    /// Returns how many tokens were revoked.
+    pub fn set_password(
+        &self,
+        id: i64,
+        hash: &str,
+        keep_session: Option<i64>,
+        revoke_tokens: bool,
+        now: &str,
+    ) -> Result<usize> {
         self.with(|c| {
             let tx = c.transaction()?;
             if tx.execute("UPDATE users SET password_hash = ?2 WHERE id = ?1", params![id, hash])? == 0 {
@@ -337,17 +347,33 @@ impl Store {
             }
             end_sessions(&tx, id, keep_session, now)?;
             revoke_oauth(&tx, id, now)?;
+            let revoked = if revoke_tokens { revoke_pats(&tx, id, now)? } else { 0 };
             tx.commit()?;
-            Ok(())
+            Ok(revoked)
         })
     }
 
-    /// Ends every session and OAuth grant of a user (e.g. when it is disabled).
-    pub fn end_sessions(&self, user_id: i64, now: &str) -> Result<()> {
+    /// Ends every session and OAuth grant of a user (e.g. when it is disabled); with
+    /// `revoke_tokens`, also revokes its personal access tokens for good. Returns how
+    /// many tokens were revoked.
+    pub fn end_sessions(&self, user_id: i64, revoke_tokens: bool, now: &str) -> Result<usize> {
         self.with(|c| {
-            end_sessions(c, user_id, None, now)?;
-            revoke_oauth(c, user_id, now)
+            let tx = c.transaction()?;
+            end_sessions(&tx, user_id, None, now)?;
+            revoke_oauth(&tx, user_id, now)?;
+            let revoked = if revoke_tokens {
+                revoke_pats(&tx, user_id, now)?
+            } else {
+                0
+            };
+            tx.commit()?;
+            Ok(revoked)
         })
+    }
+
+    /// Revokes every live personal access token of a user; returns how many.
+    pub fn revoke_user_tokens(&self, user_id: i64, now: &str) -> Result<usize> {
+        self.with(|c| revoke_pats(c, user_id, now))
     }
 
     pub fn user_sessions(&self, user_id: i64, now: &str) -> Result<Vec<SessionRecord>> {
@@ -497,7 +523,9 @@ impl Store {
 fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
     let row = c
         .query_row(
-            "SELECT id, username, role, disabled, created_at, totp_secret IS NOT NULL FROM users WHERE id = ?1",
+            "SELECT id, username, role, disabled, created_at, totp_secret IS NOT NULL,
+                    (SELECT COUNT(*) FROM tokens t WHERE t.user_id = users.id AND t.kind = 'pat' AND t.revoked_at IS NULL)
+             FROM users WHERE id = ?1",
             [id],
             |r| {
                 Ok((
@@ -507,11 +535,12 @@ fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
                     r.get::<_, bool>(3)?,
                     r.get::<_, String>(4)?,
                     r.get::<_, bool>(5)?,
+                    r.get::<_, i64>(6)?,
                 ))
             },
         )
         .optional()?;
-    let Some((id, username, role, disabled, created_at, totp_enabled)) = row else {
+    let Some((id, username, role, disabled, created_at, totp_enabled, live_tokens)) = row else {
         return Ok(None);
     };
     let role =
@@ -524,6 +553,7 @@ fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
         hosts: load_hosts(c, id)?,
         created_at,
         totp_enabled,
+        live_tokens,
     }))
 }
 
@@ -552,6 +582,13 @@ fn revoke_oauth(c: &Connection, user_id: i64, now: &str) -> Result<()> {
         params![user_id, now],
     )?;
     Ok(())
+}
+
+fn revoke_pats(c: &Connection, user_id: i64, now: &str) -> Result<usize> {
+    Ok(c.execute(
+        "UPDATE tokens SET revoked_at = ?2 WHERE user_id = ?1 AND kind = 'pat' AND revoked_at IS NULL",
+        params![user_id, now],
+    )?)
 }
 
 fn end_sessions(c: &Connection, user_id: i64, keep: Option<i64>, now: &str) -> Result<()> {

@@ -2,6 +2,8 @@
 
 use rusqlite::Connection;
 
+use super::{Result, StoreError};
+
 const MIGRATIONS: &[&str] = &[
     // 1: accounts, credentials, agents, audit, telemetry.
     "CREATE TABLE users (
@@ -181,7 +183,9 @@ const MIGRATIONS: &[&str] = &[
         taken_at TEXT NOT NULL,
         taken_by TEXT NOT NULL
     );",
-    // 11: how each agent update ended, as the agent reported it.
+    // 11: user ids are never reused (a deleted user's id could name a new account).
+    USERS_NEVER_REUSE_IDS,
+    // 12: how each agent update ended, as the agent reported it.
     "CREATE TABLE agent_updates (
         order_id TEXT PRIMARY KEY,
         agent_id TEXT NOT NULL,
@@ -193,7 +197,7 @@ const MIGRATIONS: &[&str] = &[
         at TEXT NOT NULL
     );
     CREATE INDEX agent_updates_by_agent ON agent_updates (agent_id, at);",
-    // 12: why a chat call waits for the operator, and each user's model use per day.
+    // 13: why a chat call waits for the operator, and each user's model use per day.
     "ALTER TABLE chat_calls ADD COLUMN hold_reason TEXT;
     CREATE TABLE chat_usage (
         user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -205,12 +209,209 @@ const MIGRATIONS: &[&str] = &[
     );",
 ];
 
-pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {
+/// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps
+/// its id, the tables pointing at `users` keep pointing at the same ids (foreign keys
+/// are off while migrating, so dropping the old table cascades nowhere, and checked
+/// before the commit), and the id sequence starts past every id ever handed out, the
+/// audit's ids of already deleted users included.
+///
+/// It names every column `users` has: a migration that adds one must come after it or
+/// extend it.
+const USERS_NEVER_REUSE_IDS: &str = "CREATE TABLE users_new (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        username TEXT NOT NULL UNIQUE,
+        password_hash TEXT NOT NULL,
+        role TEXT NOT NULL CHECK (role IN ('superuser', 'operator', 'user')),
+        disabled INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        totp_secret TEXT,
+        totp_pending TEXT,
+        totp_last_step INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO users_new (id, username, password_hash, role, disabled, created_at, totp_secret, totp_pending, totp_last_step)
+        SELECT id, username, password_hash, role, disabled, created_at, totp_secret, totp_pending, totp_last_step FROM users;
+    DROP TABLE users;
+    ALTER TABLE users_new RENAME TO users;
+    INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'users', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'users');
+    UPDATE sqlite_sequence SET seq = MAX(
+            seq,
+            COALESCE((SELECT MAX(id) FROM users), 0),
+            COALESCE((SELECT MAX(user_id) FROM audit), 0))
+        WHERE name = 'users';";
+
+pub fn apply(conn: &mut Connection) -> Result<()> {
+    migrate(conn, MIGRATIONS.len())
+}
+
+/// Applies the migrations up to `upto` (all of them outside tests). Foreign keys are
+/// off while migrating (the setting only changes outside a transaction): rebuilding a
+/// table means dropping it, which must not cascade. They are checked before the commit.
+fn migrate(conn: &mut Connection, upto: usize) -> Result<()> {
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    let result = migrate_in_transaction(conn, upto);
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    result
+}
+
+fn migrate_in_transaction(conn: &mut Connection, upto: usize) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))? as usize;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+    for (i, sql) in MIGRATIONS.iter().enumerate().take(upto).skip(current) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", (i + 1) as i64)?;
     }
-    tx.commit()
+    let broken: Vec<String> = {
+        let mut stmt = tx.prepare("SELECT \"table\", parent FROM pragma_foreign_key_check")?;
+        stmt.query_map([], |r| {
+            Ok(format!("{} -> {}", r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?
+    };
+    if !broken.is_empty() {
+        return Err(StoreError::Internal(format!(
+            "the database's references are broken ({}); nothing was migrated, restore a backup",
+            broken.join(", ")
+        )));
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::principal::{CredentialKind, Role};
+    use crate::store::{Store, open_connection};
+
+    /// A database as the previous schema left it, with a user of every kind of data
+    /// and a deleted user whose id the audit still names.
+    fn old_database(dir: &std::path::Path) {
+        let before = MIGRATIONS
+            .iter()
+            .position(|m| *m == USERS_NEVER_REUSE_IDS)
+            .expect("the migration is listed");
+        let mut conn = open_connection(&dir.join(crate::store::DB_FILE)).unwrap();
+        migrate(&mut conn, before).unwrap();
+        conn.execute_batch(
+            "INSERT INTO users (id, username, password_hash, role, created_at) VALUES
+                 (1, 'root', 'h1', 'superuser', 't'), (2, 'kim', 'h2', 'user', 't'), (3, 'gone', 'h3', 'operator', 't');
+             UPDATE users SET totp_secret = 'SECRET', totp_last_step = 42 WHERE id = 2;
+             INSERT INTO user_hosts VALUES (2, 'pc-a'), (2, 'pc-b'), (3, 'pc-c');
+             INSERT INTO tokens (user_id, kind, label, token_hash, created_at) VALUES
+                 (1, 'pat', 'root pat', 'hash-root', 't'), (2, 'pat', 'kim pat', 'hash-kim', 't'), (3, 'pat', NULL, 'hash-gone', 't');
+             INSERT INTO sessions (user_id, token_hash, csrf_token, created_at, expires_at) VALUES
+                 (2, 'ses-kim', 'csrf', 't', '9999');
+             INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, resource, family, expires_at)
+                 VALUES ('code-kim', 'c', 2, 'r', 'x', 'res', 'fam', 't');
+             INSERT INTO oauth_tokens (token_hash, kind, family, client_id, user_id, resource, created_at, expires_at)
+                 VALUES ('oat-kim', 'access', 'fam', 'c', 2, 'res', 't', '9999');
+             INSERT INTO recovery_codes (user_id, code_hash) VALUES (2, 'rc');
+             INSERT INTO chat_sessions (id, user_id, title, created_at, updated_at) VALUES ('chat-kim', 2, 'hi', 't', 't');
+             INSERT INTO chat_messages (session_id, role, content, created_at) VALUES ('chat-kim', 'user', '[]', 't');
+             INSERT INTO audit (at, user_id, username, tool, args_digest, outcome, duration_ms) VALUES
+                 ('t', 3, 'gone', 'shell_exec', 'd', 'ok', 1), ('t', 4, 'deleted before', 'fs_read', 'd', 'ok', 1);
+             DELETE FROM users WHERE id = 3;",
+        )
+        .unwrap();
+    }
+
+    fn count(store: &Store, table: &str) -> i64 {
+        store
+            .with(|c| Ok(c.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))?))
+            .unwrap()
+    }
+
+    #[test]
+    fn the_users_rebuild_keeps_every_row_and_reference_and_never_reuses_an_id() {
+        let dir = tempfile::tempdir().unwrap();
+        old_database(dir.path());
+        let store = Store::open(dir.path()).unwrap();
+
+        for (table, rows) in [
+            ("users", 2),
+            ("user_hosts", 2),
+            ("tokens", 2),
+            ("sessions", 1),
+            ("oauth_codes", 1),
+            ("oauth_tokens", 1),
+            ("recovery_codes", 1),
+            ("chat_sessions", 1),
+            ("chat_messages", 1),
+            ("audit", 2),
+        ] {
+            assert_eq!(count(&store, table), rows, "{table}");
+        }
+        let kim = store.user(2).unwrap().expect("kim keeps id 2");
+        assert_eq!(
+            (kim.username.as_str(), kim.role, kim.hosts.clone(), kim.totp_enabled),
+            ("kim", Role::User, vec!["pc-a".to_owned(), "pc-b".to_owned()], true)
+        );
+        let login = store.user_login("kim").unwrap().unwrap();
+        assert_eq!((login.password_hash.as_str(), login.totp_last_step), ("h2", 42));
+        let p = store
+            .principal_for_token(CredentialKind::Pat, "hash-kim")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (p.user_id, p.hosts),
+            (2, Some(vec!["pc-a".to_owned(), "pc-b".to_owned()]))
+        );
+        assert!(store.session_principal("ses-kim", "2000").unwrap().is_some());
+        assert!(store.oauth_principal("oat-kim", "res", "2000").unwrap().is_some());
+
+        // The next account gets an id no user ever had, though the highest (3) and an
+        // id only the audit remembers (4) were deleted.
+        let next = store.create_user("new", "h", Role::Operator, &[], "t").unwrap();
+        assert_eq!(next, 5);
+        store.delete_user(next).unwrap();
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            store.create_user("newer", "h", Role::Operator, &[], "t").unwrap(),
+            6,
+            "across a restart too"
+        );
+
+        // The references still hold and still cascade.
+        assert_eq!(count(&store, "pragma_foreign_key_check"), 0);
+        store.delete_user(2).unwrap();
+        for table in [
+            "user_hosts",
+            "sessions",
+            "oauth_tokens",
+            "recovery_codes",
+            "chat_sessions",
+            "chat_messages",
+        ] {
+            assert_eq!(count(&store, table), 0, "{table} follows its user");
+        }
+        assert_eq!(count(&store, "tokens"), 1, "root's token stays");
+    }
+
+    #[test]
+    fn a_fresh_database_never_reuses_ids_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.create_user("a", "h", Role::Superuser, &[], "t").unwrap();
+        let b = store.create_user("b", "h", Role::Operator, &[], "t").unwrap();
+        store.delete_user(b).unwrap();
+        assert!(store.create_user("c", "h", Role::Operator, &[], "t").unwrap() > b);
+        assert_eq!(a, 1);
+    }
+
+    #[test]
+    fn migrating_twice_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        let store = Store::open(dir.path()).unwrap();
+        let version: i64 = store
+            .with(|c| Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(version as usize, MIGRATIONS.len());
+        let fk: i64 = store
+            .with(|c| Ok(c.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(fk, 1, "foreign keys are back on after migrating");
+    }
 }

@@ -11,7 +11,7 @@ mod updates;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
-pub use oauth::{CodeGrant, NewOAuthToken, OAuthClient, Redeem, RefreshGrant};
+pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
 pub use updates::{MAX_UPDATE_DETAIL, UpdateRecord};

@@ -1,5 +1,6 @@
-//! The two cookies the dashboard sets: the session, and a form token that protects
-//! the sign-in and set-up forms from cross-site submission before a session exists.
+//! The cookies the dashboard sets: the session, a form token that protects the sign-in
+//! and set-up forms from cross-site submission before a session exists, and the device
+//! cookies of browsers that signed in before ([`crate::device`]).
 
 use axum::http::{HeaderMap, HeaderValue, header};
 
@@ -20,9 +21,19 @@ pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
 /// `HttpOnly`, `SameSite=Lax`, `Path=/`; `Secure` when served over TLS. A zero
 /// `max_age_secs` deletes the cookie.
 pub fn set(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
+    build(name, value, "/", "Lax", max_age_secs, secure)
+}
+
+/// A device cookie: only ever sent with the sign-in form's own post (`Path=/login`,
+/// `SameSite=Strict`), never readable by script.
+pub fn set_device(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
+    build(name, value, "/login", "Strict", max_age_secs, secure)
+}
+
+fn build(name: &str, value: &str, path: &str, same_site: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!(
-        "{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{secure}"
+        "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age_secs}{secure}"
     ))
     .unwrap_or_else(|_| HeaderValue::from_static("kenny_invalid=; Max-Age=0"))
 }
@@ -46,5 +57,9 @@ mod tests {
             "kenny_session=v; Path=/; HttpOnly; SameSite=Lax; Max-Age=60; Secure"
         );
         assert!(!set(SESSION, "v", 0, false).to_str().unwrap().contains("Secure"));
+        assert_eq!(
+            set_device("kenny_device_3", "v", 60, false).to_str().unwrap(),
+            "kenny_device_3=v; Path=/login; HttpOnly; SameSite=Strict; Max-Age=60"
+        );
     }
 }

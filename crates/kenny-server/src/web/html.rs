@@ -31,6 +31,9 @@ input { width:100%; padding:.6rem .7rem; border:1px solid var(--line); border-ra
 button { margin-top:1.25rem; width:100%; padding:.65rem; border:0; border-radius:8px; background: var(--accent); color:#fff; font-size:1rem; cursor:pointer; }
 .error { color: var(--err); margin: .5rem 0 0; }
 .muted { color: var(--muted); font-size: .9rem; }
+dl.consent-facts dt { color: var(--muted); font-size: .9rem; margin-top: .5rem; }
+dl.consent-facts dd { margin: 0; }
+code { overflow-wrap: anywhere; }
 "#;
 
 pub fn page(title: &str, body: &str) -> Html<String> {

@@ -7,7 +7,6 @@ pub mod html;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Form, Query, State};
@@ -133,7 +132,11 @@ async fn setup_submit(
         Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
     };
     match accounts::open_session(&state.store, user_id, client_info(addr, &headers)).await {
-        Ok(issued) => signed_in_redirect(&state, &issued.token, "/"),
+        Ok(issued) => {
+            let mut resp = signed_in_redirect(&state, &issued.token, "/");
+            remember_device(&state, &mut resp, user_id);
+            resp
+        }
         Err(e) => server_error(&e.to_string()),
     }
 }
@@ -201,37 +204,46 @@ async fn login_submit(
     }
     let next = safe_next(form.next.as_deref());
     let username = form.username.trim().to_owned();
-    let (ip_key, user_key) = (
-        crate::ratelimit::client_key(addr.ip()),
-        format!("user:{}", username.to_lowercase()),
-    );
-    let keys = [ip_key.as_str(), user_key.as_str()];
-    if let Err(wait) = state.login_limiter.attempt(&keys, Instant::now()) {
-        let secs = wait.as_secs().max(1);
-        let mut resp = login_page(
-            &form.form_token,
-            &next,
-            &username,
-            Some(&format!("Too many failed attempts. Try again in {secs} seconds.")),
-            StatusCode::TOO_MANY_REQUESTS,
-        );
-        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return resp;
-    }
-    let code = form.code.as_deref();
-    match accounts::login(
-        &state.store,
-        &username,
-        &form.password,
-        code,
-        client_info(addr, &headers),
-    )
-    .await
-    {
-        Ok(issued) => {
-            state.login_limiter.succeeded(&[user_key.as_str()], &[ip_key.as_str()]);
+    let unix_now = crate::clock::unix_secs();
+    let device = |user_id: i64| {
+        cookies::get(&headers, &crate::device::cookie_name(user_id))
+            .and_then(|v| state.device_key.verify(user_id, &v, unix_now))
+    };
+    let attempt = accounts::Attempt {
+        username: &username,
+        password: &form.password,
+        code: form.code.as_deref(),
+        client: client_info(addr, &headers),
+        client_key: crate::ratelimit::client_key(addr.ip()),
+        device: &device,
+    };
+    match accounts::login(&state.store, &state.login_limiter, attempt).await {
+        Ok(done) => {
             tracing::info!(user = ?username, client = %addr.ip(), "signed in");
-            signed_in_redirect(&state, &issued.token, &next)
+            let mut resp = signed_in_redirect(&state, &done.issued.token, &next);
+            remember_device(&state, &mut resp, done.user_id);
+            resp
+        }
+        Err(LoginError::Throttled { wait, account }) => {
+            let secs = wait.as_secs().max(1);
+            tracing::warn!(user = ?username, client = %addr.ip(), account, "sign-in throttled");
+            let message = if account {
+                format!(
+                    "Too many failed sign-ins to this account. Sign in from a browser you have used before, \
+                     enter your authenticator code, or try again in {secs} seconds."
+                )
+            } else {
+                format!("Too many failed attempts. Try again in {secs} seconds.")
+            };
+            let mut resp = login_page(
+                &form.form_token,
+                &next,
+                &username,
+                Some(&message),
+                StatusCode::TOO_MANY_REQUESTS,
+            );
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            resp
         }
         Err(e @ (LoginError::BadCredentials | LoginError::SecondFactor)) => {
             tracing::warn!(user = ?username, client = %addr.ip(), reason = %e, "sign-in failed");
@@ -317,6 +329,20 @@ fn signed_in_redirect(state: &AppState, token: &str, next: &str) -> Response {
     );
     headers.append(header::SET_COOKIE, cookies::set(cookies::FORM, "", 0, secure(state)));
     resp
+}
+
+/// Sets the device cookie of a browser that just signed in to `user_id`: a flood of
+/// wrong passwords from elsewhere will not keep it out of that account.
+fn remember_device(state: &AppState, resp: &mut Response, user_id: i64) {
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        cookies::set_device(
+            &crate::device::cookie_name(user_id),
+            &state.device_key.issue(user_id, crate::clock::unix_secs()),
+            crate::device::LIFETIME_SECS,
+            secure(state),
+        ),
+    );
 }
 
 fn forbidden_form() -> Response {

@@ -160,6 +160,30 @@
     return el('div', { class: 'secret' }, el('strong', {}, title), pre, button, note ? el('p', { class: 'muted' }, note) : null);
   }
 
+  // A modal confirmation (<dialog>): says what will happen, optionally offers one more
+  // thing to do with it (a checkbox), and resolves { ok, checked }. Escape cancels.
+  function confirmDialog({ title, text = [], option = null, confirm = 'Confirm', danger = false }) {
+    return new Promise((resolve) => {
+      const box = option ? el('input', { type: 'checkbox', name: 'option' }) : null;
+      const dialog = el('dialog', { class: 'confirm', 'aria-labelledby': 'confirm-title' },
+        el('form', { method: 'dialog' },
+          el('h2', { id: 'confirm-title' }, title),
+          text.filter(Boolean).map((t) => el('p', {}, t)),
+          box ? el('label', { class: 'check' }, box, ` ${option}`) : null,
+          el('div', { class: 'dialog-actions' },
+            el('button', { value: 'cancel', class: 'secondary' }, 'Cancel'),
+            el('button', { value: 'ok', class: danger ? 'danger-solid' : null, 'data-confirm': '' }, confirm))));
+      dialog.addEventListener('close', () => {
+        resolve({ ok: dialog.returnValue === 'ok', checked: Boolean(box && box.checked) });
+        dialog.remove();
+      });
+      document.body.append(dialog);
+      dialog.showModal();
+    });
+  }
+
+  const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
   // ---- theme ----------------------------------------------------------------------------
 
   function setupTheme() {
@@ -321,16 +345,6 @@
       refreshSections(['users']);
     };
 
-    forms['token-form'] = async (f) => {
-      const label = f.label.value.trim();
-      const r = await api('POST', '/api/me/tokens', label ? { label } : {});
-      const out = $('#tokens-result');
-      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
-      f.reset();
-      showStatus(out, [secretBox('Your new token (shown once):', r.data.token, 'Paste it into your MCP client as Authorization: Bearer <token>.', 'new-token')], 'ok');
-      refreshSections(['tokens']);
-    };
-
     forms['agent-form'] = async (f) => {
       const r = await api('POST', '/api/agents', { agent_id: f.agent_id.value.trim() });
       const out = $('#agent-result');
@@ -351,7 +365,6 @@
 
     main.addEventListener('click', async (ev) => {
       const userButton = ev.target.closest('button[data-user-action]');
-      const tokenButton = ev.target.closest('button[data-token-action]');
       if (userButton) {
         const tr = userButton.closest('tr[data-user-id]');
         const id = tr.dataset.userId;
@@ -370,15 +383,39 @@
           }
           case 'toggle': {
             const disable = tr.dataset.disabled !== 'true';
-            r = await api('PATCH', `/api/users/${enc(id)}`, { disabled: disable });
-            done = disable ? `Disabled ${name}; their sessions have ended.` : `Enabled ${name}.`;
+            if (!disable) {
+              r = await api('PATCH', `/api/users/${enc(id)}`, { disabled: false });
+              done = `Enabled ${name}.`;
+              break;
+            }
+            const live = Number(tr.dataset.liveTokens || 0);
+            const c = await confirmDialog({
+              title: `Disable ${name}?`,
+              text: [`${name} is signed out everywhere and every app they connected is disconnected, at once.`,
+                live ? `While the account is disabled its tokens (${plural(live, 'personal access token')}) are refused; they work again if you enable it, unless you revoke them now.` : null],
+              option: live ? `Also revoke their ${plural(live, 'token')} for good` : null,
+              confirm: 'Disable', danger: true,
+            });
+            if (!c.ok) return;
+            r = await api('PATCH', `/api/users/${enc(id)}`, { disabled: true, revoke_tokens: c.checked });
+            done = r.ok ? `Disabled ${name}; their sessions and apps have ended${r.data.tokens_revoked ? ` and ${plural(r.data.tokens_revoked, 'token')} revoked` : ''}.` : '';
             break;
           }
-          case 'password':
-            if (!window.confirm(`Reset the password of ${name}? They are signed out everywhere.`)) return;
-            r = await api('POST', `/api/users/${enc(id)}/password`, {});
-            done = r.ok ? [`New password for ${name}.`, secretBox('Their new password (shown once):', r.data.password)] : '';
+          case 'password': {
+            const live = Number(tr.dataset.liveTokens || 0);
+            const c = await confirmDialog({
+              title: `Reset the password of ${name}?`,
+              text: [`${name} is signed out everywhere and every app they connected is disconnected.`,
+                live ? `Their tokens (${plural(live, 'personal access token')}) keep working unless you revoke them too.` : null],
+              option: live ? `Also revoke their ${plural(live, 'token')}: they stop working at once` : null,
+              confirm: 'Reset password', danger: true,
+            });
+            if (!c.ok) return;
+            r = await api('POST', `/api/users/${enc(id)}/password`, c.checked ? { revoke_tokens: true } : {});
+            done = r.ok ? [`New password for ${name}${r.data.tokens_revoked ? `; ${plural(r.data.tokens_revoked, 'token')} revoked` : ''}.`,
+              secretBox('Their new password (shown once):', r.data.password)] : '';
             break;
+          }
           case 'delete':
             if (!window.confirm(`Delete the account ${name}? This cannot be undone.`)) return;
             r = await api('DELETE', `/api/users/${enc(id)}`);
@@ -390,14 +427,87 @@
         if (!r.ok) return showStatus(out, `${name}: ${errorText(r.error)}`, 'error');
         showStatus(out, done, 'ok');
         refreshSections(['users']);
-      } else if (tokenButton) {
+      }
+    });
+  }
+
+  // ---- account -----------------------------------------------------------------------------
+
+  function setupAccount() {
+    if (!$('#password-form')) return;
+    const main = $('main');
+    const forms = {};
+    main.addEventListener('submit', (ev) => {
+      const handler = forms[ev.target.id];
+      if (!handler) return;
+      ev.preventDefault();
+      handler(ev.target);
+    });
+
+    forms['password-form'] = async (f) => {
+      const out = $('#password-result');
+      if (f.new_password.value !== f.confirm.value) return showStatus(out, 'The two new passwords differ.', 'error');
+      let revoke = false;
+      if (f.revoke_tokens.checked) {
+        // Count now, not when the page was drawn: the dialog says what will stop.
+        const list = await api('GET', '/api/me/tokens');
+        if (!list.ok) return showStatus(out, errorText(list.error), 'error');
+        const live = list.data.tokens.filter((t) => !t.revoked_at).length;
+        if (live > 0) {
+          const c = await confirmDialog({
+            title: `Revoke your ${plural(live, 'token')} too?`,
+            text: [`${plural(live, 'personal access token')} will stop working at once: every MCP client or script that uses one needs a new token.`],
+            confirm: `Change password and revoke ${live}`, danger: true,
+          });
+          if (!c.ok) return;
+          revoke = true;
+        }
+      }
+      const r = await api('POST', '/api/me/password', {
+        current_password: f.current_password.value, new_password: f.new_password.value, revoke_tokens: revoke,
+      });
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      showStatus(out, `Password changed. Your other sessions have ended and your connected apps are disconnected${revoke ? '; your tokens are revoked' : ''}.`, 'ok');
+      refreshSections(['apps', 'tokens']);
+    };
+
+    forms['token-form'] = async (f) => {
+      const label = f.label.value.trim();
+      const r = await api('POST', '/api/me/tokens', label ? { label } : {});
+      const out = $('#tokens-result');
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      showStatus(out, [secretBox('Your new token (shown once):', r.data.token, 'Paste it into your MCP client as Authorization: Bearer <token>.', 'new-token')], 'ok');
+      refreshSections(['tokens']);
+    };
+
+    main.addEventListener('click', async (ev) => {
+      const tokenButton = ev.target.closest('button[data-token-action]');
+      const grantButton = ev.target.closest('button[data-grant-action]');
+      if (tokenButton) {
         const tr = tokenButton.closest('tr[data-token-id]');
-        if (!window.confirm('Revoke this token? Clients using it stop working at once.')) return;
+        const c = await confirmDialog({ title: 'Revoke this token?', text: ['Clients using it stop working at once.'], confirm: 'Revoke', danger: true });
+        if (!c.ok) return;
         const r = await api('DELETE', `/api/me/tokens/${enc(tr.dataset.tokenId)}`);
         const out = $('#tokens-result');
         if (!r.ok) return showStatus(out, errorText(r.error), 'error');
         showStatus(out, 'Token revoked.', 'ok');
         refreshSections(['tokens']);
+      } else if (grantButton) {
+        const tr = grantButton.closest('tr[data-grant-id]');
+        const app = tr.dataset.app;
+        const c = await confirmDialog({
+          title: `Disconnect ${app}?`,
+          text: ['It loses access at once. To use it with kenny again, connect it again from the app.'],
+          confirm: 'Disconnect', danger: true,
+        });
+        if (!c.ok) return;
+        const r = await api('DELETE', `/api/me/grants/${enc(tr.dataset.grantId)}`);
+        const out = $('#apps-result');
+        if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+        showStatus(out, `Disconnected ${app}.`, 'ok');
+        refreshSections(['apps']);
       }
     });
   }
@@ -410,6 +520,7 @@
     setupFleet();
     setupHost();
     setupAdmin();
+    setupAccount();
     document.dispatchEvent(new CustomEvent('kenny:ready', { detail: window.kenny }));
   });
 })();

@@ -1,7 +1,9 @@
-//! `/admin` (superusers): accounts, the viewer's own tokens, and agents, with the
-//! "add an agent" form. The buttons call the JSON API (`/api/users`, `/api/me/tokens`,
-//! `/api/agents`); after a change the script re-reads this page and swaps the changed
-//! section in, so a secret shown once stays on screen.
+//! `/admin` (superusers): accounts and agents, with the "add an agent" form. The
+//! buttons call the JSON API (`/api/users`, `/api/agents`); disabling an account or
+//! resetting its password first asks, in a dialog that says how many tokens it has,
+//! whether to revoke its personal access tokens too. After a change the script re-reads
+//! this page and swaps the changed section in, so a secret shown once stays on screen.
+//! The viewer's own tokens are on `/account`.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use super::{Nav, layout, message_page, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::principal::Role;
 use crate::state::AppState;
-use crate::store::{TokenRecord, UserRecord};
+use crate::store::UserRecord;
 use crate::web::html::esc;
 
 pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
@@ -30,13 +32,9 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
             "Managing accounts and agents needs a superuser.",
         );
     }
-    let user_id = who.user_id;
-    let read = state
-        .store
-        .blocking(move |s| Ok((s.users()?, s.user_tokens(user_id)?)))
-        .await;
+    let read = state.store.blocking(move |s| s.users()).await;
     let agents = crate::fleet::list(&state, &who).await;
-    let ((users, tokens), agents) = match (read, agents) {
+    let (users, agents) = match (read, agents) {
         (Ok(r), Ok(a)) => (r, a),
         (Err(e), _) | (_, Err(e)) => {
             tracing::error!(error = %e, "reading the admin page failed");
@@ -50,9 +48,9 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
         }
     };
     let body = format!(
-        "<div class=\"page-head\"><h1>Admin</h1></div><div class=\"admin-grid\">{}{}{}</div>",
+        "<div class=\"page-head\"><h1>Admin</h1><span class=\"muted\">Your own tokens and connected apps are on \
+         <a href=\"/account\">your account page</a>.</span></div><div class=\"admin-grid\">{}{}</div>",
         users_section(&users, who.user_id),
-        tokens_section(&tokens),
         agents_section(&agents, &state.base_url),
     );
     layout(&who, &csrf, "Admin", Nav::Admin, &body)
@@ -77,7 +75,7 @@ fn users_section(users: &[UserRecord], me: i64) -> String {
             let toggle = if u.disabled { "Enable" } else { "Disable" };
             let you = if u.id == me { " <span class=\"muted\">(you)</span>" } else { "" };
             format!(
-                "<tr data-user-id=\"{id}\" data-username=\"{name}\" data-disabled=\"{disabled}\">\
+                "<tr data-user-id=\"{id}\" data-username=\"{name}\" data-disabled=\"{disabled}\" data-live-tokens=\"{live}\">\
                  <td data-label=\"User\"><strong>{name}</strong>{you}<div class=\"muted\">{state}{totp}</div></td>\
                  <td data-label=\"Role\">{role}</td>\
                  <td data-label=\"Hosts\"><input name=\"hosts\" value=\"{hosts}\" placeholder=\"pc-a, pc-b (role user)\" aria-label=\"Hosts of {name}\"></td>\
@@ -88,6 +86,7 @@ fn users_section(users: &[UserRecord], me: i64) -> String {
                 id = u.id,
                 name = esc(&u.username),
                 disabled = u.disabled,
+                live = u.live_tokens,
                 totp = if u.totp_enabled { " · 2FA on" } else { "" },
                 role = role_select(u.role, &format!("role-{}", u.id)),
                 hosts = esc(&u.hosts.join(", ")),
@@ -105,37 +104,6 @@ fn users_section(users: &[UserRecord], me: i64) -> String {
          <label>Password (empty: generate one)<input name=\"password\" type=\"password\" autocomplete=\"new-password\"></label>\
          <button>Add user</button></form></section>",
         role = role_select(Role::User, "new-user-role"),
-    )
-}
-
-fn tokens_section(tokens: &[TokenRecord]) -> String {
-    let live: Vec<&TokenRecord> = tokens.iter().filter(|t| t.revoked_at.is_none()).collect();
-    let rows: String = live
-        .iter()
-        .map(|t| {
-            format!(
-                "<tr data-token-id=\"{id}\"><td data-label=\"Label\">{label}</td><td data-label=\"Created\">{created}</td>\
-                 <td data-label=\"Last used\">{used}</td><td data-label=\"\" class=\"row-actions\"><button type=\"button\" class=\"danger\" data-token-action=\"revoke\">Revoke</button></td></tr>",
-                id = t.id,
-                label = esc(t.label.as_deref().unwrap_or("(no label)")),
-                created = time_el(Some(&t.created_at)),
-                used = time_el(t.last_used_at.as_deref()),
-            )
-        })
-        .collect();
-    let table = if live.is_empty() {
-        "<p class=\"muted\">You have no personal access tokens.</p>".to_owned()
-    } else {
-        format!(
-            "<table class=\"stack\"><thead><tr><th>Label</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    };
-    format!(
-        "<section class=\"card\" id=\"tokens\"><h2>Your tokens</h2>\
-         <div id=\"tokens-result\" class=\"status\" role=\"status\" data-keep hidden></div>\
-         <p class=\"muted\">Personal access tokens let MCP and API clients act as you. A new token is shown once.</p>{table}\
-         <form id=\"token-form\" class=\"inline-form\"><label>Label<input name=\"label\" maxlength=\"100\" placeholder=\"laptop\" autocomplete=\"off\"></label>\
-         <button>Create token</button></form></section>"
     )
 }
 
@@ -179,7 +147,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sections_escape_names_and_hide_revoked_tokens() {
+    fn sections_escape_names_and_carry_token_counts() {
         let users = vec![UserRecord {
             id: 3,
             username: "<kim>".into(),
@@ -188,29 +156,16 @@ mod tests {
             hosts: vec!["pc-a".into(), "pc-b".into()],
             created_at: "t".into(),
             totp_enabled: true,
+            live_tokens: 3,
         }];
         let html = users_section(&users, 3);
         assert!(html.contains("<strong>&lt;kim&gt;</strong> <span class=\"muted\">(you)</span>"));
         assert!(html.contains("value=\"pc-a, pc-b\""));
         assert!(html.contains("<option value=\"user\" selected>user</option>"));
-        let tokens = vec![
-            TokenRecord {
-                id: 1,
-                label: Some("<old>".into()),
-                created_at: "t".into(),
-                last_used_at: None,
-                revoked_at: Some("t".into()),
-            },
-            TokenRecord {
-                id: 2,
-                label: Some("laptop".into()),
-                created_at: "t".into(),
-                last_used_at: None,
-                revoked_at: None,
-            },
-        ];
-        let html = tokens_section(&tokens);
-        assert!(html.contains("data-token-id=\"2\"") && !html.contains("&lt;old"));
+        assert!(
+            html.contains("data-live-tokens=\"3\""),
+            "the disable dialog says how many tokens stop"
+        );
         assert!(agents_section(&[], "http://10.0.0.1:7420").contains("--allow-plaintext"));
         assert!(!agents_section(&[], "https://kenny.example.com").contains("--allow-plaintext"));
     }

@@ -1,9 +1,10 @@
-//! The signed-in dashboard: fleet, host, audit and admin pages. Server-rendered HTML in
+//! The signed-in dashboard: fleet, host, audit, account and admin pages. Server-rendered HTML in
 //! one shared layout, with one stylesheet and one script served from this binary (no
 //! build step). Pages escape every value with [`esc`]; the script only ever sets
 //! `textContent`, and sends the session's CSRF token (from `<meta name="csrf-token">`)
 //! on every request that changes something.
 
+mod account;
 mod admin;
 mod audit;
 mod fleet;
@@ -35,6 +36,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/hosts/{id}", get(host::page))
         .route("/audit", get(audit::page))
         .route("/admin", get(admin::page))
+        .route("/account", get(account::page))
         .route("/assets/dashboard.css", get(stylesheet))
         .route("/assets/dashboard.js", get(script))
         .route("/assets/chat.js", get(chat_script))
@@ -87,6 +89,7 @@ fn url_escape(s: &str) -> String {
 pub(super) enum Nav {
     Fleet,
     Audit,
+    Account,
     Admin,
     None,
 }
@@ -97,7 +100,9 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
         let current = if nav == active { " aria-current=\"page\"" } else { "" };
         format!("<a href=\"{href}\"{current}>{label}</a>")
     };
-    let mut nav = link("/", "Fleet", Nav::Fleet) + &link("/audit", "Audit", Nav::Audit);
+    let mut nav = link("/", "Fleet", Nav::Fleet)
+        + &link("/audit", "Audit", Nav::Audit)
+        + &link("/account", "Account", Nav::Account);
     if who.role == Role::Superuser {
         nav += &link("/admin", "Admin", Nav::Admin);
     }
