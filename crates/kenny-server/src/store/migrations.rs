@@ -181,6 +181,14 @@ const MIGRATIONS: &[&str] = &[
         taken_at TEXT NOT NULL,
         taken_by TEXT NOT NULL
     );",
+    // 11: an index for every audit filter, each ending in `id` so a filtered page comes
+    // newest first straight from the index (agent and user already have theirs); the
+    // outcome index also finds calls left `sent` at start-up.
+    "CREATE INDEX audit_by_tool ON audit (tool, id);
+    CREATE INDEX audit_by_username ON audit (username, id);
+    CREATE INDEX audit_by_outcome ON audit (outcome, id);",
+    // 12: audit retention prunes the oldest rows by time.
+    "CREATE INDEX audit_by_at ON audit (at);",
 ];
 
 pub fn apply(conn: &mut Connection) -> rusqlite::Result<()> {
