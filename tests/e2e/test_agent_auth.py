@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from conftest import FakeAgent, call, shell_stdout
+from conftest import FakeAgent, KeyedFakeAgent, call, shell_stdout
 
 # The public key of kenny's documented test vector (docs/wire/vectors/mutual_auth.json):
 # a valid Ed25519 key that is certainly not this test server's.
@@ -48,25 +48,54 @@ async def test_token_no_longer_logs_in_once_a_key_is_enrolled(kenny):
 
 
 async def test_a_second_host_cannot_take_over_a_connected_agent_id(kenny):
-    """Two PCs configured with one id would take turns receiving its calls; while the
-    first is connected, a different host claiming the id is refused."""
+    """Two PCs configured with one id (a cloned disk carries the key too) would take
+    turns receiving its calls; while the first is connected, a different host claiming
+    the id is refused even with the right key."""
     creds = kenny.add_agent("shared-id")
-    first = FakeAgent(kenny.ws_url, "shared-id", creds["token"], meta={"hostname": "host-one", "os": "linux", "version": "0"})
+    first = KeyedFakeAgent(kenny.ws_url, "shared-id", creds["token"], creds["server_pubkey"], meta={"hostname": "host-one", "os": "linux", "version": "0"})
+    await first.enroll(kenny.base_url)
     await first.register()
     await kenny.wait_agents(["shared-id"])
-    second = FakeAgent(kenny.ws_url, "shared-id", creds["token"], meta={"hostname": "host-two", "os": "linux", "version": "0"})
+    second = KeyedFakeAgent(kenny.ws_url, "shared-id", creds["token"], creds["server_pubkey"], meta={"hostname": "host-two", "os": "linux", "version": "0"}, key=first.key)
     await second.register()
     try:
         code, reason = await second.wait_closed(timeout=10)
         assert code == 4401 and "another host" in reason, (code, reason)
-        async with kenny.mcp() as client:
-            pending = asyncio.create_task(call(client, "shell_exec", {"agent_id": "shared-id", "command": "x"}))
-            req = await first.next_request(timeout=10, pending=pending)
-            await first.respond(req["id"], result={"stdout": "one\n", "stderr": "", "exit_code": 0, "truncated": False})
-            assert shell_stdout(await asyncio.wait_for(pending, 10)) == "one\n"
+        await _first_still_gets_the_calls(kenny, first)
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_token_cannot_replace_a_live_connection_even_from_the_same_host(kenny):
+    """Regression: a legacy-token connection naming the same host name as the live
+    connection replaced it, so anyone holding the token (which sits in a settings file
+    and once sat on a command line) took over the agent's calls. Host names are chosen
+    by the connecting side; only the enrolled key replaces a live connection."""
+    creds = kenny.add_agent("legacy-pc")
+    meta = {"hostname": "legacy-host", "os": "linux", "version": "0"}
+    first = FakeAgent(kenny.ws_url, "legacy-pc", creds["token"], meta=meta)
+    await first.register()
+    await kenny.wait_agents(["legacy-pc"])
+    impostor = FakeAgent(kenny.ws_url, "legacy-pc", creds["token"], meta=dict(meta))
+    await impostor.register()
+    try:
+        code, reason = await impostor.wait_closed(timeout=10)
+        assert code == 4401 and "enrolled key" in reason, (code, reason)
+        await _first_still_gets_the_calls(kenny, first)
+        assert impostor.requests.empty()
+    finally:
+        await first.close()
+        await impostor.close()
+
+
+async def _first_still_gets_the_calls(kenny, first: FakeAgent) -> None:
+    async with kenny.mcp() as client:
+        pending = asyncio.create_task(call(client, "shell_exec", {"agent_id": first.agent_id, "command": "x"}))
+        req = await first.next_request(timeout=10, pending=pending)
+        await first.respond(req["id"], result={"stdout": "one\n", "stderr": "", "exit_code": 0, "truncated": False})
+        assert shell_stdout(await asyncio.wait_for(pending, 10)) == "one\n"
+        assert (await kenny.list_agents(client))[first.agent_id]["online"] is True
 
 
 async def test_rekey_moves_an_agent_to_a_new_key(kenny):

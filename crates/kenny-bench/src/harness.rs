@@ -81,7 +81,15 @@ pub fn provision(data_dir: &Path) -> anyhow::Result<String> {
 
 pub async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
     let mut child = Command::new(bin_dir.join("kenny-server"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        // Above the largest fleet measured (10 000 agents) plus the MCP client.
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "20000",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("KENNY_LOG", "warn")
         .stdout(Stdio::piped())

@@ -20,8 +20,6 @@ use crate::state::AppState;
 use crate::store::Store;
 
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
-/// Agent connections allowed in their handshake at once; more wait their turn.
-const MAX_PENDING_HANDSHAKES: usize = 64;
 /// Failed sign-ins allowed per client and per user name within the window; the next
 /// attempt is answered 429.
 const LOGIN_FAILURES_ALLOWED: usize = 5;
@@ -114,7 +112,6 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         server_key,
         config,
         shutdown: shutdown.clone(),
-        handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
         login_limiter: crate::ratelimit::FailureLimiter::new(LOGIN_FAILURES_ALLOWED, LOGIN_FAILURE_WINDOW),
         registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
     });
@@ -122,11 +119,16 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
+    if let Some(retention) = state.config.audit_retention {
+        tokio::spawn(crate::audit::prune_loop(
+            state.store.clone(),
+            retention,
+            shutdown.clone(),
+        ));
+    }
+    let limits = state.config.http;
     let task = tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .context("serving HTTP")?;
+        crate::listener::serve(listener, app, limits, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
         Ok(())
