@@ -58,10 +58,13 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_HEAD_BYTES);
     let mut refusals = RefusalLog::default();
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (tcp, peer) = tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
+            // Reap finished connections as we go, so the set stays as big as what is open.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(e) => {
@@ -92,7 +95,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
         });
         let conn = builder.serve_connection(io, service).with_upgrades();
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let mut conn = std::pin::pin!(conn);
             let result = tokio::select! {
                 result = conn.as_mut() => result,
@@ -108,9 +111,12 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
     }
     drop(listener);
     // Every open connection holds a slot until its socket is dropped (an upgraded
-    // agent tunnel too), so all slots back means every connection is gone.
+    // agent tunnel too), so all slots back means every connection is gone. What is
+    // still open after the grace period (a client that never finished its headers) is
+    // cut off: it must not keep the server from stopping.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, slots.acquire_many(all)).await;
+    connections.shutdown().await;
 }
 
 /// Accepting fails for a connection that was reset before we took it (harmless), or
