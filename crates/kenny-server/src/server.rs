@@ -119,12 +119,19 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
-    if let Some(retention) = state.config.audit_retention {
-        tokio::spawn(crate::audit::prune_loop(
-            state.store.clone(),
-            retention,
-            shutdown.clone(),
-        ));
+    match state.config.audit_retention {
+        Some(retention) => {
+            tracing::info!(
+                days = retention.as_secs() / 86400,
+                "audit rows older than the retention period are pruned hourly"
+            );
+            tokio::spawn(crate::audit::prune_loop(
+                state.store.clone(),
+                retention,
+                shutdown.clone(),
+            ));
+        }
+        None => tracing::info!("audit retention is off: audit rows are kept for ever"),
     }
     let limits = state.config.http;
     let task = tokio::spawn(async move {
