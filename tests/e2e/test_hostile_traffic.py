@@ -77,6 +77,42 @@ async def test_a_client_sending_headers_byte_by_byte_is_cut_off(kenny):
         assert (await http.get(f"{kenny.base_url}/healthz")).status_code == 200
 
 
+async def test_a_request_body_sent_byte_by_byte_is_cut_off(kenny):
+    """Regression (slow body): once its headers were in, a request could take for ever
+    to send its body, holding its connection meanwhile. Now the body has three header
+    timeouts to arrive (6 s here); this one would need minutes."""
+    kenny.stop_server()
+    kenny.start_server(extra_args=["--http-header-timeout-secs", "2"])
+    reader, writer = await _raw(kenny)
+    writer.write(
+        b"POST /api/agents/pc/enroll HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer kenny_agt_x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    )
+    sent = {"bytes": 1}
+    stop = asyncio.Event()
+
+    async def trickle():
+        try:
+            while not stop.is_set() and sent["bytes"] < 1000:
+                writer.write(b" ")
+                await writer.drain()
+                sent["bytes"] += 1
+                await asyncio.sleep(0.2)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        got = await _closed_by_server(reader, timeout=30)
+    finally:
+        stop.set()
+        await trickling
+        writer.close()
+    assert sent["bytes"] < 1000, "the whole body went through"
+    assert got.startswith(b"HTTP/1.1 400"), got[:300]
+    assert b"did not arrive within 6s" in got, got
+
+
 async def test_silent_and_idle_keep_alive_connections_are_closed(kenny):
     """Regression: a connection that sent nothing, or went quiet after a response
     (keep-alive), stayed open for ever and held its socket."""

@@ -1,8 +1,10 @@
 //! Accepting HTTP connections under limits a hostile client cannot outlast: a cap on
 //! open connections, a deadline for each request's headers (which also ends idle
-//! keep-alive connections), a small header buffer, and a read budget a handler can put
-//! on its own connection (the agent tunnel does, until the agent has authenticated).
+//! keep-alive connections) and one for its body, a small header buffer, and a read
+//! budget a handler can put on its own connection (the agent tunnel does, until the
+//! agent has authenticated).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -34,9 +36,14 @@ pub struct HttpLimits {
     /// Open connections at most, agent tunnels included; one more is closed at once.
     pub max_connections: usize,
     /// Time a client has to send a request's headers, counted from when it connects
-    /// or from the end of the previous response on the same connection.
+    /// or from the end of the previous response on the same connection. Its body must
+    /// then arrive within [`BODY_TIMEOUT_FACTOR`] times as long.
     pub header_timeout: Duration,
 }
+
+/// A request body gets this many header timeouts: kenny's requests are small JSON and
+/// forms, so a body still arriving after that is a client holding the connection.
+pub const BODY_TIMEOUT_FACTOR: u32 = 3;
 
 impl Default for HttpLimits {
     fn default() -> Self {
@@ -87,8 +94,9 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
             _slot: slot,
         });
         let app = app.clone();
+        let body_timeout = limits.header_timeout * BODY_TIMEOUT_FACTOR;
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            let mut req = req.map(axum::body::Body::new);
+            let mut req = req.map(|body| axum::body::Body::new(DeadlineBody::new(body, body_timeout)));
             req.extensions_mut().insert(ConnectInfo(peer));
             req.extensions_mut().insert(reads.clone());
             app.clone().oneshot(req)
@@ -192,6 +200,55 @@ impl ConnReads {
         let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
             (left != UNLIMITED).then(|| left.saturating_sub(n))
         });
+    }
+}
+
+/// A request body that fails once its deadline has passed, however slowly it trickles
+/// in (a per-chunk timeout would let a byte every few seconds through).
+struct DeadlineBody {
+    inner: Incoming,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+}
+
+/// What a body still arriving at its deadline fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {}s", .0.as_secs())]
+pub struct BodyTooSlow(Duration);
+
+impl DeadlineBody {
+    fn new(inner: Incoming, limit: Duration) -> Self {
+        DeadlineBody {
+            inner,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            limit,
+        }
+    }
+}
+
+impl http_body::Body for DeadlineBody {
+    type Data = hyper::body::Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if self.deadline.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(BodyTooSlow(self.limit).into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
