@@ -16,8 +16,7 @@ pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
@@ -51,8 +50,7 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// one of [`READERS`] read-only connections and never waits for the writer.
 pub struct Store {
     conn: Mutex<Connection>,
-    readers: Vec<Mutex<Connection>>,
-    next_reader: AtomicUsize,
+    readers: ReadPool,
     path: PathBuf,
 }
 
@@ -183,6 +181,50 @@ pub fn open_connection(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The read-only connections not in use; `read` waits on `returned` when all are busy.
+struct ReadPool {
+    idle: Mutex<Vec<Connection>>,
+    returned: Condvar,
+}
+
+impl ReadPool {
+    fn take(&self) -> Reader<'_> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(conn) = idle.pop() {
+                return Reader {
+                    pool: self,
+                    conn: Some(conn),
+                };
+            }
+            idle = self.returned.wait(idle).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A connection taken from the pool; given back when dropped, even by a panic.
+struct Reader<'a> {
+    pool: &'a ReadPool,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("a reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.idle.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
 /// A read-only connection to the same file. It never writes, so it needs none of the
 /// writer's settings beyond waiting out a checkpoint.
 fn open_reader(path: &Path) -> Result<Connection> {
@@ -206,13 +248,13 @@ impl Store {
         let mut conn = open_connection(&path)?;
         migrations::apply(&mut conn)?;
         // Opened after the migrations, so every reader sees the current schema.
-        let readers = (0..READERS)
-            .map(|_| open_reader(&path).map(Mutex::new))
-            .collect::<Result<Vec<_>>>()?;
+        let readers = ReadPool {
+            idle: Mutex::new((0..READERS).map(|_| open_reader(&path)).collect::<Result<Vec<_>>>()?),
+            returned: Condvar::new(),
+        };
         Ok(Store {
             conn: Mutex::new(conn),
             readers,
-            next_reader: AtomicUsize::new(0),
             path,
         })
     }
@@ -241,20 +283,11 @@ impl Store {
         f(&mut conn)
     }
 
-    /// Runs `f` on a read-only connection: an idle one if there is one, else it waits
-    /// its turn for one of them. Never takes the writer, so a long read (a big audit
-    /// page) holds up neither writes nor sign-ins. Sees everything committed before it
-    /// starts.
+    /// Runs `f` on a read-only connection: any idle one, else the first one given
+    /// back. Never takes the writer, so a long read (a big audit page) holds up
+    /// neither writes nor sign-ins. Sees everything committed before it starts.
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        for reader in &self.readers {
-            match reader.try_lock() {
-                Ok(conn) => return f(&conn),
-                Err(TryLockError::Poisoned(p)) => return f(&p.into_inner()),
-                Err(TryLockError::WouldBlock) => {}
-            }
-        }
-        let i = self.next_reader.fetch_add(1, Ordering::Relaxed) % self.readers.len();
-        let conn = self.readers[i].lock().unwrap_or_else(|p| p.into_inner());
+        let conn = self.readers.take();
         f(&conn)
     }
 

@@ -205,3 +205,48 @@ fn a_long_read_holds_up_neither_writes_nor_sign_ins_nor_other_reads() {
     release_tx.send(()).unwrap();
     assert_eq!(long_read.join().unwrap().unwrap(), 0, "the long read kept its snapshot");
 }
+
+#[test]
+fn reads_beyond_the_pool_wait_for_the_first_reader_given_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(dir.path()).unwrap());
+    let (started_tx, started_rx) = mpsc::channel();
+    let mut releases = Vec::new();
+    let mut holders = Vec::new();
+    for _ in 0..READERS {
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        releases.push(release_tx);
+        let (store, started_tx) = (store.clone(), started_tx.clone());
+        holders.push(std::thread::spawn(move || {
+            store.read(|_| {
+                started_tx.send(()).unwrap();
+                let _ = release_rx.recv();
+                Ok(())
+            })
+        }));
+    }
+    for _ in 0..READERS {
+        started_rx.recv().unwrap();
+    }
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn({
+        let store = store.clone();
+        move || done_tx.send(store.agents().map(|a| a.len())).unwrap()
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "every reader is busy: the read waits"
+    );
+    // Whichever reader comes back first serves it; it is not tied to a busy one.
+    releases.pop().unwrap().send(()).unwrap();
+    let got = done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a reader given back serves the waiting read");
+    assert_eq!(got.unwrap(), 0);
+    for r in releases {
+        r.send(()).unwrap();
+    }
+    for h in holders {
+        h.join().unwrap().unwrap();
+    }
+}
