@@ -63,8 +63,10 @@ pub fn spawn_agent(
             "--server-pubkey",
             &enrollment.server_pubkey,
         ])
-        .args(["--enroll-token", &enrollment.token, "--state-dir"])
+        .arg("--state-dir")
         .arg(state_dir)
+        // In the environment, not on the command line other users can read.
+        .env("KENNY_ENROLL_TOKEN", &enrollment.token)
         .env("KENNY_LOG", "warn")
         .kill_on_drop(true)
         .spawn()
