@@ -249,7 +249,10 @@ async def test_slow_unauthenticated_clients_do_not_keep_a_real_agent_out(kenny):
     """Regression: at most 64 connections could be in their handshake and the rest
     queued for a slot, so a client opening many silent tunnels made a real agent wait
     until the silent ones' deadlines passed. Now nothing queues: the agent is online
-    while every silent connection is still open (none has reached its deadline)."""
+    while every silent connection is still open (none has reached its deadline; a long
+    one here, so a slow machine cannot close them first)."""
+    kenny.stop_server()
+    kenny.start_server(extra_args=["--agent-handshake-timeout-secs", "60"])
     silent = [FakeAgent(kenny.ws_url, f"silent-{i}", "unused") for i in range(80)]
     await asyncio.gather(*(s.open() for s in silent))
     for s in silent:
