@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any, AsyncIterator, NamedTuple
 
 import anyio
+import base64
 import httpx
 import httpx2
 import pytest
 import websockets
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -315,6 +318,57 @@ class FakeAgent:
                 await asyncio.wait_for(self.ws.close(), 5)
             except Exception:
                 pass
+
+
+class KeyedFakeAgent(FakeAgent):
+    """A hand-driven agent that holds an Ed25519 key and logs in with mutual auth (it
+    checks the server's signature, then signs the transcript), as a real agent does.
+    `enroll` registers its key with the enrollment token first."""
+
+    def __init__(self, ws_url: str, agent_id: str, enroll_token: str, server_pubkey: str, meta: dict[str, Any] | None = None, key: Ed25519PrivateKey | None = None):
+        super().__init__(ws_url, agent_id, enroll_token, meta)
+        self.key = key or Ed25519PrivateKey.generate()
+        self.server_key = Ed25519PublicKey.from_public_bytes(base64.b64decode(server_pubkey))
+
+    @property
+    def public_key_b64(self) -> str:
+        return base64.b64encode(self.key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+
+    async def enroll(self, base_url: str) -> None:
+        async with httpx.AsyncClient(timeout=10) as http:
+            r = await http.post(
+                f"{base_url}/api/agents/{self.agent_id}/enroll",
+                headers={"Authorization": f"Bearer {self.token}"},
+                json={"public_key": self.public_key_b64},
+            )
+        assert r.status_code in (200, 204), f"enroll -> {r.status_code} {r.text!r}"
+
+    async def register(self) -> None:
+        await self.open()
+        client_nonce = os.urandom(32)
+        await self.send_json(
+            {
+                "type": "register",
+                "agent_id": self.agent_id,
+                "protocol": "0.8",
+                "client_nonce": base64.b64encode(client_nonce).decode(),
+                "meta": self.meta,
+            }
+        )
+        try:
+            raw = await asyncio.wait_for(self.ws.recv(), 10)
+        except websockets.ConnectionClosed:
+            # Refused before the challenge: let wait_closed report the code and reason.
+            self.start_reader()
+            return
+        challenge = json.loads(raw)
+        assert challenge.get("type") == "challenge", f"expected a challenge, got {challenge!r}"
+        server_nonce = base64.b64decode(challenge["server_nonce"])
+        transcript = b"kenny-mutual-auth-v1\0" + self.agent_id.encode() + b"\0" + client_nonce + b"\0" + server_nonce
+        self.server_key.verify(base64.b64decode(challenge["server_sig"]), transcript)
+        signature = base64.b64encode(self.key.sign(transcript)).decode()
+        await self.send_json({"type": "auth", "agent_sig": signature})
+        self.start_reader()
 
 
 # --------------------------------------------------------------------------- harness

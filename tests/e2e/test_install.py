@@ -6,6 +6,7 @@ connects and serves calls."""
 from __future__ import annotations
 
 import filecmp
+import os
 import stat
 import subprocess
 
@@ -92,3 +93,29 @@ def test_a_settings_file_with_unknown_keys_is_refused(tmp_path):
     res = _agent("run", "--config", str(config))
     assert res.returncode != 0
     assert "line 2" in res.stderr and '"KENNY_AGNET_ID" is not a kenny agent setting' in res.stderr, res.stderr
+
+
+def test_install_takes_the_enrollment_token_from_a_file_or_the_environment(tmp_path):
+    """The token reaches the private settings file, never the service's command line,
+    and need not pass through install's own command line either."""
+    token_file = tmp_path / "token"
+    token_file.write_text("kenny_agt_fromfile123\n")
+    token_file.chmod(0o600)
+    common = ["install", "--server", "https://kenny.example.com", "--agent-id", "pc", "--server-pubkey", "a2V5"]
+    for name, extra, env in [
+        ("file", ["--enroll-token-file", str(token_file)], {}),
+        ("env", [], {"KENNY_ENROLL_TOKEN": "kenny_agt_fromenv456"}),
+    ]:
+        root = tmp_path / name
+        res = subprocess.run(
+            [str(AGENT_BIN), *common, "--root", str(root), *extra],
+            capture_output=True, text=True, timeout=60, env={**os.environ, **env},
+        )
+        assert res.returncode == 0, res.stderr
+        assert "command line" not in res.stderr, res.stderr
+        settings = (root / "etc/kenny-agent/agent.env").read_text()
+        token = "kenny_agt_fromfile123" if name == "file" else "kenny_agt_fromenv456"
+        assert f"KENNY_ENROLL_TOKEN={token}\n" in settings, settings
+        assert token not in (root / "etc/systemd/system/kenny-agent.service").read_text()
+    res = _agent(*common, "--root", str(tmp_path / "argv"), "--enroll-token", "kenny_agt_onargv")
+    assert res.returncode == 0 and "--enroll-token was given on the command line" in res.stderr, res.stderr

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from conftest import FakeAgent, call, expect_error, shell_stdout
+from conftest import FakeAgent, KeyedFakeAgent, call, expect_error, shell_stdout
 
 OVERSIZED_BYTES = 9 * 1024 * 1024  # above the 8 MiB bound for authenticated frames
 
@@ -225,13 +225,15 @@ async def test_pushed_frames_for_another_agent_are_dropped(kenny):
 
 
 async def test_reconnect_replaces_old_connection(kenny):
-    """A second connection for the same agent id replaces the first: calls go to the new
-    one, and the old socket closing afterwards does not mark the agent offline."""
+    """A second connection that proves the agent's key (from the same host) replaces the
+    first: calls go to the new one, and the old socket closing afterwards does not mark
+    the agent offline."""
     creds = kenny.add_agent("twin")
-    old = FakeAgent(kenny.ws_url, "twin", creds["token"])
+    old = KeyedFakeAgent(kenny.ws_url, "twin", creds["token"], creds["server_pubkey"])
+    await old.enroll(kenny.base_url)
     await old.register()
     await kenny.wait_agents(["twin"])
-    new = FakeAgent(kenny.ws_url, "twin", creds["token"])
+    new = KeyedFakeAgent(kenny.ws_url, "twin", creds["token"], creds["server_pubkey"], key=old.key)
     await new.register()
     try:
         await old.wait_closed(timeout=10)

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
-use crate::service::{InstallPlan, InstallSettings, linux_plan, windows_plan};
+use crate::service::{InstallPlan, InstallSettings, Step, linux_plan, powershell_argv, windows_plan};
 
 /// The plan for this OS; `root` stages a Linux install under another directory.
 pub fn plan_here(root: Option<&Path>, settings: &InstallSettings) -> anyhow::Result<InstallPlan> {
@@ -35,14 +35,18 @@ pub fn install(plan: &InstallPlan, start: bool) -> anyhow::Result<()> {
         set_mode(&staging, 0o755)?;
         std::fs::rename(&staging, &plan.binary).with_context(|| format!("installing {}", plan.binary.display()))?;
     }
-    write_private(&plan.config, plan.config_text.as_bytes())?;
-    std::fs::create_dir_all(&plan.state_dir).with_context(|| format!("creating {}", plan.state_dir.display()))?;
-    set_mode(&plan.state_dir, 0o700)?;
-    std::fs::create_dir_all(&plan.switch_dir).with_context(|| format!("creating {}", plan.switch_dir.display()))?;
-    // Any local user may turn remote control off; sticky, so nobody removes another's switch.
-    set_mode(&plan.switch_dir, 0o1777)?;
-    for argv in &plan.secure {
-        run(argv).context("restricting access to the agent's settings and key")?;
+    // The directories first, private before anything secret goes in them.
+    for step in &plan.setup {
+        match step {
+            Step::MakeDir { path, mode } => {
+                std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+                set_mode(path, *mode)?;
+            }
+            Step::Run(argv) => run(argv).context("restricting access to the agent's settings and key")?,
+            Step::PowerShell(script) => run(&powershell_argv(script))
+                .context("checking that the agent's settings and key directories are private")?,
+            Step::WriteSettings => write_private(&plan.config, plan.config_text.as_bytes())?,
+        }
     }
     if let Some((path, text)) = &plan.unit {
         create_parent(path)?;
@@ -139,13 +143,16 @@ fn create_parent(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Created with owner-only permissions from the start, so the token is never readable
-/// by others, not even for a moment.
+/// Created with owner-only permissions from the start (on Windows, with its private
+/// directory's ACL), so the token is never readable by others, not even for a moment.
+/// The temporary file is created new: a stale one, or a link someone left in its place,
+/// is removed rather than written through.
 fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     create_parent(path)?;
     let tmp = path.with_extension("tmp");
+    remove_file(&tmp)?;
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, Subcommand};
 use kenny_agent::{AgentConfig, AuthMode};
 use kenny_proto::frame::Secret;
 use tokio_util::sync::CancellationToken;
@@ -65,11 +66,16 @@ struct InstallArgs {
     /// Mutual auth: the server's Ed25519 public key (base64).
     #[arg(long, required_unless_present = "token")]
     server_pubkey: Option<String>,
-    /// Mutual auth: the enrollment token from `kenny-server agent add`.
-    #[arg(long, requires = "server_pubkey")]
+    /// Mutual auth: the enrollment token from `kenny-server agent add`. On the command
+    /// line every local user can read it while this runs: prefer --enroll-token-file
+    /// or the KENNY_ENROLL_TOKEN environment variable.
+    #[arg(long, env = "KENNY_ENROLL_TOKEN", requires = "server_pubkey")]
     enroll_token: Option<String>,
+    /// Mutual auth: a file holding the enrollment token.
+    #[arg(long, conflicts_with = "enroll_token", requires = "server_pubkey")]
+    enroll_token_file: Option<PathBuf>,
     /// Legacy auth: the per-agent token.
-    #[arg(long, conflicts_with_all = ["server_pubkey", "enroll_token"])]
+    #[arg(long, conflicts_with_all = ["server_pubkey", "enroll_token", "enroll_token_file"])]
     token: Option<String>,
     /// Allow plain http:// to a server that is not on this machine.
     #[arg(long)]
@@ -101,14 +107,24 @@ struct RunArgs {
     #[arg(long, env = "KENNY_AGENT_ID")]
     agent_id: String,
     /// Legacy auth: the per-agent token.
-    #[arg(long, env = "KENNY_TOKEN", conflicts_with_all = ["server_pubkey", "enroll_token"])]
+    #[arg(long, env = "KENNY_TOKEN", conflicts_with_all = ["server_pubkey", "enroll_token", "enroll_token_file"])]
     token: Option<String>,
     /// Mutual auth: the server's Ed25519 public key (base64) to pin.
     #[arg(long, env = "KENNY_SERVER_PUBKEY")]
     server_pubkey: Option<String>,
-    /// Mutual auth: the enrollment token, needed until this agent's key is enrolled.
+    /// Mutual auth: the enrollment token, needed until this agent's key is enrolled. On
+    /// the command line every local user can read it (`ps`, /proc): prefer
+    /// --enroll-token-file or the KENNY_ENROLL_TOKEN environment variable.
     #[arg(long, env = "KENNY_ENROLL_TOKEN", requires = "server_pubkey")]
     enroll_token: Option<String>,
+    /// Mutual auth: a file holding the enrollment token (keep it owner-only).
+    #[arg(
+        long,
+        env = "KENNY_ENROLL_TOKEN_FILE",
+        conflicts_with = "enroll_token",
+        requires = "server_pubkey"
+    )]
+    enroll_token_file: Option<PathBuf>,
     /// Where the agent keeps its key and enrollment state.
     #[arg(long, env = "KENNY_STATE_DIR", default_value = DEFAULT_STATE_DIR)]
     state_dir: PathBuf,
@@ -141,7 +157,9 @@ struct RunArgs {
 fn main() -> anyhow::Result<()> {
     limit_malloc_arenas();
     load_config_file()?;
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let exposed = secrets_on_command_line(&matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     forget_secret_env();
     let (args, as_service) = match cli.command {
         Command::Run(args) => (args, false),
@@ -157,7 +175,12 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR));
             return remote_control(state, &dir);
         }
-        Command::Install(args) => return install(args),
+        Command::Install(args) => {
+            for flag in exposed {
+                eprintln!("warning: {}", exposed_warning(flag));
+            }
+            return install(args);
+        }
         Command::Uninstall { purge, root, no_stop } => {
             let plan = kenny_agent::install::plan_here(root.as_deref(), &placeholder_settings())?;
             return kenny_agent::install::uninstall(&plan, !no_stop && root.is_none(), purge);
@@ -165,11 +188,19 @@ fn main() -> anyhow::Result<()> {
     };
     let _ = args.config;
     kenny_host::init_logging("info");
+    for flag in exposed {
+        tracing::warn!("{}", exposed_warning(flag));
+    }
+    let enroll_token = match (args.enroll_token, &args.enroll_token_file) {
+        (Some(token), _) => Some(token),
+        (None, Some(path)) => Some(read_token_file(path)?),
+        (None, None) => None,
+    };
     let auth = match (args.token, args.server_pubkey) {
         (Some(token), _) => AuthMode::Token(Secret(token)),
         (None, Some(server_pubkey)) => AuthMode::Mutual {
             server_pubkey,
-            enroll_token: args.enroll_token.map(Secret),
+            enroll_token: enroll_token.map(Secret),
         },
         (None, None) => {
             anyhow::bail!("pass --server-pubkey (and --enroll-token the first time), or --token for legacy auth")
@@ -251,12 +282,67 @@ fn load_config_file() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Secret flags whose value was typed on the command line (not taken from the
+/// environment or a file), for a warning: /proc/<pid>/cmdline is world-readable.
+fn secrets_on_command_line(matches: &ArgMatches) -> Vec<&'static str> {
+    // Only these commands take tokens (asking another about an id it lacks panics).
+    let Some(("run" | "service" | "install", sub)) = matches.subcommand() else {
+        return Vec::new();
+    };
+    ["enroll_token", "token"]
+        .into_iter()
+        .filter(|id| sub.value_source(id) == Some(ValueSource::CommandLine))
+        .collect()
+}
+
+fn exposed_warning(id: &str) -> String {
+    let (flag, instead) = match id {
+        "enroll_token" => ("--enroll-token", "--enroll-token-file or KENNY_ENROLL_TOKEN"),
+        _ => ("--token", "KENNY_TOKEN or a settings file (--config)"),
+    };
+    format!(
+        "{flag} was given on the command line, where every local user can read it while this runs; use {instead} instead"
+    )
+}
+
+/// A token kept in a file: its first line, trimmed. A file others may read is used,
+/// with a warning, since refusing would not make the token secret again.
+fn read_token_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the enrollment token from {}: {e}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim().to_owned();
+    if token.is_empty() || token.chars().any(char::is_whitespace) {
+        anyhow::bail!(
+            "{} must hold the enrollment token (one word, from `kenny-server agent add`) on its first line",
+            path.display()
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            eprintln!(
+                "warning: {} can be read by other users; make it owner-only (chmod 600)",
+                path.display()
+            );
+        }
+    }
+    Ok(token)
+}
+
 fn install(args: InstallArgs) -> anyhow::Result<()> {
+    let enroll_token = match (args.enroll_token, &args.enroll_token_file) {
+        (Some(token), _) => Some(token),
+        (None, Some(path)) => Some(read_token_file(path)?),
+        (None, None) => None,
+    };
     let settings = kenny_agent::service::InstallSettings {
         server: args.server.trim_end_matches('/').to_owned(),
         agent_id: args.agent_id,
         server_pubkey: args.server_pubkey,
-        enroll_token: args.enroll_token,
+        enroll_token,
         token: args.token,
         allow_plaintext: args.allow_plaintext,
     };

@@ -63,8 +63,10 @@ pub fn spawn_agent(
             "--server-pubkey",
             &enrollment.server_pubkey,
         ])
-        .args(["--enroll-token", &enrollment.token, "--state-dir"])
+        .arg("--state-dir")
         .arg(state_dir)
+        // In the environment, not on the command line other users can read.
+        .env("KENNY_ENROLL_TOKEN", &enrollment.token)
         .env("KENNY_LOG", "warn")
         .kill_on_drop(true)
         .spawn()
@@ -81,7 +83,15 @@ pub fn provision(data_dir: &Path) -> anyhow::Result<String> {
 
 pub async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
     let mut child = Command::new(bin_dir.join("kenny-server"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        // Above the largest fleet measured (10 000 agents) plus the MCP client.
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "20000",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .env("KENNY_LOG", "warn")
         .stdout(Stdio::piped())

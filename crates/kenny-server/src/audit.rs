@@ -1,15 +1,17 @@
-//! The audit trail (one row per forwarded call and per refusal) and the other
-//! background writes: token use, telemetry snapshots.
+//! The audit trail (one row per forwarded call and per refusal), its retention, and
+//! the other background writes: token use, telemetry snapshots.
 //!
 //! Callers hand rows to a writer thread that commits whatever has queued up in one
 //! transaction, so concurrent calls never wait on each other for SQLite and a burst
 //! costs one commit instead of hundreds.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::store::{AuditFinish, AuditRow, AuditWrite, Store};
 
@@ -123,6 +125,50 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
             tracing::error!(error = %e, rows = rows.len(), "could not write audit records");
         }
         rows.clear();
+    }
+}
+
+/// How often rows past the retention period are looked for.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Rows deleted per transaction: each holds the writer for a moment only.
+const PRUNE_BATCH: u32 = 500;
+/// The pause between two batches, so queued audit rows and sign-ins go first.
+const PRUNE_PAUSE: Duration = Duration::from_millis(20);
+
+/// Deletes audit rows older than `retention` at start-up and then every hour, in small
+/// batches, until `shutdown`.
+pub async fn prune_loop(store: Arc<Store>, retention: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let cutoff = crate::clock::format(time::OffsetDateTime::now_utc() - retention);
+        let mut pruned = 0usize;
+        loop {
+            let at = cutoff.clone();
+            match store.blocking(move |s| s.prune_audit(&at, PRUNE_BATCH)).await {
+                Ok(n) => {
+                    pruned += n;
+                    if n < PRUNE_BATCH as usize {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not prune old audit rows; trying again in an hour");
+                    break;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(PRUNE_PAUSE) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+        if pruned > 0 {
+            tracing::info!(rows = pruned, before = %cutoff, "pruned audit rows past the retention period");
+        }
     }
 }
 

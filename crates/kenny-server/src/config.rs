@@ -4,6 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Audit rows are kept a year unless configured otherwise.
+pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
@@ -15,8 +18,15 @@ pub struct ServeConfig {
     /// How long to wait for a forwarded call that sets no `timeout_s`; `None` waits
     /// as long as the catalog says the tool may take.
     pub call_timeout: Option<Duration>,
-    /// Accept the legacy per-agent token handshake as well as mutual Ed25519.
+    /// Accept the legacy per-agent token handshake as well as mutual Ed25519 (for
+    /// agents that have not enrolled a key; an enrolled agent's token never logs in).
     pub allow_token_auth: bool,
+    /// How long audit rows are kept; `None` keeps them for ever.
+    pub audit_retention: Option<Duration>,
+    /// The connection cap and the header/idle deadline of the HTTP server.
+    pub http: crate::listener::HttpLimits,
+    /// Time an agent connection has, from its upgrade, to authenticate.
+    pub agent_handshake_timeout: Duration,
     pub oauth: crate::oauth::OAuthSettings,
     /// The dashboard chat's model API.
     pub chat: crate::chat::ChatSettings,
@@ -31,6 +41,9 @@ impl ServeConfig {
             heartbeat: Duration::from_secs(15),
             call_timeout: None,
             allow_token_auth: true,
+            audit_retention: Some(DEFAULT_AUDIT_RETENTION),
+            http: Default::default(),
+            agent_handshake_timeout: Duration::from_secs(10),
             oauth: Default::default(),
             chat: Default::default(),
         }

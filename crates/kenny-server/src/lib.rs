@@ -17,6 +17,7 @@ pub mod fleet;
 pub mod forward;
 pub mod guard;
 pub mod health;
+pub mod listener;
 pub mod mcp;
 pub mod oauth;
 pub mod passwords;

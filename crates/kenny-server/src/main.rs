@@ -66,9 +66,26 @@ enum Command {
         /// UTC day; 0 for no limit.
         #[arg(long, env = "KENNY_CHAT_DAILY_TOKENS", default_value_t = kenny_server::chat::DEFAULT_DAILY_TOKENS)]
         chat_daily_tokens: u64,
-        /// Refuse the legacy per-agent token handshake (mutual Ed25519 only).
+        /// Refuse the legacy per-agent token handshake (mutual Ed25519 only). An agent
+        /// that has enrolled a key can never log in with its token, whatever this says.
         #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
         disable_token_auth: bool,
+        /// Days the audit log keeps a row; older rows are deleted in the background
+        /// (at start-up, then hourly). 0 keeps them for ever.
+        #[arg(long, env = "KENNY_AUDIT_RETENTION_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(0..=36500))]
+        audit_retention_days: u64,
+        /// Most connections open at once, agent tunnels included; one more is closed at
+        /// once (agents retry). Keep it above the number of agents.
+        #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+        max_connections: u64,
+        /// Seconds a client has to send a request's headers, counted from connecting or
+        /// from the previous response: also how long an idle keep-alive connection stays.
+        /// A request's body must arrive within three times as long.
+        #[arg(long, env = "KENNY_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=600))]
+        http_header_timeout_secs: u64,
+        /// Seconds an agent connection has to authenticate once it opened the tunnel.
+        #[arg(long, env = "KENNY_AGENT_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+        agent_handshake_timeout_secs: u64,
         #[command(flatten)]
         data: DataDir,
     },
@@ -141,6 +158,10 @@ fn main() -> anyhow::Result<()> {
             heartbeat_secs,
             call_timeout_secs,
             disable_token_auth,
+            audit_retention_days,
+            max_connections,
+            http_header_timeout_secs,
+            agent_handshake_timeout_secs,
             oauth_access_token_secs,
             oauth_refresh_token_secs,
             oauth_code_secs,
@@ -155,6 +176,13 @@ fn main() -> anyhow::Result<()> {
             config.heartbeat = Duration::from_secs(heartbeat_secs);
             config.call_timeout = call_timeout_secs.map(Duration::from_secs);
             config.allow_token_auth = !disable_token_auth;
+            config.audit_retention =
+                (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
+            config.http = kenny_server::listener::HttpLimits {
+                max_connections: max_connections as usize,
+                header_timeout: Duration::from_secs(http_header_timeout_secs),
+            };
+            config.agent_handshake_timeout = Duration::from_secs(agent_handshake_timeout_secs);
             config.oauth = kenny_server::oauth::OAuthSettings {
                 code_ttl: Duration::from_secs(oauth_code_secs),
                 access_ttl: Duration::from_secs(oauth_access_token_secs),

@@ -43,7 +43,6 @@ pub struct AgentLink {
     last_frame_unix: AtomicI64,
     /// Fires when the link is closed from outside (replaced, server shutdown).
     shutdown: CancellationToken,
-    last_telemetry_unix: AtomicI64,
 }
 
 impl AgentLink {
@@ -64,7 +63,6 @@ impl AgentLink {
             closed: AtomicBool::new(false),
             last_frame_unix: AtomicI64::new(unix_now()),
             shutdown: CancellationToken::new(),
-            last_telemetry_unix: AtomicI64::new(0),
         };
         (Arc::new(link), rx)
     }
@@ -75,17 +73,6 @@ impl AgentLink {
 
     pub fn saw_frame(&self) {
         self.last_frame_unix.store(unix_now(), Ordering::Relaxed);
-    }
-
-    /// Whether a telemetry snapshot arriving now is far enough from the last one.
-    pub fn accept_telemetry(&self, min_gap_secs: i64) -> bool {
-        let now = unix_now();
-        let last = self.last_telemetry_unix.load(Ordering::Relaxed);
-        now - last >= min_gap_secs
-            && self
-                .last_telemetry_unix
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
     }
 
     pub fn in_flight(&self) -> usize {
@@ -330,14 +317,6 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)), "{err:?}");
         assert_eq!(a.in_flight(), 0);
-    }
-
-    #[test]
-    fn telemetry_is_rate_limited_per_link() {
-        let (a, _rx) = link("a", 1);
-        assert!(a.accept_telemetry(10));
-        assert!(!a.accept_telemetry(10), "a second snapshot within the gap is dropped");
-        assert!(a.accept_telemetry(0));
     }
 
     #[tokio::test]

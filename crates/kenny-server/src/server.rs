@@ -20,8 +20,6 @@ use crate::state::AppState;
 use crate::store::Store;
 
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
-/// Agent connections allowed in their handshake at once; more wait their turn.
-const MAX_PENDING_HANDSHAKES: usize = 64;
 /// OAuth client registrations allowed per client address within the window.
 const REGISTRATIONS_ALLOWED: usize = 20;
 const REGISTRATION_WINDOW: Duration = Duration::from_secs(600);
@@ -118,7 +116,6 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         server_key,
         config,
         shutdown: shutdown.clone(),
-        handshakes: tokio::sync::Semaphore::new(MAX_PENDING_HANDSHAKES),
         login_limiter: Default::default(),
         device_key,
         registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
@@ -127,11 +124,23 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
+    match state.config.audit_retention {
+        Some(retention) => {
+            tracing::info!(
+                days = retention.as_secs() / 86400,
+                "audit rows older than the retention period are pruned hourly"
+            );
+            tokio::spawn(crate::audit::prune_loop(
+                state.store.clone(),
+                retention,
+                shutdown.clone(),
+            ));
+        }
+        None => tracing::info!("audit retention is off: audit rows are kept for ever"),
+    }
+    let limits = state.config.http;
     let task = tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
-            .context("serving HTTP")?;
+        crate::listener::serve(listener, app, limits, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
         Ok(())

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use ed25519_dalek::SigningKey;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
@@ -33,9 +32,6 @@ pub struct AppState {
     pub server_key: SigningKey,
     /// Fires when the server shuts down; every agent session watches it.
     pub shutdown: CancellationToken,
-    /// Bounds connections still in their handshake (they may send up to a full frame
-    /// before proving anything).
-    pub handshakes: Semaphore,
     /// Failed password checks (sign-in and re-checks) per caller and per account.
     pub login_limiter: crate::ratelimit::SignInThrottle,
     /// Signs the device cookies of browsers that signed in before.

@@ -107,7 +107,7 @@ impl Store {
     }
 
     pub fn count_superusers(&self) -> Result<i64> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0",
                 [],
@@ -117,11 +117,11 @@ impl Store {
     }
 
     pub fn count_users(&self) -> Result<i64> {
-        self.with(|c| Ok(c.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?))
+        self.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?))
     }
 
     pub fn user_login(&self, username: &str) -> Result<Option<UserLogin>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT id, username, password_hash, disabled, totp_secret, totp_last_step FROM users WHERE username = ?1",
                 [username],
@@ -162,7 +162,7 @@ impl Store {
     /// The principal and CSRF token of a live session (not revoked, not expired at
     /// `now`, its user enabled).
     pub fn session_principal(&self, token_hash: &str, now: &str) -> Result<Option<(Principal, String)>> {
-        self.with(|c| {
+        self.read(|c| {
             let row = c
                 .query_row(
                     "SELECT s.id, s.csrf_token, u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
@@ -195,7 +195,7 @@ impl Store {
     }
 
     pub fn first_superuser(&self) -> Result<Option<String>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1",
                 [],
@@ -206,7 +206,7 @@ impl Store {
     }
 
     pub fn user_id(&self, username: &str) -> Result<i64> {
-        self.with(|c| {
+        self.read(|c| {
             c.query_row("SELECT id FROM users WHERE username = ?1", [username], |r| r.get(0))
                 .optional()?
                 .ok_or_else(|| {
@@ -238,7 +238,7 @@ impl Store {
 
     /// The principal a live token of `kind` belongs to, if any.
     pub fn principal_for_token(&self, kind: CredentialKind, token_hash: &str) -> Result<Option<Principal>> {
-        self.with(|c| {
+        self.read(|c| {
             let row = c
                 .query_row(
                     "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
@@ -266,7 +266,7 @@ impl Store {
     }
 
     pub fn users(&self) -> Result<Vec<UserRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached("SELECT id FROM users ORDER BY username")?;
             let ids = stmt
                 .query_map([], |r| r.get::<_, i64>(0))?
@@ -278,7 +278,7 @@ impl Store {
     }
 
     pub fn user(&self, id: i64) -> Result<Option<UserRecord>> {
-        self.with(|c| load_user(c, id))
+        self.read(|c| load_user(c, id))
     }
 
     /// Applies `patch`, refusing to leave no enabled superuser.
@@ -377,7 +377,7 @@ impl Store {
     }
 
     pub fn user_sessions(&self, user_id: i64, now: &str) -> Result<Vec<SessionRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, created_at, expires_at, client, user_agent FROM sessions
                  WHERE user_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 ORDER BY id DESC",
@@ -408,7 +408,7 @@ impl Store {
     }
 
     pub fn user_tokens(&self, user_id: i64) -> Result<Vec<TokenRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, label, created_at, last_used_at, revoked_at FROM tokens
                  WHERE user_id = ?1 AND kind = 'pat' ORDER BY id DESC",
@@ -452,7 +452,7 @@ impl Store {
     }
 
     pub fn totp_pending(&self, user_id: i64) -> Result<Option<String>> {
-        self.with(|c| Ok(c.query_row("SELECT totp_pending FROM users WHERE id = ?1", [user_id], |r| r.get(0))?))
+        self.read(|c| Ok(c.query_row("SELECT totp_pending FROM users WHERE id = ?1", [user_id], |r| r.get(0))?))
     }
 
     /// Turns the pending secret on, with `step` as its last used step, and replaces the

@@ -121,7 +121,7 @@ impl Store {
 
     /// A user's own conversations, most recently active first.
     pub fn chat_sessions(&self, user_id: i64) -> Result<Vec<ChatSession>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(&format!(
                 "{SESSION_COLUMNS} WHERE user_id = ?1 ORDER BY updated_at DESC, id"
             ))?;
@@ -132,7 +132,7 @@ impl Store {
     }
 
     pub fn chat_session(&self, id: &str) -> Result<Option<ChatSession>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(
                 c.query_row(&format!("{SESSION_COLUMNS} WHERE id = ?1"), [id], session_row)
                     .optional()?,
@@ -176,7 +176,7 @@ impl Store {
     }
 
     pub fn chat_messages(&self, session_id: &str) -> Result<Vec<ChatMessage>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, role, content, created_at FROM chat_messages WHERE session_id = ?1 ORDER BY id",
             )?;
@@ -219,7 +219,7 @@ impl Store {
     }
 
     pub fn chat_call(&self, id: &str) -> Result<Option<ChatCall>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(&format!("{CALL_COLUMNS} WHERE id = ?1"), [id], call_row)
                 .optional()?)
         })
@@ -227,7 +227,7 @@ impl Store {
 
     /// Every call of a conversation, in the order they were asked for.
     pub fn chat_calls(&self, session_id: &str) -> Result<Vec<ChatCall>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(&format!(
                 "{CALL_COLUMNS} WHERE session_id = ?1 ORDER BY message_id, seq"
             ))?;
@@ -309,7 +309,7 @@ impl Store {
     }
 
     pub fn chat_usage(&self, user_id: i64, day: &str) -> Result<ChatUsage> {
-        self.with(|c| {
+        self.read(|c| {
             let row = c
                 .query_row(
                     "SELECT input_tokens, output_tokens, turns FROM chat_usage WHERE user_id = ?1 AND day = ?2",

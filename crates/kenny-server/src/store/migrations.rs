@@ -207,6 +207,14 @@ const MIGRATIONS: &[&str] = &[
         turns INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (user_id, day)
     );",
+    // 14: an index for every audit filter, each ending in `id` so a filtered page comes
+    // newest first straight from the index (agent and user already have theirs); the
+    // outcome index also finds calls left `sent` at start-up.
+    "CREATE INDEX audit_by_tool ON audit (tool, id);
+    CREATE INDEX audit_by_username ON audit (username, id);
+    CREATE INDEX audit_by_outcome ON audit (outcome, id);",
+    // 15: audit retention prunes the oldest rows by time.
+    "CREATE INDEX audit_by_at ON audit (at);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -1,5 +1,6 @@
 //! Storage: the only module that knows SQL. One SQLite file (WAL) under the data
-//! directory; admin commands open the same file while the server runs.
+//! directory; admin commands open the same file while the server runs. One connection
+//! writes; a few read-only ones serve reads, so a slow query never holds up a write.
 
 mod accounts;
 mod chat;
@@ -17,12 +18,15 @@ pub use screenshots::ScreenshotMeta;
 pub use updates::{MAX_UPDATE_DETAIL, UpdateRecord};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
 pub const DB_FILE: &str = "kenny.db";
+/// Read-only connections beside the writer. WAL lets them read while the writer
+/// commits; a handful covers the dashboard, the API and the handshakes at once.
+const READERS: usize = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -42,8 +46,13 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// A handle on the database. Calls are synchronous; async callers go through
 /// [`Store::blocking`]. Reads on the hot path are served from caches above this layer.
+///
+/// Writes (and reads that must see their own transaction) go through the one writer
+/// connection with [`Store::with`]; plain reads go through [`Store::read`], which uses
+/// one of [`READERS`] read-only connections and never waits for the writer.
 pub struct Store {
     conn: Mutex<Connection>,
+    readers: ReadPool,
     path: PathBuf,
 }
 
@@ -174,6 +183,61 @@ pub fn open_connection(path: &Path) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The read-only connections not in use; `read` waits on `returned` when all are busy.
+struct ReadPool {
+    idle: Mutex<Vec<Connection>>,
+    returned: Condvar,
+}
+
+impl ReadPool {
+    fn take(&self) -> Reader<'_> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(conn) = idle.pop() {
+                return Reader {
+                    pool: self,
+                    conn: Some(conn),
+                };
+            }
+            idle = self.returned.wait(idle).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// A connection taken from the pool; given back when dropped, even by a panic.
+struct Reader<'a> {
+    pool: &'a ReadPool,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("a reader holds its connection until dropped")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.idle.lock().unwrap_or_else(|p| p.into_inner()).push(conn);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+/// A read-only connection to the same file. It never writes, so it needs none of the
+/// writer's settings beyond waiting out a checkpoint.
+fn open_reader(path: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+    )?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    Ok(conn)
+}
+
 impl Store {
     /// Opens (creating if needed) the database in `data_dir` and applies migrations.
     pub fn open(data_dir: &Path) -> Result<Store> {
@@ -185,8 +249,14 @@ impl Store {
         let path = data_dir.join(DB_FILE);
         let mut conn = open_connection(&path)?;
         migrations::apply(&mut conn)?;
+        // Opened after the migrations, so every reader sees the current schema.
+        let readers = ReadPool {
+            idle: Mutex::new((0..READERS).map(|_| open_reader(&path)).collect::<Result<Vec<_>>>()?),
+            returned: Condvar::new(),
+        };
         Ok(Store {
             conn: Mutex::new(conn),
+            readers,
             path,
         })
     }
@@ -208,9 +278,19 @@ impl Store {
             .map_err(|e| StoreError::Internal(format!("storage task failed: {e}")))?
     }
 
+    /// Runs `f` on the writer connection: every write, and reads inside a write's
+    /// transaction.
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut conn)
+    }
+
+    /// Runs `f` on a read-only connection: any idle one, else the first one given
+    /// back. Never takes the writer, so a long read (a big audit page) holds up
+    /// neither writes nor sign-ins. Sees everything committed before it starts.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.readers.take();
+        f(&conn)
     }
 
     // ---- agents ------------------------------------------------------------
@@ -232,7 +312,7 @@ impl Store {
 
     /// What the legacy handshake checks: the token hash, and whether a key is enrolled.
     pub fn agent_credentials(&self, agent_id: &str) -> Result<Option<AgentCredentials>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT token_hash, public_key IS NOT NULL FROM agents WHERE agent_id = ?1",
                 [agent_id],
@@ -263,7 +343,7 @@ impl Store {
     }
 
     pub fn agent_token_hash(&self, agent_id: &str) -> Result<Option<String>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(
                 c.query_row("SELECT token_hash FROM agents WHERE agent_id = ?1", [agent_id], |r| {
                     r.get(0)
@@ -274,7 +354,7 @@ impl Store {
     }
 
     pub fn agent(&self, agent_id: &str) -> Result<Option<AgentRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 &format!("{AGENT_COLUMNS} WHERE agent_id = ?1"),
                 [agent_id],
@@ -285,7 +365,7 @@ impl Store {
     }
 
     pub fn agents(&self) -> Result<Vec<AgentRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(&format!("{AGENT_COLUMNS} ORDER BY agent_id"))?;
             let rows = stmt
                 .query_map([], agent_record)?
@@ -362,7 +442,7 @@ impl Store {
 
     /// The newest stored snapshot of an agent: (collected_at, received_at, snapshot JSON).
     pub fn latest_telemetry(&self, agent_id: &str) -> Result<Option<(String, String, String)>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT collected_at, received_at, snapshot FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1",
                 [agent_id],
@@ -373,7 +453,7 @@ impl Store {
     }
 
     pub fn telemetry_count(&self, agent_id: &str) -> Result<i64> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(
                 c.query_row("SELECT COUNT(*) FROM telemetry WHERE agent_id = ?1", [agent_id], |r| {
                     r.get(0)
@@ -393,9 +473,7 @@ impl Store {
                     "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
                 )?;
-                let mut finish = tx.prepare_cached(
-                    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1",
-                )?;
+                let mut finish = tx.prepare_cached(FINISH_CALL)?;
                 for w in writes {
                     match w {
                         AuditWrite::Row(r) => insert.execute(params![
@@ -416,35 +494,17 @@ impl Store {
     /// Marks calls that were sent but never completed (the server stopped while they
     /// ran) as interrupted. Run at start-up, before any call is sent.
     pub fn interrupt_unfinished_calls(&self) -> Result<usize> {
-        self.with(|c| {
-            Ok(c.execute(
-                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2",
-                params![OUTCOME_INTERRUPTED, OUTCOME_SENT],
-            )?)
-        })
+        self.with(|c| Ok(c.execute(INTERRUPT_CALLS, params![OUTCOME_INTERRUPTED, OUTCOME_SENT])?))
     }
 
+    /// One page of the audit trail, newest first. Only the filters given become
+    /// conditions, so each is served by its index (see `audit_query`).
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(
-                "SELECT id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target
-                 FROM audit
-                 WHERE (?1 IS NULL OR agent_id = ?1) AND (?2 IS NULL OR user_id = ?2) AND (?3 IS NULL OR id < ?3)
-                   AND (?5 IS NULL OR tool = ?5) AND (?6 IS NULL OR username = ?6) AND (?7 IS NULL OR outcome = ?7)
-                 ORDER BY id DESC LIMIT ?4",
-            )?;
+        let (sql, values) = audit_query(filter);
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&sql)?;
             let rows = stmt
-                .query_map(
-                    params![
-                        filter.agent_id,
-                        filter.user_id,
-                        filter.before_id,
-                        filter.limit,
-                        filter.tool,
-                        filter.username,
-                        filter.outcome
-                    ],
-                    |r| {
+                .query_map(rusqlite::params_from_iter(values.iter()), |r| {
                     Ok(AuditEntry {
                         id: r.get(0)?,
                         at: r.get(1)?,
@@ -461,12 +521,70 @@ impl Store {
                         client_addr: r.get(12)?,
                         target: r.get(13)?,
                     })
-                    },
-                )?
+                })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })
     }
+
+    /// Deletes up to `batch` audit rows recorded before `cutoff` (a [`crate::clock`]
+    /// timestamp); returns how many went. Small batches keep each hold on the writer
+    /// short: the retention task calls this until it returns less than `batch`.
+    pub fn prune_audit(&self, cutoff: &str, batch: u32) -> Result<usize> {
+        self.with(|c| Ok(c.prepare_cached(PRUNE_AUDIT)?.execute(params![cutoff, batch])?))
+    }
+}
+
+const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target";
+
+const FINISH_CALL: &str = "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1";
+
+const INTERRUPT_CALLS: &str = "UPDATE audit SET outcome = ?1 WHERE outcome = ?2";
+
+const PRUNE_AUDIT: &str = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ?1 ORDER BY at LIMIT ?2)";
+
+/// The SQL and parameters of an audit page. A condition like `(?1 IS NULL OR agent_id
+/// = ?1)` would keep one statement for every filter, but SQLite cannot use an index
+/// through it and scans the whole table; so each filter given adds its own condition.
+/// Every equality filter has an index on `(column, id)` that also yields the rows
+/// newest first.
+fn audit_query(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
+    use rusqlite::types::Value;
+    let mut conditions: Vec<String> = Vec::new();
+    let mut values: Vec<Value> = Vec::new();
+    let mut add = |condition: &str, value: Value| {
+        values.push(value);
+        conditions.push(format!("{condition} ?{}", values.len()));
+    };
+    if let Some(v) = &f.agent_id {
+        add("agent_id =", Value::Text(v.clone()));
+    }
+    if let Some(v) = f.user_id {
+        add("user_id =", Value::Integer(v));
+    }
+    if let Some(v) = &f.tool {
+        add("tool =", Value::Text(v.clone()));
+    }
+    if let Some(v) = &f.username {
+        add("username =", Value::Text(v.clone()));
+    }
+    if let Some(v) = &f.outcome {
+        add("outcome =", Value::Text(v.clone()));
+    }
+    if let Some(v) = f.before_id {
+        add("id <", Value::Integer(v));
+    }
+    let filter = if conditions.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", conditions.join(" AND "))
+    };
+    values.push(Value::Integer(i64::from(f.limit)));
+    let sql = format!(
+        "SELECT {AUDIT_COLUMNS} FROM audit{filter} ORDER BY id DESC LIMIT ?{}",
+        values.len()
+    );
+    (sql, values)
 }
 
 const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version, arch, last_seen FROM agents";
@@ -537,3 +655,5 @@ fn restrict_permissions(_dir: &Path) {}
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_load;

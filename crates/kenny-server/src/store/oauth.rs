@@ -90,7 +90,7 @@ impl Store {
     }
 
     pub fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        self.with(|c| {
+        self.read(|c| {
             let row = c
                 .query_row(
                     "SELECT client_id, client_name, redirect_uris FROM oauth_clients WHERE client_id = ?1",
@@ -256,7 +256,7 @@ impl Store {
     /// The user's live grants (a refresh token not used, revoked or expired), newest
     /// first.
     pub fn user_grants(&self, user_id: i64, now: &str) -> Result<Vec<GrantRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT t.family, t.client_id, oc.client_name,
                         (SELECT redirect_uri FROM oauth_codes WHERE family = t.family LIMIT 1),
@@ -296,7 +296,7 @@ impl Store {
 
     /// The principal behind a live access token issued for `resource`.
     pub fn oauth_principal(&self, token_hash: &str, resource: &str, now: &str) -> Result<Option<Principal>> {
-        self.with(|c| {
+        self.read(|c| {
             let row = c
                 .query_row(
                     "SELECT t.id, u.id, u.username, u.role FROM oauth_tokens t JOIN users u ON u.id = t.user_id

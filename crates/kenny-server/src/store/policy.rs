@@ -14,7 +14,7 @@ pub struct StoredPolicy {
 
 impl Store {
     pub fn operator_policy(&self) -> Result<Option<StoredPolicy>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT rules, updated_by, updated_at FROM operator_policy WHERE id = 1",
                 [],

@@ -33,7 +33,7 @@ impl Store {
     }
 
     pub fn screenshot_meta(&self, agent_id: &str) -> Result<Option<ScreenshotMeta>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by FROM screenshots WHERE agent_id = ?1",
                 [agent_id],
@@ -45,7 +45,7 @@ impl Store {
 
     /// The latest screenshot with its picture.
     pub fn screenshot(&self, agent_id: &str) -> Result<Option<(ScreenshotMeta, Vec<u8>)>> {
-        self.with(|c| {
+        self.read(|c| {
             Ok(c.query_row(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by, png FROM screenshots WHERE agent_id = ?1",
                 [agent_id],

@@ -39,7 +39,7 @@ impl Store {
 
     /// The agent's updates, newest first.
     pub fn agent_updates(&self, agent_id: &str, limit: u32) -> Result<Vec<UpdateRecord>> {
-        self.with(|c| {
+        self.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT order_id, agent_id, requested_by, from_version, to_version, outcome, detail, at
                  FROM agent_updates WHERE agent_id = ?1 ORDER BY at DESC, rowid DESC LIMIT ?2",

@@ -1,5 +1,6 @@
 //! Authenticating a freshly connected agent: mutual Ed25519 after enrollment, or the
-//! legacy per-agent token while the server allows it.
+//! legacy per-agent token while the server allows it and the agent has no key; and
+//! whether an authenticated newcomer may replace the agent's live connection.
 
 use ed25519_dalek::SigningKey;
 use kenny_proto::MUTUAL_AUTH_PROTOCOL;
@@ -63,6 +64,57 @@ pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> 
             "register must carry either protocol and client_nonce (mutual auth) or token (legacy), not both",
         )),
     }
+}
+
+/// How a connection proved which agent it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// Signed the handshake with the agent's enrolled key.
+    Key,
+    /// Presented the agent's legacy token.
+    Token,
+}
+
+/// Once an agent has enrolled a key, its token no longer logs in: whoever copied the
+/// token (from a settings file, a backup, a process list) could otherwise connect as
+/// the agent. There is deliberately no setting that turns this off; `agent rekey`
+/// forgets the key and issues a new token when a PC really lost its key.
+pub fn token_may_log_in(enrolled: bool) -> Result<(), Reject> {
+    if enrolled {
+        return Err(Reject::unauthorized(
+            "this agent has enrolled a key and must use mutual auth; the token no longer logs in",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether an authenticated connection may take the place of the agent's current
+/// one. Only a connection that proved the agent's key may replace a live one, and not
+/// from another host (two PCs sharing an id, or a copied key, would take turns
+/// receiving its calls). A token, and a matching host name (which the connection
+/// chose itself), are never enough: a token-authenticated agent that lost its
+/// connection gets back in once the old one is found dead (three silent heartbeats).
+pub fn admit(
+    agent_id: &str,
+    proof: Proof,
+    current_alive: bool,
+    current_host: Option<&str>,
+    new_host: Option<&str>,
+) -> Result<(), Reject> {
+    if !current_alive {
+        return Ok(());
+    }
+    if proof == Proof::Token {
+        return Err(Reject::unauthorized(format!(
+            "agent {agent_id} is connected; only its enrolled key may replace that connection"
+        )));
+    }
+    if current_host != new_host {
+        return Err(Reject::unauthorized(format!(
+            "agent id {agent_id} is already connected from another host; give each PC its own id"
+        )));
+    }
+    Ok(())
 }
 
 /// Legacy path: the token must hash to the agent's stored token hash.
@@ -223,6 +275,34 @@ mod tests {
                 .contains("not enrolled")
         );
         assert!(check_agent_sig(None, &cn, &sn, &sig).is_err());
+    }
+
+    #[test]
+    fn an_enrolled_agents_token_never_logs_in() {
+        assert_eq!(token_may_log_in(false), Ok(()));
+        let refused = token_may_log_in(true).unwrap_err();
+        assert_eq!(refused.close_code, CLOSE_UNAUTHORIZED);
+        assert!(refused.reason.contains("mutual auth"), "{}", refused.reason);
+    }
+
+    #[test]
+    fn only_the_key_replaces_a_live_connection() {
+        let host = Some("den-pc");
+        // Nobody connected, or the connection went silent: anyone authenticated gets in.
+        assert_eq!(admit("pc", Proof::Token, false, host, host), Ok(()));
+        assert_eq!(admit("pc", Proof::Key, false, host, Some("other")), Ok(()));
+        // Live: the key from the same host replaces it (a reconnect after a network change).
+        assert_eq!(admit("pc", Proof::Key, true, host, host), Ok(()));
+        // Regression: a token with a matching host name once replaced a live connection,
+        // so anyone holding a legacy token could take the agent's calls.
+        let by_token = admit("pc", Proof::Token, true, host, host).unwrap_err();
+        assert_eq!(by_token.close_code, CLOSE_UNAUTHORIZED);
+        assert!(by_token.reason.contains("enrolled key"), "{}", by_token.reason);
+        assert!(admit("pc", Proof::Token, true, host, Some("elsewhere")).is_err());
+        // The key from another host (a cloned PC) is refused while the first is alive.
+        let clone = admit("pc", Proof::Key, true, host, Some("clone")).unwrap_err();
+        assert!(clone.reason.contains("another host"), "{}", clone.reason);
+        assert!(admit("pc", Proof::Key, true, host, None).is_err());
     }
 
     #[test]

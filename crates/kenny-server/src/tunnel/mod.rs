@@ -1,55 +1,71 @@
 //! `/agent/ws`: the agent tunnel. Authenticates each connection, registers it, then
 //! runs one task per connection that reads frames, writes queued requests and keeps
 //! the heartbeat, until the connection ends, dies silently or is replaced.
+//!
+//! Until it has authenticated, a connection may read only a few small frames' worth of
+//! bytes and has a deadline; nothing it does can make another connection wait.
 
 pub mod handshake;
+mod pushed;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, decode, encode};
 use tokio::sync::mpsc;
 
-use self::handshake::{Method, Reject};
+use self::handshake::{Method, Proof, Reject};
+use self::pushed::Pushed;
+use crate::listener::ConnReads;
 use crate::registry::{AgentLink, LinkError, unix_now};
 use crate::state::AppState;
 
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A write to an agent that takes longer than this means it stopped reading: the
 /// connection is dropped rather than left to block its calls.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Telemetry snapshots closer together than this are dropped.
-const TELEMETRY_MIN_GAP_SECS: i64 = 10;
 /// Close reasons are limited to 123 bytes by the WebSocket protocol.
 const MAX_CLOSE_REASON: usize = 123;
 /// Socket buffers are per connection: small, so ten thousand idle agents stay cheap.
 const READ_BUFFER: usize = 4 * 1024;
+/// Bytes a connection may send before it has authenticated: its `register` and `auth`
+/// frames at their size limit, plus framing and a few control frames. The WebSocket
+/// layer accepts authenticated-size frames, so this budget is what keeps a client
+/// that proves nothing from making the server buffer megabytes.
+pub const PRE_AUTH_BYTES: u64 = 2 * Limits::HANDSHAKE.max_frame_bytes as u64 + 8 * 1024;
 
-pub async fn upgrade(State(state): State<Arc<AppState>>, ws: WebSocketUpgrade) -> Response {
+pub async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    Extension(reads): Extension<ConnReads>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let max = Limits::AUTHENTICATED.max_frame_bytes;
+    // Set before the upgrade completes, so it covers every frame of the handshake.
+    reads.limit(PRE_AUTH_BYTES);
     ws.read_buffer_size(READ_BUFFER)
         .write_buffer_size(0)
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| serve(state, socket))
+        .on_upgrade(move |socket| serve(state, socket, reads))
 }
 
-async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
-    let authed = {
-        let Ok(_slot) = state.handshakes.acquire().await else {
-            return;
-        };
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&state, &mut socket)).await {
-            Ok(Ok(authed)) => authed,
-            Ok(Err(reject)) => return refuse(socket, reject).await,
-            Err(_) => return refuse(socket, Reject::bad_frame("handshake not completed within 10s")).await,
+async fn serve(state: Arc<AppState>, mut socket: WebSocket, reads: ConnReads) {
+    // The deadline runs from the upgrade: there is no queue to wait in first, so a
+    // slow client holds nothing but its own connection, and only until then.
+    let deadline = state.config.agent_handshake_timeout;
+    let (agent_id, meta, proof) = match tokio::time::timeout(deadline, handshake(&state, &mut socket, &reads)).await {
+        Ok(Ok(authed)) => authed,
+        Ok(Err(reject)) => return refuse(socket, reject).await,
+        Err(_) => {
+            let reason = format!("handshake not completed within {}s", deadline.as_secs());
+            return refuse(socket, Reject::bad_frame(reason)).await;
         }
     };
-    let (agent_id, meta) = authed;
-    if let Some(reject) = conflicting_peer(&state, &agent_id, meta.as_ref()) {
+    reads.lift();
+    if let Some(reject) = conflicting_peer(&state, &agent_id, meta.as_ref(), proof) {
         return refuse(socket, reject).await;
     }
     if state.shutdown.is_cancelled() {
@@ -80,21 +96,17 @@ async fn serve(state: Arc<AppState>, mut socket: WebSocket) {
     record_seen(&state, &agent_id, None).await;
 }
 
-/// Two PCs claiming one agent id would take turns receiving its calls. A newcomer
-/// from another host while the current connection is alive is refused, loudly; the
-/// same host reconnecting (a new socket after a network change) replaces the old one.
-fn conflicting_peer(state: &AppState, agent_id: &str, meta: Option<&AgentMeta>) -> Option<Reject> {
+/// Whether the newly authenticated connection may take the agent id's place: see
+/// [`handshake::admit`]. The current connection counts as alive while it has sent a
+/// frame within two heartbeats.
+fn conflicting_peer(state: &AppState, agent_id: &str, meta: Option<&AgentMeta>, proof: Proof) -> Option<Reject> {
     let current = state.registry.get(agent_id)?;
     let alive = unix_now() - current.last_frame_unix() <= (state.config.heartbeat * 2).as_secs() as i64;
     let host = |m: Option<&AgentMeta>| m.map(|m| m.hostname.clone());
     let (old_host, new_host) = (host(current.meta.as_ref()), host(meta));
-    if alive && old_host != new_host {
-        tracing::warn!(agent = %agent_id, ?old_host, ?new_host, "second host claims a connected agent id; refused");
-        return Some(Reject::unauthorized(format!(
-            "agent id {agent_id} is already connected from another host; give each PC its own id"
-        )));
-    }
-    None
+    let reject = handshake::admit(agent_id, proof, alive, old_host.as_deref(), new_host.as_deref()).err()?;
+    tracing::warn!(agent = %agent_id, ?proof, ?old_host, ?new_host, reason = %reject.reason, "a connection for a connected agent id was refused");
+    Some(reject)
 }
 
 async fn refuse(mut socket: WebSocket, reject: Reject) {
@@ -114,7 +126,7 @@ fn truncate_utf8(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
-async fn recv_text(socket: &mut WebSocket) -> Result<String, Reject> {
+async fn recv_text(socket: &mut WebSocket, reads: &ConnReads) -> Result<String, Reject> {
     loop {
         match socket.recv().await {
             Some(Ok(Message::Text(t))) => return Ok(t.to_string()),
@@ -125,6 +137,13 @@ async fn recv_text(socket: &mut WebSocket) -> Result<String, Reject> {
             Some(Ok(Message::Close(_))) | None => {
                 return Err(Reject::bad_frame("connection closed during handshake"));
             }
+            Some(Err(_)) if reads.exhausted() => {
+                return Err(Reject::bad_frame(format!(
+                    "sent over {} KiB before authenticating; handshake frames are at most {} KiB",
+                    PRE_AUTH_BYTES / 1024,
+                    Limits::HANDSHAKE.max_frame_bytes / 1024
+                )));
+            }
             Some(Err(e)) => {
                 return Err(Reject::bad_frame(format!("socket error during handshake: {e}")));
             }
@@ -132,8 +151,12 @@ async fn recv_text(socket: &mut WebSocket) -> Result<String, Reject> {
     }
 }
 
-async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, Option<AgentMeta>), Reject> {
-    let first = recv_text(socket).await?;
+async fn handshake(
+    state: &AppState,
+    socket: &mut WebSocket,
+    reads: &ConnReads,
+) -> Result<(String, Option<AgentMeta>, Proof), Reject> {
+    let first = recv_text(socket, reads).await?;
     let frame = decode(&first, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("first frame: {e}")))?;
     let Frame::Register(reg) = frame else {
         return Err(Reject::bad_frame(format!(
@@ -142,7 +165,7 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
         )));
     };
     let agent_id = reg.agent_id.clone();
-    match handshake::method(&reg, state.config.allow_token_auth)? {
+    let proof = match handshake::method(&reg, state.config.allow_token_auth)? {
         Method::Token(token) => {
             let id = agent_id.clone();
             let found = state
@@ -151,13 +174,8 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
                 .await
                 .map_err(lookup_failed)?;
             handshake::check_token(found.as_ref().map(|c| c.token_hash.as_str()), &token)?;
-            if found.is_some_and(|c| c.enrolled) {
-                // Once a key is enrolled, the token is no longer a way in: whoever
-                // copied it could otherwise take over the agent's connection.
-                return Err(Reject::unauthorized(
-                    "this agent has enrolled a key and must use mutual auth; the token no longer logs in",
-                ));
-            }
+            handshake::token_may_log_in(found.is_some_and(|c| c.enrolled))?;
+            Proof::Token
         }
         Method::Mutual { client_nonce } => {
             let id = agent_id.clone();
@@ -175,16 +193,17 @@ async fn handshake(state: &AppState, socket: &mut WebSocket) -> Result<(String, 
                 .send(Message::Text(encode(&Frame::Challenge(challenge)).into()))
                 .await
                 .map_err(|e| Reject::bad_frame(format!("sending challenge: {e}")))?;
-            let reply = recv_text(socket).await?;
+            let reply = recv_text(socket, reads).await?;
             let Frame::Auth(Auth { agent_sig }) =
                 decode(&reply, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("auth frame: {e}")))?
             else {
                 return Err(Reject::bad_frame("expected an auth frame after the challenge"));
             };
             handshake::check_agent_sig(record.as_ref(), &client_nonce, &server_nonce, &agent_sig)?;
+            Proof::Key
         }
-    }
-    Ok((agent_id, handshake::sanitize_meta(reg.meta)))
+    };
+    Ok((agent_id, handshake::sanitize_meta(reg.meta), proof))
 }
 
 async fn run_session(
@@ -197,23 +216,27 @@ async fn run_session(
     let window = (beat * 3).as_secs().max(1) as i64;
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    let mut pushed = Pushed::new(std::time::Instant::now());
+    let reason = loop {
         // Biased: once the link is closed (replaced, shutting down) nothing more may be
-        // written to this socket, even if requests are still queued.
+        // written to this socket, even if requests are still queued. Queued requests
+        // come before reading, so an agent that never stops sending cannot starve its
+        // own calls.
         let outgoing = tokio::select! {
             biased;
             _ = link.closed() => {
                 let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
-                return "replaced by a newer connection".into();
+                break "replaced by a newer connection".to_owned();
             }
             _ = state.shutdown.cancelled() => {
                 let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
-                return "the server is shutting down".into();
+                break "the server is shutting down".to_owned();
             }
+            Some(text) = outbox.recv() => Some(text),
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Text(text))) => {
                     link.saw_frame();
-                    on_text(state, link, &text).await
+                    on_text(state, link, &mut pushed, &text)
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
                     link.saw_frame();
@@ -221,17 +244,18 @@ async fn run_session(
                 }
                 Some(Ok(Message::Binary(_))) => {
                     link.saw_frame();
-                    tracing::warn!(agent = %link.agent_id, "binary frame dropped: frames are JSON text");
+                    if let Some(held_back) = pushed.frame_warnings.pass(std::time::Instant::now()) {
+                        tracing::warn!(agent = %link.agent_id, held_back, "binary frame dropped: frames are JSON text");
+                    }
                     None
                 }
-                Some(Ok(Message::Close(_))) => return "the agent closed the connection".into(),
-                Some(Err(e)) => return format!("socket error: {e}"),
-                None => return "the connection dropped".into(),
+                Some(Ok(Message::Close(_))) => break "the agent closed the connection".to_owned(),
+                Some(Err(e)) => break format!("socket error: {e}"),
+                None => break "the connection dropped".to_owned(),
             },
-            Some(text) = outbox.recv() => Some(text),
             _ = heartbeat.tick() => {
                 if unix_now() - link.last_frame_unix() > window {
-                    return format!("no frame from the agent for over {window}s");
+                    break format!("no frame from the agent for over {window}s");
                 }
                 Some(encode(&Frame::Ping))
             }
@@ -239,24 +263,34 @@ async fn run_session(
         if let Some(text) = outgoing {
             match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => return format!("send failed: {e}"),
+                Ok(Err(e)) => break format!("send failed: {e}"),
                 Err(_) => {
-                    return format!(
+                    break format!(
                         "the agent stopped reading (a write took over {}s)",
                         SEND_TIMEOUT.as_secs()
                     );
                 }
             }
         }
+    };
+    let unreported = pushed.unreported();
+    if unreported > 0 {
+        tracing::warn!(agent = %link.agent_id, dropped = unreported, "more frames from this connection were dropped than were logged");
     }
+    reason
 }
 
 /// Handles one frame from an authenticated agent; returns a frame to send back.
-async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<String> {
+/// Synchronous on purpose: nothing here may wait, or the connection's responses would
+/// wait behind it.
+fn on_text(state: &AppState, link: &AgentLink, pushed: &mut Pushed, text: &str) -> Option<String> {
+    let now = std::time::Instant::now();
     let frame = match decode(text, Limits::AUTHENTICATED) {
         Ok(frame) => frame,
         Err(e) => {
-            tracing::warn!(agent = %link.agent_id, reason = %e, "frame dropped");
+            if let Some(held_back) = pushed.frame_warnings.pass(now) {
+                tracing::warn!(agent = %link.agent_id, reason = %e, held_back, "frame dropped");
+            }
             fail_malformed_response(link, text, &e.to_string());
             return None;
         }
@@ -264,7 +298,10 @@ async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<Strin
     if let Some(claimed) = frame.claimed_agent_id()
         && claimed != link.agent_id
     {
-        tracing::warn!(agent = %link.agent_id, claimed, kind = frame.kind(), "frame dropped: agent_id is not the authenticated agent");
+        if let Some(held_back) = pushed.frame_warnings.pass(now) {
+            let claimed = pushed::clean(claimed, 64);
+            tracing::warn!(agent = %link.agent_id, claimed, kind = frame.kind(), held_back, "frame dropped: agent_id is not the authenticated agent");
+        }
         return None;
     }
     match frame {
@@ -278,21 +315,43 @@ async fn on_text(state: &AppState, link: &AgentLink, text: &str) -> Option<Strin
         Frame::Ping {} => Some(encode(&Frame::Pong)),
         Frame::Pong {} => None,
         Frame::Telemetry(t) => {
-            if link.accept_telemetry(TELEMETRY_MIN_GAP_SECS) {
-                let snapshot = serde_json::Value::Object(t.snapshot).to_string();
-                state.audit.telemetry(t.agent_id, t.collected_at, snapshot);
-            } else {
-                tracing::warn!(agent = %link.agent_id, "telemetry dropped: snapshots arrive too often");
+            let snapshot = serde_json::Value::Object(t.snapshot).to_string();
+            match pushed.telemetry(snapshot.len(), now) {
+                Ok(()) => state.audit.telemetry(t.agent_id, t.collected_at, snapshot),
+                Err(why) => {
+                    if let Some(held_back) = pushed.telemetry_warnings.pass(now) {
+                        tracing::warn!(agent = %link.agent_id, held_back, "telemetry dropped: {why}");
+                    }
+                }
             }
             None
         }
         Frame::Log(l) => {
-            tracing::info!(agent = %l.agent_id, level = %l.level, target = %l.target, at = %l.at, "agent log: {}", l.message);
-            state.forwarder.updates().observe(&link.agent_id, &l);
+            if pushed.log_line(now) {
+                tracing::info!(
+                    agent = %link.agent_id,
+                    level = %pushed::clean(&l.level, 16),
+                    target = %pushed::clean(&l.target, 128),
+                    at = %pushed::clean(&l.at, 40),
+                    "agent log: {}",
+                    pushed::clean(&l.message, pushed::LOG_MESSAGE_CHARS)
+                );
+                state.forwarder.updates().observe(&link.agent_id, &l);
+            } else if let Some(held_back) = pushed.log_warnings.pass(now) {
+                tracing::warn!(
+                    agent = %link.agent_id,
+                    held_back,
+                    "agent log lines dropped: over {} per second; one warning per {}s",
+                    pushed::LOG_LINES_PER_SEC,
+                    pushed::WARN_INTERVAL.as_secs()
+                );
+            }
             None
         }
         other => {
-            tracing::warn!(agent = %link.agent_id, kind = other.kind(), "frame dropped: not expected from an agent");
+            if let Some(held_back) = pushed.frame_warnings.pass(now) {
+                tracing::warn!(agent = %link.agent_id, kind = other.kind(), held_back, "frame dropped: not expected from an agent");
+            }
             None
         }
     }
