@@ -97,6 +97,19 @@ def test_sign_in_cookie_and_sign_out(kenny):
         assert http.get("/").headers["location"] == "/login"
 
 
+def test_a_session_cookie_never_opens_mcp(kenny):
+    """A page in the signed-in browser can make it send the cookie to /mcp; the cookie
+    must not count there (only bearer tokens do)."""
+    kenny.add_user("alice", "operator", password=PASSWORD)
+    with _client(kenny) as http:
+        assert _login(http, "alice", PASSWORD).status_code == 303
+        assert http.get("/").status_code == 200, "signed in"
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        r = http.post("/mcp", json=body, headers={"Accept": "application/json, text/event-stream"})
+        assert r.status_code == 401, r.text
+        assert r.headers["www-authenticate"].startswith("Bearer"), r.headers
+
+
 def test_sixth_wrong_password_within_a_minute_gets_429(kenny):
     kenny.add_user("bob", "user", password=PASSWORD)
     with _client(kenny) as http:
