@@ -1,18 +1,17 @@
+#[cfg(unix)]
 use std::time::Duration;
 
 use super::*;
 
+#[cfg(unix)]
 fn staged_in(dir: &Path, new_build: &str) -> Staged {
     let exe = dir.join("kenny-agent");
     std::fs::write(&exe, b"#!/bin/sh\nexit 0\n# the previous build\n").unwrap();
     let staged = dir.join("kenny-agent.new");
     std::fs::write(&staged, new_build).unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        for p in [&exe, &staged] {
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
+    use std::os::unix::fs::PermissionsExt;
+    for p in [&exe, &staged] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     Staged {
         exe,
@@ -24,6 +23,7 @@ fn staged_in(dir: &Path, new_build: &str) -> Staged {
     }
 }
 
+#[cfg(unix)]
 fn previous_build() -> &'static [u8] {
     b"#!/bin/sh\nexit 0\n# the previous build\n"
 }
