@@ -1,0 +1,373 @@
+//! What the guard protects on disk: credential stores nobody may read through the
+//! agent, disks, boot files and logs nobody may overwrite, directories nobody may
+//! delete wholesale, and the agent's own files (binary, settings, key, state, and for
+//! `kenny up` the server's data directory).
+
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, RwLock};
+
+use super::pattern::Pattern;
+
+/// Where this agent's own files are, learned at start-up. The installed locations are
+/// protected whether or not this process uses them.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPaths {
+    /// The running binary.
+    pub binary: Option<PathBuf>,
+    /// The settings file (`--config`), which may hold a token.
+    pub settings: Option<PathBuf>,
+    /// The state directory: the agent key and enrollment marker.
+    pub state_dir: Option<PathBuf>,
+    /// Directories nobody reaches through the agent at all: for `kenny up`, the
+    /// server's data directory (database, server key).
+    pub private_dirs: Vec<PathBuf>,
+}
+
+static AGENT_PATHS: RwLock<Option<AgentPaths>> = RwLock::new(None);
+
+/// Records the agent's own paths (absolute, as far as they can be resolved). Called
+/// once when the agent starts; later calls add to what is protected, never remove.
+pub fn register(paths: AgentPaths) {
+    let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+    let resolved = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or_else(|_| absolute(p));
+    let mut guard = AGENT_PATHS.write().unwrap_or_else(|p| p.into_inner());
+    let current = guard.get_or_insert_with(AgentPaths::default);
+    if let Some(b) = paths.binary {
+        current.binary = Some(resolved(b));
+    }
+    if let Some(s) = paths.settings {
+        current.settings = Some(resolved(s));
+    }
+    if let Some(s) = paths.state_dir {
+        current.state_dir = Some(resolved(s));
+    }
+    current.private_dirs.extend(paths.private_dirs.into_iter().map(resolved));
+}
+
+/// The registered paths (empty until [`register`]).
+pub fn agent_paths() -> AgentPaths {
+    AGENT_PATHS.read().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+}
+
+/// A protected path and why.
+pub struct Protected {
+    pub pattern: Pattern,
+    pub what: &'static str,
+}
+
+fn table(rows: &[(&str, &'static str)]) -> Vec<Protected> {
+    rows.iter()
+        .map(|(p, what)| Protected {
+            pattern: Pattern::glob(p),
+            what,
+        })
+        .collect()
+}
+
+/// Files that hold credentials; no argument of any command and no file tool may name
+/// them. `**` is any depth (anyone's home, any browser profile).
+static CREDENTIALS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
+    table(&[
+        ("/etc/shadow", "the system password hashes"),
+        ("/etc/shadow-", "the system password hashes"),
+        ("/etc/gshadow", "the system password hashes"),
+        ("/etc/gshadow-", "the system password hashes"),
+        ("/etc/security/opasswd", "old password hashes"),
+        ("/etc/master.passwd", "the system password hashes"),
+        ("/etc/ssh/ssh_host_*_key", "this PC's SSH host keys"),
+        ("**/.ssh/id_*", "SSH private keys"),
+        ("**/.ssh/*_key", "SSH private keys"),
+        ("**/.gnupg/private-keys-v1.d**", "GnuPG private keys"),
+        ("**/.gnupg/secring.gpg", "GnuPG private keys"),
+        ("**/.password-store**", "a password store"),
+        ("**/keyrings/*.keyring", "the desktop keyring"),
+        ("**/user data/**/login data*", "a browser's saved passwords"),
+        ("**/google-chrome**/login data*", "a browser's saved passwords"),
+        ("**/chromium/**/login data*", "a browser's saved passwords"),
+        ("**/bravesoftware/**/login data*", "a browser's saved passwords"),
+        ("**/microsoft-edge/**/login data*", "a browser's saved passwords"),
+        ("**/opera**/login data*", "a browser's saved passwords"),
+        ("**/vivaldi/**/login data*", "a browser's saved passwords"),
+        ("**/.mozilla/**/logins.json", "a browser's saved passwords"),
+        ("**/.mozilla/**/key[34].db", "a browser's saved passwords"),
+        ("**/firefox/profiles/**/logins.json", "a browser's saved passwords"),
+        ("**/firefox/profiles/**/key[34].db", "a browser's saved passwords"),
+        ("**/.thunderbird/**/logins.json", "a mail client's saved passwords"),
+        ("**/.thunderbird/**/key[34].db", "a mail client's saved passwords"),
+        ("**/.mozilla/**/signons.sqlite", "a browser's saved passwords"),
+        ("?:/windows/system32/config/sam**", "the Windows credential hives"),
+        ("?:/windows/system32/config/security**", "the Windows credential hives"),
+        ("?:/windows/system32/config/system", "the Windows credential hives"),
+        ("?:/windows/system32/config/regback**", "the Windows credential hives"),
+        ("?:/windows/repair/sam**", "the Windows credential hives"),
+        ("?:/windows/repair/security**", "the Windows credential hives"),
+        ("?:/windows/repair/system", "the Windows credential hives"),
+        ("?:/windows/ntds/ntds.dit", "the domain's password database"),
+        ("**/microsoft/credentials**", "Windows saved credentials"),
+        ("**/microsoft/protect**", "Windows DPAPI master keys"),
+        ("**/microsoft/vault**", "the Windows credential vault"),
+        // The installed agent's own secrets, wherever this process keeps its own.
+        ("/etc/kenny-agent**", "the kenny agent's settings"),
+        ("/var/lib/kenny-agent", "the kenny agent's key and state"),
+        ("/var/lib/kenny-agent/**", "the kenny agent's key and state"),
+        ("?:/programdata/kenny/agent.env", "the kenny agent's settings"),
+        ("?:/programdata/kenny/state**", "the kenny agent's key and state"),
+    ])
+});
+
+/// Names that are not secrets even though a credential pattern covers them.
+fn is_public_half(path: &Pattern) -> bool {
+    path.as_literal().is_some_and(|p| p.ends_with(".pub"))
+}
+
+/// Devices whose contents are the disk (or memory) itself.
+static DISKS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
+    let mut rows = Vec::new();
+    for name in [
+        "sd*", "hd*", "vd*", "xvd*", "nvme*", "mmcblk*", "dm-*", "md*", "mapper/**", "disk/**", "block/**", "sr*",
+        "sg*", "bsg/**", "mtd*", "ng*", "zd*", "rbd*", "nbd*", "bcache*", "loop*", "root", "disk*", "rdisk*",
+        "mem", "kmem", "port", "nvram", "cpu/**",
+    ] {
+        rows.push(Protected {
+            pattern: Pattern::glob(&format!("/dev/{name}")),
+            what: "a disk or memory device",
+        });
+    }
+    rows
+});
+
+/// Paths whose contents nobody overwrites, truncates or deletes through the agent.
+static WRITE_PROTECTED: LazyLock<Vec<Protected>> = LazyLock::new(|| {
+    table(&[
+        ("/boot", "the boot files"),
+        ("/boot/**", "the boot files"),
+        ("/efi/**", "the boot files"),
+        ("/sys/firmware/efi/efivars**", "the firmware's boot variables"),
+        ("/etc/ld.so.preload", "the list of libraries every program loads"),
+        ("/proc/sysrq-trigger", "the kernel's emergency controls"),
+        ("/proc/sys/kernel/core_pattern", "the program the kernel runs on a crash"),
+        ("/proc/sys/kernel/modprobe", "the program the kernel runs to load drivers"),
+        ("/usr/local/bin/kenny-agent", "the kenny agent's binary"),
+        ("/etc/systemd/system/kenny-agent.service**", "the kenny agent's service"),
+        ("/lib/systemd/system/kenny-agent.service**", "the kenny agent's service"),
+        ("/usr/lib/systemd/system/kenny-agent.service**", "the kenny agent's service"),
+        ("/etc/init.d/kenny-agent", "the kenny agent's service"),
+        ("?:/program files/kenny**", "the kenny agent's binary"),
+        ("?:/programdata/kenny/agent.env", "the kenny agent's settings"),
+        ("?:/programdata/kenny/state**", "the kenny agent's key and state"),
+        ("?:/windows/system32/config/**", "the Windows registry hives"),
+        ("?:/windows/system32/winevt/logs/**", "the Windows event logs"),
+        ("?:/bootmgr", "the boot files"),
+        ("?:/boot/**", "the boot files"),
+        ("?:/efi/**", "the boot files"),
+    ])
+});
+
+/// Logs: appending is fine, deleting or truncating them erases what was done.
+static LOGS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
+    table(&[
+        ("/var/log", "the system logs"),
+        ("/var/log/**", "the system logs"),
+        ("/run/log/journal**", "the system journal"),
+        ("?:/windows/system32/winevt/**", "the Windows event logs"),
+    ])
+});
+
+/// Directories that must never be deleted, moved, or have their permissions reset as a
+/// whole. A pattern that could name one of them (or a parent) is refused.
+static CRITICAL_DIRS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
+    let mut rows = table(&[
+        ("/", "the whole file system"),
+        ("/home/*", "a home directory"),
+        ("/users/*", "a home directory"),
+        ("/usr/*", "a system directory"),
+        ("/var/lib", "a system directory"),
+        ("/var/cache", "a system directory"),
+        ("?:/", "a whole drive"),
+        ("?:/windows/*", "a Windows system directory"),
+        ("?:/users/*", "a home directory"),
+        ("?:/program files/*", "installed programs"),
+        ("?:/program files (x86)/*", "installed programs"),
+        ("?:/programdata/microsoft", "a Windows system directory"),
+    ]);
+    for top in [
+        "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "run", "sbin",
+        "srv", "sys", "usr", "var", "snap", "efi", "system", "library", "applications", "users", "private",
+    ] {
+        rows.push(Protected {
+            pattern: Pattern::literal(&format!("/{top}")),
+            what: "a system directory",
+        });
+    }
+    for dir in ["windows", "users", "program files", "program files (x86)", "programdata"] {
+        rows.push(Protected {
+            pattern: Pattern::glob(&format!("?:/{dir}")),
+            what: "a Windows system directory",
+        });
+    }
+    rows
+});
+
+fn pattern_of(path: &Path) -> Pattern {
+    Pattern::literal(&path.to_string_lossy()).normalized_path()
+}
+
+fn with_subtree(dir: &Path) -> [Pattern; 2] {
+    let base = pattern_of(dir);
+    let mut all = base.clone();
+    all.push_str("/");
+    all.push_deep();
+    [base, all]
+}
+
+/// The agent's own secrets (read and write protected): its key, state, settings, and
+/// the private directories.
+fn agent_secrets() -> Vec<(Pattern, &'static str)> {
+    let paths = agent_paths();
+    let mut out = Vec::new();
+    if let Some(dir) = &paths.state_dir {
+        out.extend(with_subtree(dir).map(|p| (p, "the kenny agent's key and state")));
+    }
+    if let Some(file) = &paths.settings {
+        out.push((pattern_of(file), "the kenny agent's settings"));
+    }
+    for dir in &paths.private_dirs {
+        out.extend(with_subtree(dir).map(|p| (p, "the kenny server's data directory")));
+    }
+    out
+}
+
+fn agent_binary() -> Option<Pattern> {
+    agent_paths().binary.as_deref().map(pattern_of)
+}
+
+/// What a path may be used for, for the check to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Read, listed, copied, sent anywhere: only credentials and the agent's secrets.
+    Read,
+    /// Opened for writing or appended to.
+    Write,
+    /// Overwritten from the start, truncated, deleted, renamed or its permissions
+    /// changed: also logs.
+    Replace,
+    /// Deleted, moved or re-permissioned with everything below it: also every
+    /// directory above a protected path, and the critical directories.
+    Tree,
+}
+
+/// Why `path` may not be used this way, if it may not.
+pub fn refusal(path: &Pattern, usage: Use) -> Option<String> {
+    let hit = |p: &Pattern| {
+        if usage == Use::Tree {
+            p.ancestors_and_self().iter().any(|a| path.intersects(a))
+        } else {
+            path.intersects(p)
+        }
+    };
+    for (p, what) in agent_secrets() {
+        if hit(&p) {
+            return Some(format!("touches {what}"));
+        }
+    }
+    if !is_public_half(path)
+        && let Some(c) = CREDENTIALS.iter().find(|c| path.intersects(&c.pattern))
+    {
+        return Some(format!("reads {}", c.what));
+    }
+    if usage == Use::Read {
+        return None;
+    }
+    if let Some(d) = DISKS.iter().find(|d| path.intersects(&d.pattern)) {
+        return Some(format!("writes to {}", d.what));
+    }
+    if let Some(b) = agent_binary()
+        && hit(&b)
+    {
+        return Some("changes the kenny agent's binary".into());
+    }
+    if let Some(w) = WRITE_PROTECTED.iter().find(|w| hit(&w.pattern)) {
+        return Some(format!("changes {}", w.what));
+    }
+    if usage == Use::Write {
+        return None;
+    }
+    if let Some(l) = LOGS.iter().find(|l| hit(&l.pattern)) {
+        return Some(format!("erases {}", l.what));
+    }
+    if usage == Use::Tree
+        && let Some(c) = CRITICAL_DIRS.iter().find(|c| path.intersects(&c.pattern))
+    {
+        return Some(format!("deletes or breaks {} ({})", c.what, c.pattern));
+    }
+    None
+}
+
+/// A Windows device path that opens a raw disk, volume or the object namespace
+/// (`\\.\PhysicalDrive0`, `\\.\C:`, `\\?\GLOBALROOT\...`, `\\?\Volume{...}`).
+pub fn is_raw_device_path(text: &str) -> bool {
+    let t = text.replace('/', "\\").to_ascii_lowercase();
+    let t = t.trim_matches(|c| c == '"' || c == '\'');
+    if t.contains("globalroot") || t.contains("harddiskvolumeshadowcopy") || t.contains("\\device\\harddisk") {
+        return true;
+    }
+    let Some(rest) = t.strip_prefix("\\\\.\\").or_else(|| t.strip_prefix("\\\\?\\")) else {
+        return false;
+    };
+    rest.starts_with("physicaldrive")
+        || rest.starts_with("harddisk")
+        || rest.starts_with("volume{")
+        || rest.starts_with("cdrom")
+        || rest.starts_with("tape")
+        || rest.starts_with("scsi")
+        || (rest.len() >= 2 && rest.as_bytes()[1] == b':' && rest.trim_end_matches('\\').len() == 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(p: &str) -> Pattern {
+        Pattern::glob(p).normalized_path()
+    }
+
+    #[test]
+    fn uses() {
+        for (p, usage, refused) in [
+            ("/etc/shadow", Use::Read, true),
+            ("/etc/sha*", Use::Read, true),
+            ("/home/sam/.ssh/id_rsa.pub", Use::Read, false),
+            ("/home/sam/.ssh/id_rsa", Use::Read, true),
+            ("/dev/sda", Use::Read, false),
+            ("/dev/sda", Use::Write, true),
+            ("/dev/null", Use::Write, false),
+            ("/boot/grub/grub.cfg", Use::Write, true),
+            ("/var/log/syslog", Use::Write, false),
+            ("/var/log/syslog", Use::Replace, true),
+            ("/tmp/foo", Use::Tree, false),
+            ("/usr/local", Use::Tree, true),
+            ("/usr/local/src/foo", Use::Tree, false),
+            ("/*", Use::Tree, true),
+            ("c:\\", Use::Tree, true),
+            ("C:\\Windows\\Temp\\x", Use::Tree, false),
+        ] {
+            assert_eq!(refusal(&path(p), usage).is_some(), refused, "{p} {usage:?}");
+        }
+    }
+
+    #[test]
+    fn raw_device_paths() {
+        for p in [
+            r"\\.\PhysicalDrive0",
+            r"\\.\C:",
+            r"\\?\GLOBALROOT\Device\HarddiskVolumeShadowCopy1\Windows\System32\config\SAM",
+            "//./physicaldrive1",
+            r"\\?\Volume{1234}\",
+        ] {
+            assert!(is_raw_device_path(p), "{p}");
+        }
+        for p in [r"C:\Windows", r"\\server\share\x", r"\\?\C:\Users\x"] {
+            assert!(!is_raw_device_path(p), "{p}");
+        }
+    }
+}
