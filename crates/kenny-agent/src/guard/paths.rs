@@ -41,12 +41,18 @@ pub fn register(paths: AgentPaths) {
     if let Some(s) = paths.state_dir {
         current.state_dir = Some(resolved(s));
     }
-    current.private_dirs.extend(paths.private_dirs.into_iter().map(resolved));
+    current
+        .private_dirs
+        .extend(paths.private_dirs.into_iter().map(resolved));
 }
 
 /// The registered paths (empty until [`register`]).
 pub fn agent_paths() -> AgentPaths {
-    AGENT_PATHS.read().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or_default()
+    AGENT_PATHS
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .unwrap_or_default()
 }
 
 /// A protected path and why.
@@ -124,9 +130,35 @@ fn is_public_half(path: &Pattern) -> bool {
 static DISKS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
     let mut rows = Vec::new();
     for name in [
-        "sd*", "hd*", "vd*", "xvd*", "nvme*", "mmcblk*", "dm-*", "md*", "mapper/**", "disk/**", "block/**", "sr*",
-        "sg*", "bsg/**", "mtd*", "ng*", "zd*", "rbd*", "nbd*", "bcache*", "loop*", "root", "disk*", "rdisk*",
-        "mem", "kmem", "port", "nvram", "cpu/**",
+        "sd*",
+        "hd*",
+        "vd*",
+        "xvd*",
+        "nvme*",
+        "mmcblk*",
+        "dm-*",
+        "md*",
+        "mapper/**",
+        "disk/**",
+        "block/**",
+        "sr*",
+        "sg*",
+        "bsg/**",
+        "mtd*",
+        "ng*",
+        "zd*",
+        "rbd*",
+        "nbd*",
+        "bcache*",
+        "loop*",
+        "root",
+        "disk*",
+        "rdisk*",
+        "mem",
+        "kmem",
+        "port",
+        "nvram",
+        "cpu/**",
     ] {
         rows.push(Protected {
             pattern: Pattern::glob(&format!("/dev/{name}")),
@@ -145,12 +177,21 @@ static WRITE_PROTECTED: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         ("/sys/firmware/efi/efivars**", "the firmware's boot variables"),
         ("/etc/ld.so.preload", "the list of libraries every program loads"),
         ("/proc/sysrq-trigger", "the kernel's emergency controls"),
-        ("/proc/sys/kernel/core_pattern", "the program the kernel runs on a crash"),
-        ("/proc/sys/kernel/modprobe", "the program the kernel runs to load drivers"),
+        (
+            "/proc/sys/kernel/core_pattern",
+            "the program the kernel runs on a crash",
+        ),
+        (
+            "/proc/sys/kernel/modprobe",
+            "the program the kernel runs to load drivers",
+        ),
         ("/usr/local/bin/kenny-agent", "the kenny agent's binary"),
         ("/etc/systemd/system/kenny-agent.service**", "the kenny agent's service"),
         ("/lib/systemd/system/kenny-agent.service**", "the kenny agent's service"),
-        ("/usr/lib/systemd/system/kenny-agent.service**", "the kenny agent's service"),
+        (
+            "/usr/lib/systemd/system/kenny-agent.service**",
+            "the kenny agent's service",
+        ),
         ("/etc/init.d/kenny-agent", "the kenny agent's service"),
         ("?:/program files/kenny**", "the kenny agent's binary"),
         ("?:/programdata/kenny/agent.env", "the kenny agent's settings"),
@@ -191,15 +232,44 @@ static CRITICAL_DIRS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         ("?:/programdata/microsoft", "a Windows system directory"),
     ]);
     for top in [
-        "bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "opt", "proc", "root", "run", "sbin",
-        "srv", "sys", "usr", "var", "snap", "efi", "system", "library", "applications", "users", "private",
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "home",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "opt",
+        "proc",
+        "root",
+        "run",
+        "sbin",
+        "srv",
+        "sys",
+        "usr",
+        "var",
+        "snap",
+        "efi",
+        "system",
+        "library",
+        "applications",
+        "users",
+        "private",
     ] {
         rows.push(Protected {
             pattern: Pattern::literal(&format!("/{top}")),
             what: "a system directory",
         });
     }
-    for dir in ["windows", "users", "program files", "program files (x86)", "programdata"] {
+    for dir in [
+        "windows",
+        "users",
+        "program files",
+        "program files (x86)",
+        "programdata",
+    ] {
         rows.push(Protected {
             pattern: Pattern::glob(&format!("?:/{dir}")),
             what: "a Windows system directory",

@@ -21,7 +21,10 @@ pub enum Tok {
     /// Text unknown at check time: any run of characters, `/` included.
     Deep,
     /// `[...]`: one character (never `/`) in (or, negated, not in) the ranges.
-    Class { negated: bool, ranges: Vec<(char, char)> },
+    Class {
+        negated: bool,
+        ranges: Vec<(char, char)>,
+    },
 }
 
 impl Tok {
@@ -39,7 +42,9 @@ impl Tok {
             Tok::Lit(l) => *l == c,
             Tok::One | Tok::Star => c != '/',
             Tok::Deep => true,
-            Tok::Class { negated, ranges } => c != '/' && (ranges.iter().any(|(a, b)| (*a..=*b).contains(&c)) != *negated),
+            Tok::Class { negated, ranges } => {
+                c != '/' && (ranges.iter().any(|(a, b)| (*a..=*b).contains(&c)) != *negated)
+            }
         }
     }
 
@@ -47,7 +52,11 @@ impl Tok {
     fn witnesses(&self) -> Vec<char> {
         match self {
             Tok::Lit(c) => vec![*c],
-            Tok::Class { ranges, .. } => ranges.iter().flat_map(|(a, b)| [*a, *b]).chain(['a', '0', '.', '-']).collect(),
+            Tok::Class { ranges, .. } => ranges
+                .iter()
+                .flat_map(|(a, b)| [*a, *b])
+                .chain(['a', '0', '.', '-'])
+                .collect(),
             _ => vec!['a', '/', '0', '.', '-', '_'],
         }
     }
@@ -241,7 +250,7 @@ impl Pattern {
             .collect();
         let prefix: Vec<Tok> = "//?/".chars().map(Tok::Lit).collect();
         if toks.starts_with(&prefix) {
-            toks.drain(..3);
+            toks.drain(..4);
         }
         let unified = Pattern(toks);
         let mut absolute = unified.starts_with_slash();
@@ -357,7 +366,11 @@ mod tests {
     use super::*;
 
     fn meets(a: &str, b: &str) -> bool {
-        let user = if a.contains(':') { Pattern::windows_glob(a) } else { Pattern::glob(a) };
+        let user = if a.contains(':') {
+            Pattern::windows_glob(a)
+        } else {
+            Pattern::glob(a)
+        };
         user.normalized_path().intersects(&Pattern::glob(b))
     }
 
@@ -377,8 +390,16 @@ mod tests {
             ("/us*", "/usr", true),
             ("/tmp/x/../../etc/./shadow", "/etc/shadow", true),
             ("/../../etc//shadow", "/etc/shadow", true),
-            ("C:\\Windows\\System32\\config\\SAM", "?:/windows/system32/config/sam", true),
-            ("\\\\?\\C:\\Windows\\System32\\config\\SAM", "?:/windows/system32/config/sam", true),
+            (
+                "C:\\Windows\\System32\\config\\SAM",
+                "?:/windows/system32/config/sam",
+                true,
+            ),
+            (
+                "\\\\?\\C:\\Windows\\System32\\config\\SAM",
+                "?:/windows/system32/config/sam",
+                true,
+            ),
             ("/**", "/etc/shadow", true),
             ("**/.ssh/id_rsa", "/home/*/.ssh/id_*", true),
             ("/var/*", "/var/.password-store", false),
@@ -405,7 +426,16 @@ mod tests {
     fn ancestors() {
         let p = Pattern::literal("/usr/local/bin/kenny-agent");
         let shown: Vec<String> = p.ancestors_and_self().iter().map(ToString::to_string).collect();
-        assert_eq!(shown, ["/", "/usr", "/usr/local", "/usr/local/bin", "/usr/local/bin/kenny-agent"]);
+        assert_eq!(
+            shown,
+            [
+                "/",
+                "/usr",
+                "/usr/local",
+                "/usr/local/bin",
+                "/usr/local/bin/kenny-agent"
+            ]
+        );
         assert_eq!(Pattern::literal("C:").normalized_path().to_string(), "c:/");
     }
 }

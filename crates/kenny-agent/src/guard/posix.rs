@@ -358,9 +358,10 @@ impl Shell {
                     // After the command name it is an argument (`dd of=...`, `alias
                     // x=...`); declaration builtins also set it.
                     let arg = self.word(w)?;
-                    let declares = argv.first().and_then(Arg::text).is_some_and(|p| {
-                        matches!(p, "export" | "local" | "declare" | "typeset" | "readonly")
-                    });
+                    let declares = argv
+                        .first()
+                        .and_then(Arg::text)
+                        .is_some_and(|p| matches!(p, "export" | "local" | "declare" | "typeset" | "readonly"));
                     if declares {
                         let value = self.assignment(a)?;
                         self.learn(&a.name, value);
@@ -394,8 +395,23 @@ impl Shell {
     /// A variable's value, when it is known now.
     pub fn lookup(&self, name: &str) -> Option<String> {
         const SHELL_SET: &[&str] = &[
-            "PPID", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "BASHPID", "EPOCHSECONDS", "EPOCHREALTIME", "OLDPWD",
-            "REPLY", "PIPESTATUS", "BASH_COMMAND", "FUNCNAME", "OPTARG", "OPTIND", "IFS", "PWD",
+            "PPID",
+            "RANDOM",
+            "SRANDOM",
+            "SECONDS",
+            "LINENO",
+            "BASHPID",
+            "EPOCHSECONDS",
+            "EPOCHREALTIME",
+            "OLDPWD",
+            "REPLY",
+            "PIPESTATUS",
+            "BASH_COMMAND",
+            "FUNCNAME",
+            "OPTARG",
+            "OPTIND",
+            "IFS",
+            "PWD",
         ];
         if SHELL_SET.contains(&name) {
             return None;
@@ -411,7 +427,10 @@ impl Shell {
 
     /// Names a builtin sets in ways the guard does not follow (`read X`, `export X`).
     pub fn forget(&mut self, name: &str) {
-        let name: String = name.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
         if !name.is_empty() {
             self.vars.insert(name, None);
         }
@@ -459,7 +478,7 @@ impl Shell {
             return Err(fetched_and_run(&first.shown));
         }
         let name = program_name(program);
-        if self.defining.iter().any(|f| *f == name) {
+        if self.defining.contains(&name) {
             return Err(blocked(format!(
                 "defines a function `{name}` that calls itself (a fork bomb)"
             )));
@@ -537,11 +556,15 @@ impl Shell {
                 } else {
                     Some(doc.doc.value.clone())
                 };
-                Ok(fd.is_none_or(|f| f == 0).then(|| text.map_or(Stdin::Unknown, Stdin::Text)))
+                Ok(fd
+                    .is_none_or(|f| f == 0)
+                    .then(|| text.map_or(Stdin::Unknown, Stdin::Text)))
             }
             R::HereString(fd, w) => {
                 let arg = self.word(w)?;
-                Ok(fd.is_none_or(|f| f == 0).then(|| arg.literal.map_or(Stdin::Unknown, Stdin::Text)))
+                Ok(fd
+                    .is_none_or(|f| f == 0)
+                    .then(|| arg.literal.map_or(Stdin::Unknown, Stdin::Text)))
             }
             R::OutputAndError(w, append) => {
                 let arg = self.word(w)?;
@@ -568,7 +591,11 @@ impl Shell {
         } else {
             brush_parser::word::parse(text, &options())
         }
-        .map_err(|e| blocked(format!("has a word the guard could not read ({e}); write it more plainly")))?;
+        .map_err(|e| {
+            blocked(format!(
+                "has a word the guard could not read ({e}); write it more plainly"
+            ))
+        })?;
         let mut arg = Arg {
             shown: text.to_owned(),
             ..Arg::default()
@@ -594,7 +621,7 @@ impl Shell {
         all_known: &mut bool,
         glob: &mut bool,
     ) -> Result<(), Blocked> {
-        let mut unknown = |arg: &mut Arg, all_known: &mut bool| {
+        let unknown = |arg: &mut Arg, all_known: &mut bool| {
             arg.pat.push_deep();
             *all_known = false;
         };

@@ -58,11 +58,73 @@ fn looks_like_path(arg: &Arg) -> bool {
 
 /// Programs whose plain operands are files they read.
 const FILE_READERS: &[&str] = &[
-    "cat", "tac", "less", "more", "head", "tail", "cp", "scp", "rsync", "tar", "zip", "gzip", "bzip2", "xz", "zstd",
-    "base64", "base32", "xxd", "od", "hexdump", "strings", "grep", "egrep", "fgrep", "rg", "sed", "awk", "sort",
-    "uniq", "wc", "diff", "cmp", "md5sum", "sha1sum", "sha256sum", "sha512sum", "file", "nl", "cut", "paste",
-    "vi", "vim", "nano", "view", "openssl", "gpg", "install", "mv", "ln", "dd", "curl", "nc", "ncat", "socat",
-    "python", "python3", "perl", "ruby", "node", "php", "bash", "sh", "source", ".", "tee", "split", "sqlite3",
+    "cat",
+    "tac",
+    "less",
+    "more",
+    "head",
+    "tail",
+    "cp",
+    "scp",
+    "rsync",
+    "tar",
+    "zip",
+    "gzip",
+    "bzip2",
+    "xz",
+    "zstd",
+    "base64",
+    "base32",
+    "xxd",
+    "od",
+    "hexdump",
+    "strings",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "sed",
+    "awk",
+    "sort",
+    "uniq",
+    "wc",
+    "diff",
+    "cmp",
+    "md5sum",
+    "sha1sum",
+    "sha256sum",
+    "sha512sum",
+    "file",
+    "nl",
+    "cut",
+    "paste",
+    "vi",
+    "vim",
+    "nano",
+    "view",
+    "openssl",
+    "gpg",
+    "install",
+    "mv",
+    "ln",
+    "dd",
+    "curl",
+    "nc",
+    "ncat",
+    "socat",
+    "python",
+    "python3",
+    "perl",
+    "ruby",
+    "node",
+    "php",
+    "bash",
+    "sh",
+    "source",
+    ".",
+    "tee",
+    "split",
+    "sqlite3",
 ];
 
 /// Every argument is checked for credentials and the agent's own secrets, whatever
@@ -155,8 +217,24 @@ fn is_interpreter(name: &str) -> bool {
     let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
     matches!(
         base,
-        "python" | "perl" | "ruby" | "node" | "nodejs" | "php" | "lua" | "luajit" | "tclsh" | "rscript" | "jshell"
-            | "deno" | "bun" | "irb" | "wish" | "expect" | "guile" | "racket"
+        "python"
+            | "perl"
+            | "ruby"
+            | "node"
+            | "nodejs"
+            | "php"
+            | "lua"
+            | "luajit"
+            | "tclsh"
+            | "rscript"
+            | "jshell"
+            | "deno"
+            | "bun"
+            | "irb"
+            | "wish"
+            | "expect"
+            | "guile"
+            | "racket"
     )
 }
 
@@ -168,13 +246,16 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
     // Builtins that set variables the guard does not follow.
     match name {
         "read" | "getopts" | "mapfile" | "readarray" | "printf" | "declare" | "typeset" | "local" | "let" => {
-            for a in operands(args, &["-v", "-d", "-n", "-N", "-p", "-t", "-u", "-C", "-c", "-O", "-s"]) {
+            for a in operands(
+                args,
+                &["-v", "-d", "-n", "-N", "-p", "-t", "-u", "-C", "-c", "-O", "-s"],
+            ) {
                 sh.forget(&a.shown);
             }
-            if let Some(p) = args.iter().position(|a| a.shown == "-v") {
-                if let Some(v) = args.get(p + 1) {
-                    sh.forget(&v.shown);
-                }
+            if let Some(p) = args.iter().position(|a| a.shown == "-v")
+                && let Some(v) = args.get(p + 1)
+            {
+                sh.forget(&v.shown);
             }
         }
         "source" | "." => sh.sourced_something(),
@@ -185,20 +266,53 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
     match name {
         "sudo" | "doas" => {
             let i = wrapped(&[
-                "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-T", "-U", "--user", "--group", "--chdir",
-                "--prompt", "--role", "--type", "--close-from", "--host", "--other-user",
+                "-u",
+                "-g",
+                "-C",
+                "-D",
+                "-h",
+                "-p",
+                "-r",
+                "-t",
+                "-T",
+                "-U",
+                "--user",
+                "--group",
+                "--chdir",
+                "--prompt",
+                "--role",
+                "--type",
+                "--close-from",
+                "--host",
+                "--other-user",
             ]);
             return sh.invoke(&args[i..], stdin);
         }
         "nice" | "nohup" | "stdbuf" | "setsid" | "unbuffer" | "ionice" | "time" | "builtin" | "exec" | "command"
-        | "catchsegv" | "faketime" | "torsocks" | "proxychains" | "proxychains4" | "firejail" | "strace"
-        | "ltrace" | "valgrind" | "gdb" | "eatmydata" | "caffeinate" | "systemd-inhibit" => {
-            if name == "command" && has_flag(args, 'v', &[]) || name == "command" && has_flag(args, 'V', &[]) {
+        | "catchsegv" | "faketime" | "torsocks" | "proxychains" | "proxychains4" | "firejail" | "strace" | "ltrace"
+        | "valgrind" | "gdb" | "eatmydata" | "caffeinate" | "systemd-inhibit" => {
+            if name == "command" && (has_flag(args, 'v', &[]) || has_flag(args, 'V', &[])) {
                 return Ok(());
             }
             let i = wrapped(&[
-                "-n", "-c", "-p", "-i", "-o", "-e", "-a", "-f", "-u", "-s", "-E", "--adjustment", "--output",
-                "--format", "--what", "--who", "--why", "--mode",
+                "-n",
+                "-c",
+                "-p",
+                "-i",
+                "-o",
+                "-e",
+                "-a",
+                "-f",
+                "-u",
+                "-s",
+                "-E",
+                "--adjustment",
+                "--output",
+                "--format",
+                "--what",
+                "--who",
+                "--why",
+                "--mode",
             ]);
             return sh.invoke(&args[i..], stdin);
         }
@@ -217,7 +331,10 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
         "chroot" => {
             let i = wrapped(&["--userspec", "--groups"]);
             if args.len() <= i + 1 {
-                return refuse(name, "starts an interactive shell inside another root; give the command to run");
+                return refuse(
+                    name,
+                    "starts an interactive shell inside another root; give the command to run",
+                );
             }
             return sh.invoke(&args[i + 1..], stdin);
         }
@@ -430,9 +547,12 @@ fn shell_text(sh: &mut Shell, name: &str, text: Option<&Arg>) -> Result<(), Bloc
 }
 
 fn interpreter(sh: &mut Shell, name: &str, args: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
-    let inline = args
-        .iter()
-        .any(|a| matches!(a.shown.as_str(), "-c" | "-e" | "-E" | "-m" | "-r" | "--eval" | "-p" | "--print" | "-i"));
+    let inline = args.iter().any(|a| {
+        matches!(
+            a.shown.as_str(),
+            "-c" | "-e" | "-E" | "-m" | "-r" | "--eval" | "-p" | "--print" | "-i"
+        )
+    });
     let script = args.iter().find(|a| !a.shown.starts_with('-'));
     if let Some(s) = script
         && !inline
@@ -558,7 +678,13 @@ fn find(sh: &mut Shell, args: &[Arg]) -> Result<(), Blocked> {
                     };
                     let command: Vec<Arg> = args[i + 1..end]
                         .iter()
-                        .map(|a| if a.shown.contains("{}") { found.clone() } else { a.clone() })
+                        .map(|a| {
+                            if a.shown.contains("{}") {
+                                found.clone()
+                            } else {
+                                a.clone()
+                            }
+                        })
                         .collect();
                     // The root itself is among what find yields.
                     let root_arg = Arg {
@@ -569,7 +695,13 @@ fn find(sh: &mut Shell, args: &[Arg]) -> Result<(), Blocked> {
                     };
                     let on_root: Vec<Arg> = args[i + 1..end]
                         .iter()
-                        .map(|a| if a.shown.contains("{}") { root_arg.clone() } else { a.clone() })
+                        .map(|a| {
+                            if a.shown.contains("{}") {
+                                root_arg.clone()
+                            } else {
+                                a.clone()
+                            }
+                        })
                         .collect();
                     sh.invoke(&command, &Stdin::Nothing)?;
                     sh.invoke(&on_root, &Stdin::Nothing)?;
@@ -591,17 +723,32 @@ fn find(sh: &mut Shell, args: &[Arg]) -> Result<(), Blocked> {
 /// Formatting, wiping and repartitioning disks, and firmware.
 fn disks(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let words: Vec<&str> = args.iter().map(|a| a.shown.as_str()).collect();
-    let any = |list: &[&str]| words.iter().any(|w| list.iter().any(|l| w == l || w.starts_with(&format!("{l}="))));
-    let device_operand = || {
-        operands(args, &["-t", "-L", "-O", "-b", "-E", "-N", "-m", "-c", "-l", "-U", "-o", "-n"])
+    let any = |list: &[&str]| {
+        words
             .iter()
-            .any(|a| !a.is_known() || a.shown.starts_with("/dev/") || is_device(std::path::Path::new(&a.shown)))
+            .any(|w| list.iter().any(|l| w == l || w.starts_with(&format!("{l}="))))
+    };
+    let device_operand = || {
+        operands(
+            args,
+            &["-t", "-L", "-O", "-b", "-E", "-N", "-m", "-c", "-l", "-U", "-o", "-n"],
+        )
+        .iter()
+        .any(|a| !a.is_known() || a.shown.starts_with("/dev/") || is_device(std::path::Path::new(&a.shown)))
     };
     let formats = name.starts_with("mkfs")
         || name.starts_with("mke2fs")
         || matches!(
             name,
-            "mkswap" | "mkntfs" | "mkdosfs" | "mkexfatfs" | "mkreiserfs" | "mkudffs" | "mkfs_msdos" | "newfs" | "zerofree"
+            "mkswap"
+                | "mkntfs"
+                | "mkdosfs"
+                | "mkexfatfs"
+                | "mkreiserfs"
+                | "mkudffs"
+                | "mkfs_msdos"
+                | "newfs"
+                | "zerofree"
         );
     if formats && (device_operand() || operands(args, &["-t", "-L"]).is_empty()) {
         return refuse(name, "formats a disk, destroying what is on it");
@@ -630,8 +777,16 @@ fn disks(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         }
         "nvme"
             if any(&[
-                "format", "sanitize", "delete-ns", "detach-ns", "write", "write-zeroes", "write-uncor", "fw-download",
-                "fw-commit", "dsm",
+                "format",
+                "sanitize",
+                "delete-ns",
+                "detach-ns",
+                "write",
+                "write-zeroes",
+                "write-uncor",
+                "fw-download",
+                "fw-commit",
+                "dsm",
             ]) =>
         {
             refuse(name, "erases or rewrites a disk")
@@ -651,10 +806,44 @@ fn disks(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         "bootctl" if any(&["remove"]) => refuse(name, "removes the boot loader"),
         "fdisk" | "sfdisk" | "cfdisk" | "gdisk" | "sgdisk" | "parted" | "partprobe" | "growpart" => {
             let reading = any(&[
-                "-l", "--list", "-d", "--dump", "-J", "--json", "-V", "--verify", "-p", "--print", "-i", "--info", "-s",
-                "print", "-v", "--version", "-h", "--help", "-x", "--show-pt-geometry", "-g", "--show-geometry",
-            ]) && !any(&["-Z", "--zap-all", "-z", "--zap", "-o", "--clear", "-d", "--delete", "-n", "--new", "mklabel",
-                "rm", "mkpart", "resizepart"]);
+                "-l",
+                "--list",
+                "-d",
+                "--dump",
+                "-J",
+                "--json",
+                "-V",
+                "--verify",
+                "-p",
+                "--print",
+                "-i",
+                "--info",
+                "-s",
+                "print",
+                "-v",
+                "--version",
+                "-h",
+                "--help",
+                "-x",
+                "--show-pt-geometry",
+                "-g",
+                "--show-geometry",
+            ]) && !any(&[
+                "-Z",
+                "--zap-all",
+                "-z",
+                "--zap",
+                "-o",
+                "--clear",
+                "-d",
+                "--delete",
+                "-n",
+                "--new",
+                "mklabel",
+                "rm",
+                "mkpart",
+                "resizepart",
+            ]);
             let reading = reading || (name == "parted" && any(&["print"]));
             if reading || name == "partprobe" {
                 Ok(())
@@ -699,7 +888,20 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                         ),
                     );
                 }
-                check(sh, a, if recursive || a.pat.0.iter().any(|t| *t != super::pattern::Tok::Deep && !matches!(t, super::pattern::Tok::Lit(_))) { Use::Tree } else { Use::Replace })?;
+                check(
+                    sh,
+                    a,
+                    if recursive
+                        || a.pat
+                            .0
+                            .iter()
+                            .any(|t| *t != super::pattern::Tok::Deep && !matches!(t, super::pattern::Tok::Lit(_)))
+                    {
+                        Use::Tree
+                    } else {
+                        Use::Replace
+                    },
+                )?;
             }
         }
         "shred" | "truncate" | "scrub" | "wipe" => {
@@ -722,7 +924,22 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                     }
                 })
                 .collect();
-            let ops = operands(&as_operands, &["--reference", "-m", "-M", "-x", "-X", "-n", "-v", "-t", "-u", "-r", "-l"]);
+            let ops = operands(
+                &as_operands,
+                &[
+                    "--reference",
+                    "-m",
+                    "-M",
+                    "-x",
+                    "-X",
+                    "-n",
+                    "-v",
+                    "-t",
+                    "-u",
+                    "-r",
+                    "-l",
+                ],
+            );
             let reference = args.iter().any(|a| a.shown.starts_with("--reference"));
             let skip = usize::from(!reference && !matches!(name, "setfacl" | "setfattr"));
             for a in ops.into_iter().skip(skip) {
@@ -740,7 +957,23 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
             }
         }
         "cp" | "install" | "ln" | "rsync" | "scp" | "link" => {
-            let ops = operands(args, &["-t", "--target-directory", "-S", "--suffix", "-m", "--mode", "-o", "-g", "-e", "--rsh", "-i", "-P"]);
+            let ops = operands(
+                args,
+                &[
+                    "-t",
+                    "--target-directory",
+                    "-S",
+                    "--suffix",
+                    "-m",
+                    "--mode",
+                    "-o",
+                    "-g",
+                    "-e",
+                    "--rsh",
+                    "-i",
+                    "-P",
+                ],
+            );
             if let Some((dest, sources)) = ops.split_last() {
                 let delete = args.iter().any(|a| a.shown.starts_with("--delete"));
                 check(sh, dest, if delete { Use::Tree } else { Use::Replace })?;
@@ -758,9 +991,15 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                 check(sh, a, Use::Write)?;
             }
         }
-        "sed" | "perl" if args.iter().any(|a| a.shown.starts_with("-i") || a.shown.starts_with("--in-place")) => {
+        "sed" | "perl"
+            if args
+                .iter()
+                .any(|a| a.shown.starts_with("-i") || a.shown.starts_with("--in-place")) =>
+        {
             let ops = operands(args, &["-e", "-f", "--expression", "--file", "-l"]);
-            let script_given = args.iter().any(|a| matches!(a.shown.as_str(), "-e" | "-f" | "--expression" | "--file"));
+            let script_given = args
+                .iter()
+                .any(|a| matches!(a.shown.as_str(), "-e" | "-f" | "--expression" | "--file"));
             for a in ops.into_iter().skip(usize::from(!script_given)) {
                 check(sh, a, Use::Replace)?;
             }
@@ -768,7 +1007,11 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
         "dd" => {
             for a in args {
                 if let Some(target) = a.shown.strip_prefix("of=") {
-                    let usage = if a.shown.contains("conv=notrunc") { Use::Write } else { Use::Replace };
+                    let usage = if a.shown.contains("conv=notrunc") {
+                        Use::Write
+                    } else {
+                        Use::Replace
+                    };
                     let mut sub = sh.clone();
                     let target = sub.expand_text(target)?;
                     check(sh, &target, usage)?;
@@ -778,11 +1021,12 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
         "curl" | "wget" => {
             for (n, a) in args.iter().enumerate() {
                 let t = a.shown.as_str();
-                let value = if matches!(t, "-o" | "--output" | "-O" | "--output-document") && !(name == "curl" && t == "-O") {
-                    args.get(n + 1)
-                } else {
-                    None
-                };
+                let value =
+                    if matches!(t, "-o" | "--output" | "-O" | "--output-document") && !(name == "curl" && t == "-O") {
+                        args.get(n + 1)
+                    } else {
+                        None
+                    };
                 if let Some(v) = value {
                     check(sh, v, Use::Replace)?;
                 }
@@ -819,7 +1063,10 @@ fn into_dir(sh: &Shell, dest: &Arg, sources: &[&Arg]) -> Result<(), Blocked> {
 fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let names_agent = |a: &Arg| {
         !a.is_known()
-            || AGENT_NAMES.iter().chain(["kenny-agent.service"].iter()).any(|n| a.pat.intersects(&Pattern::literal(n)))
+            || AGENT_NAMES
+                .iter()
+                .chain(["kenny-agent.service"].iter())
+                .any(|n| a.pat.intersects(&Pattern::literal(n)))
             || a.pat.intersects(&Pattern::glob("kenny*"))
     };
     match name {
@@ -828,46 +1075,119 @@ fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         "killall5" => refuse(name, "signals every process, this agent included"),
         "fuser" if has_flag(args, 'k', &["kill"]) => refuse(name, "kills every process using a file"),
         "systemctl" => {
-            let units = operands(args, &["-t", "--type", "-s", "--signal", "-p", "--property", "-H", "--host", "-M", "--machine", "--root", "-n", "--lines", "-o", "--output", "--state", "--kill-whom", "--job-mode"]);
-            let Some((verb, units)) = units.split_first() else { return Ok(()) };
+            let units = operands(
+                args,
+                &[
+                    "-t",
+                    "--type",
+                    "-s",
+                    "--signal",
+                    "-p",
+                    "--property",
+                    "-H",
+                    "--host",
+                    "-M",
+                    "--machine",
+                    "--root",
+                    "-n",
+                    "--lines",
+                    "-o",
+                    "--output",
+                    "--state",
+                    "--kill-whom",
+                    "--job-mode",
+                ],
+            );
+            let Some((verb, units)) = units.split_first() else {
+                return Ok(());
+            };
             let verb = verb.shown.to_lowercase();
-            if matches!(verb.as_str(), "isolate" | "rescue" | "emergency" | "default" | "switch-root" | "kexec") {
+            if matches!(
+                verb.as_str(),
+                "isolate" | "rescue" | "emergency" | "default" | "switch-root" | "kexec"
+            ) {
                 return refuse(name, &format!("{verb} would stop every service, this agent included"));
             }
             let harmless = matches!(
                 verb.as_str(),
-                "status" | "show" | "cat" | "is-active" | "is-enabled" | "is-failed" | "list-units" | "list-unit-files"
-                    | "list-dependencies" | "list-timers" | "list-sockets" | "list-jobs" | "help" | "start" | "restart"
-                    | "try-restart" | "reload-or-restart" | "try-reload-or-restart" | "reload" | "enable" | "reenable"
-                    | "condrestart" | "daemon-reload" | "log-level" | "show-environment" | "is-system-running"
-                    | "get-default" | "poweroff" | "reboot" | "halt" | "suspend" | "hibernate"
+                "status"
+                    | "show"
+                    | "cat"
+                    | "is-active"
+                    | "is-enabled"
+                    | "is-failed"
+                    | "list-units"
+                    | "list-unit-files"
+                    | "list-dependencies"
+                    | "list-timers"
+                    | "list-sockets"
+                    | "list-jobs"
+                    | "help"
+                    | "start"
+                    | "restart"
+                    | "try-restart"
+                    | "reload-or-restart"
+                    | "try-reload-or-restart"
+                    | "reload"
+                    | "enable"
+                    | "reenable"
+                    | "condrestart"
+                    | "daemon-reload"
+                    | "log-level"
+                    | "show-environment"
+                    | "is-system-running"
+                    | "get-default"
+                    | "poweroff"
+                    | "reboot"
+                    | "halt"
+                    | "suspend"
+                    | "hibernate"
             );
             if !harmless && units.iter().any(|u| names_agent(u)) {
                 return refuse(name, &format!("{verb} would stop or disable the kenny agent"));
             }
             Ok(())
         }
-        "service" | "rc-service" | "sv" | "initctl" | "update-rc.d" | "chkconfig" | "rc-update" | "launchctl" | "invoke-rc.d" => {
+        "service" | "rc-service" | "sv" | "initctl" | "update-rc.d" | "chkconfig" | "rc-update" | "launchctl"
+        | "invoke-rc.d" => {
             let words: Vec<String> = args.iter().map(|a| a.shown.to_lowercase()).collect();
             let stops = words.iter().any(|w| {
                 matches!(
                     w.as_str(),
-                    "stop" | "disable" | "remove" | "del" | "delete" | "off" | "kill" | "unload" | "bootout" | "down" | "mask" | "force-stop"
+                    "stop"
+                        | "disable"
+                        | "remove"
+                        | "del"
+                        | "delete"
+                        | "off"
+                        | "kill"
+                        | "unload"
+                        | "bootout"
+                        | "down"
+                        | "mask"
+                        | "force-stop"
                 )
             });
-            if stops && args.iter().any(|a| names_agent(a)) {
+            if stops && args.iter().any(names_agent) {
                 return refuse(name, "would stop or disable the kenny agent");
             }
             Ok(())
         }
         "init" | "telinit" => {
-            if args.iter().any(|a| matches!(a.shown.to_lowercase().as_str(), "1" | "s" | "single" | "emergency" | "rescue")) {
+            if args.iter().any(|a| {
+                matches!(
+                    a.shown.to_lowercase().as_str(),
+                    "1" | "s" | "single" | "emergency" | "rescue"
+                )
+            }) {
                 return refuse(name, "switches to single-user mode, which stops this agent");
             }
             Ok(())
         }
         "kenny-agent" | "kenny"
-            if args.iter().any(|a| matches!(a.shown.as_str(), "uninstall" | "remote-control" | "install")) =>
+            if args
+                .iter()
+                .any(|a| matches!(a.shown.as_str(), "uninstall" | "remote-control" | "install")) =>
         {
             refuse(name, "reconfigures or removes the kenny agent itself")
         }
@@ -876,7 +1196,10 @@ fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
 }
 
 fn kill(name: &str, args: &[Arg]) -> Result<(), Blocked> {
-    if args.iter().any(|a| matches!(a.shown.as_str(), "-l" | "-L" | "--list" | "--table")) {
+    if args
+        .iter()
+        .any(|a| matches!(a.shown.as_str(), "-l" | "-L" | "--list" | "--table"))
+    {
         return Ok(());
     }
     let me = std::process::id().to_string();
@@ -925,8 +1248,30 @@ fn kill(name: &str, args: &[Arg]) -> Result<(), Blocked> {
 
 fn signal_by_name(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let with_value = [
-        "-u", "-U", "-g", "-G", "-P", "-s", "-t", "-F", "--signal", "-o", "-y", "-n", "--older-than", "--younger-than",
-        "-e", "--euid", "--uid", "--pgroup", "--group", "--parent", "--session", "--terminal", "--pidfile", "--ns",
+        "-u",
+        "-U",
+        "-g",
+        "-G",
+        "-P",
+        "-s",
+        "-t",
+        "-F",
+        "--signal",
+        "-o",
+        "-y",
+        "-n",
+        "--older-than",
+        "--younger-than",
+        "-e",
+        "--euid",
+        "--uid",
+        "--pgroup",
+        "--group",
+        "--parent",
+        "--session",
+        "--terminal",
+        "--pidfile",
+        "--ns",
         "--nslist",
     ];
     let full = has_flag(args, 'f', &["full"]);
@@ -936,7 +1281,12 @@ fn signal_by_name(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         .filter(|a| !(a.shown.starts_with('-') && a.shown[1..].chars().all(|c| c.is_ascii_alphanumeric())))
         .collect();
     if patterns.is_empty() {
-        if args.iter().any(|a| matches!(a.shown.as_str(), "-u" | "-U" | "-g" | "-G" | "-s" | "-t" | "--uid" | "--euid")) {
+        if args.iter().any(|a| {
+            matches!(
+                a.shown.as_str(),
+                "-u" | "-U" | "-g" | "-G" | "-s" | "-t" | "--uid" | "--euid"
+            )
+        }) {
             return refuse(name, "signals every process of a user or group, this agent included");
         }
         return Ok(());
@@ -944,15 +1294,23 @@ fn signal_by_name(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let me: Vec<String> = agent_process_texts();
     for p in patterns {
         let Some(text) = p.text() else {
-            return refuse(name, &format!("matches processes by a name only known at run time (`{}`)", p.shown));
+            return refuse(
+                name,
+                &format!("matches processes by a name only known at run time (`{}`)", p.shown),
+            );
         };
         let hits = if regex_mode {
-            match regex::RegexBuilder::new(text).case_insensitive(has_flag(args, 'i', &["ignore-case"])).size_limit(1 << 20).build() {
+            match regex::RegexBuilder::new(text)
+                .case_insensitive(has_flag(args, 'i', &["ignore-case"]))
+                .size_limit(1 << 20)
+                .build()
+            {
                 Ok(re) => me.iter().any(|m| re.is_match(m)),
                 Err(_) => false,
             }
         } else {
-            me.iter().any(|m| m.eq_ignore_ascii_case(text) || (full && m.contains(text)))
+            me.iter()
+                .any(|m| m.eq_ignore_ascii_case(text) || (full && m.contains(text)))
         };
         if hits {
             return refuse(name, &format!("would signal this kenny agent (`{text}` matches it)"));
@@ -965,7 +1323,10 @@ fn signal_by_name(name: &str, args: &[Arg]) -> Result<(), Blocked> {
 fn agent_process_texts() -> Vec<String> {
     let mut out: Vec<String> = AGENT_NAMES.iter().map(|s| (*s).to_owned()).collect();
     if let Ok(exe) = std::env::current_exe() {
-        let base = exe.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let base = exe
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         // The kernel's process name is the first 15 bytes.
         out.push(base.chars().take(15).collect());
         out.push(base);
@@ -978,7 +1339,10 @@ fn agent_process_texts() -> Vec<String> {
 
 /// Remembers files a download writes, so running them later is fetch-and-run.
 fn record_downloads(sh: &mut Shell, name: &str, args: &[Arg]) {
-    let downloader = matches!(name, "curl" | "wget" | "fetch" | "aria2c" | "http" | "lwp-download" | "ftp" | "tftp" | "scp" | "rsync");
+    let downloader = matches!(
+        name,
+        "curl" | "wget" | "fetch" | "aria2c" | "http" | "lwp-download" | "ftp" | "tftp" | "scp" | "rsync"
+    );
     if !downloader {
         return;
     }
@@ -986,7 +1350,9 @@ fn record_downloads(sh: &mut Shell, name: &str, args: &[Arg]) {
     for (n, a) in args.iter().enumerate() {
         let t = a.shown.as_str();
         let output = match (name, t) {
-            ("curl", "-o" | "--output") | ("wget", "-O" | "--output-document") | ("aria2c", "-o" | "--out") => args.get(n + 1),
+            ("curl", "-o" | "--output") | ("wget", "-O" | "--output-document") | ("aria2c", "-o" | "--out") => {
+                args.get(n + 1)
+            }
             _ => None,
         };
         if let Some(o) = output {
@@ -994,7 +1360,10 @@ fn record_downloads(sh: &mut Shell, name: &str, args: &[Arg]) {
             sh.fetched.push(sh.path(o));
         }
     }
-    if let Some(dest) = operands(args, &[]).last().filter(|_| matches!(name, "scp" | "rsync" | "lwp-download")) {
+    if let Some(dest) = operands(args, &[])
+        .last()
+        .filter(|_| matches!(name, "scp" | "rsync" | "lwp-download"))
+    {
         named = true;
         let mut p = sh.path(dest);
         p.push_deep();
