@@ -32,6 +32,11 @@ pub struct AgentConfig {
     pub telemetry_interval: Duration,
     /// Allow `http://` to a server that is not on this machine.
     pub allow_plaintext: bool,
+    /// The settings file this agent was started with (`--config`): protected like the key.
+    pub settings_file: Option<PathBuf>,
+    /// Directories no tool may read or write at all: for `kenny up`, the server's data
+    /// directory (database, server key).
+    pub private_dirs: Vec<PathBuf>,
 }
 
 impl AgentConfig {
@@ -46,6 +51,8 @@ impl AgentConfig {
             max_backoff: Duration::from_secs(60),
             telemetry_interval: Duration::from_secs(900),
             allow_plaintext: false,
+            settings_file: None,
+            private_dirs: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod guard;
 pub mod identity;
 pub mod install;
+pub mod sandbox;
 pub mod service;
 pub mod switch;
 pub mod tools;

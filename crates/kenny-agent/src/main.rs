@@ -159,7 +159,7 @@ fn main() -> anyhow::Result<()> {
             return kenny_agent::install::uninstall(&plan, !no_stop && root.is_none(), purge);
         }
     };
-    let _ = args.config;
+    let settings_file = args.config.clone();
     kenny_host::init_logging("info");
     let auth = match (args.token, args.server_pubkey) {
         (Some(token), _) => AuthMode::Token(Secret(token)),
@@ -177,6 +177,7 @@ fn main() -> anyhow::Result<()> {
     config.telemetry_interval = Duration::from_secs(args.telemetry_interval_secs);
     config.allow_plaintext = args.allow_plaintext;
     config.switch_dir = args.switch_dir;
+    config.settings_file = settings_file;
     if as_service {
         return run_as_service(config);
     }

@@ -52,6 +52,14 @@ type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStre
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
+    // The guard and the kernel layer protect this agent's own files from its tools.
+    crate::guard::register(crate::guard::AgentPaths {
+        binary: std::env::current_exe().ok(),
+        settings: config.settings_file.clone(),
+        state_dir: Some(config.state_dir.clone()),
+        private_dirs: config.private_dirs.clone(),
+    });
+    crate::sandbox::prepare();
     // The web filter must never block the server this agent reports to.
     tools::protect_server_host(&config.server);
     tools::update::set_server_url(&config.server);

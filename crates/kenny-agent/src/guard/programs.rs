@@ -209,6 +209,34 @@ fn refuse(name: &str, why: &str) -> Result<(), Blocked> {
     Err(blocked(format!("`{name}` {why}")))
 }
 
+/// Windows programs with rules of their own in `windows.rs`.
+const WINDOWS_PROGRAMS: &[&str] = &[
+    "reg",
+    "vssadmin",
+    "wmic",
+    "wbadmin",
+    "wevtutil",
+    "bcdedit",
+    "bootrec",
+    "bootsect",
+    "reagentc",
+    "diskpart",
+    "cipher",
+    "fsutil",
+    "manage-bde",
+    "taskkill",
+    "ntdsutil",
+    "mimikatz",
+    "procdump",
+    "procdump64",
+    "rundll32",
+    "esentutl",
+    "certutil",
+    "mshta",
+    "regsvr32",
+    "schtasks",
+];
+
 const SHELLS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh", "rbash", "posh", "lksh", "ksh93",
 ];
@@ -462,6 +490,11 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
     if is_interpreter(name) {
         return interpreter(sh, name, args, stdin);
     }
+    if WINDOWS_PROGRAMS.contains(&name) {
+        // The same rules as from PowerShell: a Windows tool named on any PC is judged.
+        let words: Vec<Option<String>> = args.iter().map(|a| a.text().map(str::to_owned)).collect();
+        super::windows::native(name, &words, *stdin == Stdin::Pipe)?;
+    }
     disks(name, args)?;
     writes(sh, name, args)?;
     agent(name, args)?;
@@ -553,6 +586,20 @@ fn interpreter(sh: &mut Shell, name: &str, args: &[Arg], stdin: &Stdin) -> Resul
             "-c" | "-e" | "-E" | "-m" | "-r" | "--eval" | "-p" | "--print" | "-i"
         )
     });
+    // `python3 -c "$(... | base64 -d)"`: code decoded or fetched at run time.
+    if let Some(p) = args.iter().position(|a| {
+        matches!(
+            a.shown.as_str(),
+            "-c" | "-e" | "-E" | "--eval" | "-p" | "--print" | "-r"
+        )
+    }) && let Some(code) = args.get(p + 1)
+        && (!code.is_known() || code.from_env)
+    {
+        return refuse(
+            name,
+            "runs code built at run time (decoded or fetched); a state-changing command must spell out its code",
+        );
+    }
     let script = args.iter().find(|a| !a.shown.starts_with('-'));
     if let Some(s) = script
         && !inline
