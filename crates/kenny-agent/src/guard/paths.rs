@@ -230,6 +230,14 @@ static CRITICAL_DIRS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         ("?:/program files/*", "installed programs"),
         ("?:/program files (x86)/*", "installed programs"),
         ("?:/programdata/microsoft", "a Windows system directory"),
+        // Everything in these at once (a glob, a recursive delete) is the system itself.
+        ("/usr/*/*", "a system directory"),
+        ("/bin/*", "the system's programs"),
+        ("/sbin/*", "the system's programs"),
+        ("/lib*/*", "the system's libraries"),
+        ("?:/windows/system32/*", "Windows itself"),
+        ("?:/windows/syswow64/*", "Windows itself"),
+        ("?:/windows/winsxs/*", "Windows itself"),
     ]);
     for top in [
         "bin",

@@ -108,8 +108,11 @@ pub struct Shell {
     pub functions: HashSet<String>,
     /// Functions being defined (a call to one of them from its own body is a loop).
     defining: Vec<String>,
-    /// Files this command downloads: running one of them is fetch-and-run.
+    /// Files this command downloads or decodes: running one of them is fetch-and-run.
     pub fetched: Vec<Pattern>,
+    /// The command being judged writes fetched or decoded data (it is, or is fed by, a
+    /// download or a decoder): files it writes count as fetched.
+    pub decoding: bool,
     depth: usize,
 }
 
@@ -122,6 +125,7 @@ impl Shell {
             functions: HashSet::new(),
             defining: Vec::new(),
             fetched: Vec::new(),
+            decoding: false,
             depth: 0,
         }
     }
@@ -173,7 +177,10 @@ impl Shell {
 
     fn pipeline(&mut self, pipeline: &ast::Pipeline) -> Result<(), Blocked> {
         let piped = pipeline.seq.len() > 1;
+        let outer = self.decoding;
         for (n, command) in pipeline.seq.iter().enumerate() {
+            // Downstream of a download or decoder, everything written is that data.
+            self.decoding |= fetches_or_decodes(command);
             let stdin = if n > 0 { Stdin::Pipe } else { Stdin::Nothing };
             if piped {
                 // Every part of a pipeline runs in its own subshell (bash); `cd` there
@@ -185,6 +192,7 @@ impl Shell {
                 self.command(command, stdin)?;
             }
         }
+        self.decoding = outer;
         Ok(())
     }
 
@@ -533,6 +541,9 @@ impl Shell {
                         programs::check_path(self, &path, usage, &arg.shown)?;
                         if usage != super::paths::Use::Read {
                             programs::check_path(self, &path, super::paths::Use::Read, &arg.shown)?;
+                            if self.decoding {
+                                self.fetched.push(path);
+                            }
                         }
                         Ok(reads_stdin.then_some(Stdin::File))
                     }
@@ -752,6 +763,33 @@ fn parameter_name(raw: &str) -> String {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || "$#?!@*-".contains(*c))
         .collect()
+}
+
+/// Whether a command downloads or decodes data (`curl`, `wget`, `base64 -d`, `xxd -r`,
+/// `openssl ... -d`), judged on its words as written.
+fn fetches_or_decodes(command: &ast::Command) -> bool {
+    let ast::Command::Simple(simple) = command else {
+        return false;
+    };
+    let Some(name) = &simple.word_or_name else { return false };
+    let words: Vec<&str> = simple
+        .suffix
+        .iter()
+        .flat_map(|s| s.0.iter())
+        .filter_map(|i| match i {
+            ast::CommandPrefixOrSuffixItem::Word(w) => Some(w.value.as_str()),
+            _ => None,
+        })
+        .collect();
+    let has = |flags: &[&str]| words.iter().any(|w| flags.contains(w));
+    match program_name(&name.value).as_str() {
+        "curl" | "wget" | "fetch" | "aria2c" | "nc" | "ncat" | "socat" => true,
+        "base64" | "base32" | "basenc" => has(&["-d", "--decode", "-D"]),
+        "xxd" => has(&["-r", "-revert"]),
+        "openssl" => has(&["-d"]),
+        "uudecode" | "gpg" => true,
+        _ => false,
+    }
 }
 
 /// Field splitting: an unquoted expansion whose value is known becomes as many words as

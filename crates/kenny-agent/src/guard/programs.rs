@@ -322,27 +322,59 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
             if name == "command" && (has_flag(args, 'v', &[]) || has_flag(args, 'V', &[])) {
                 return Ok(());
             }
+            if name == "ionice" && has_flag(args, 'p', &["pid"]) {
+                return Ok(());
+            }
+            // Each wrapper's own options that take a value.
+            let with_value: &[&str] = match name {
+                "nice" => &["-n", "--adjustment"],
+                "stdbuf" => &["-i", "-o", "-e", "--input", "--output", "--error"],
+                "ionice" => &["-c", "-n", "--class", "--classdata"],
+                "time" => &["-f", "-o", "--format", "--output"],
+                "exec" => &["-a"],
+                "torsocks" | "proxychains" | "proxychains4" => &["-f", "-u", "-p", "-a", "-P"],
+                "strace" | "ltrace" => &[
+                    "-o", "-e", "-p", "-s", "-u", "-E", "-P", "-a", "-b", "-I", "-O", "-S", "-X",
+                ],
+                "systemd-inhibit" => &["--what", "--who", "--why", "--mode"],
+                "gdb" => &["-x", "-ex", "-p", "-ix", "-iex", "-cd", "-d", "-s", "-e", "-se", "-c"],
+                _ => &[],
+            };
+            let mut i = wrapped(with_value);
+            if name == "gdb" {
+                // `gdb --args PROGRAM ARGS...` runs the program.
+                return match args.iter().position(|a| a.shown == "--args") {
+                    Some(p) => sh.invoke(&args[p + 1..], stdin),
+                    None => Ok(()),
+                };
+            }
+            if name == "faketime" {
+                // `faketime TIME PROGRAM ARGS...`
+                i += 1;
+            }
+            return sh.invoke(args.get(i..).unwrap_or(&[]), stdin);
+        }
+        "ssh" => {
+            // The remote command is judged as if it ran here: it may well (ssh localhost).
             let i = wrapped(&[
-                "-n",
-                "-c",
-                "-p",
-                "-i",
-                "-o",
-                "-e",
-                "-a",
-                "-f",
-                "-u",
-                "-s",
-                "-E",
-                "--adjustment",
-                "--output",
-                "--format",
-                "--what",
-                "--who",
-                "--why",
-                "--mode",
+                "-p", "-i", "-l", "-o", "-F", "-J", "-L", "-R", "-D", "-b", "-c", "-E", "-e", "-m", "-O", "-Q", "-S",
+                "-W", "-w", "-B", "-I",
             ]);
-            return sh.invoke(&args[i..], stdin);
+            let remote: Option<Vec<&str>> = args.get(i + 1..).unwrap_or(&[]).iter().map(Arg::text).collect();
+            return match remote {
+                Some(words) if words.is_empty() => Ok(()),
+                Some(words) => sh.nested(&words.join(" ")).map(drop),
+                None => refuse(name, "runs a remote command only known at run time"),
+            };
+        }
+        "crontab" => {
+            if args.iter().any(|a| matches!(a.shown.as_str(), "-l" | "-r" | "-i")) {
+                return Ok(());
+            }
+            return refuse(
+                name,
+                "installs a crontab, handing commands to cron where the agent's guard and sandbox do not reach",
+            );
         }
         "timeout" => {
             let i = wrapped(&["-s", "-k", "--signal", "--kill-after"]);
@@ -1025,6 +1057,33 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                 let delete = args.iter().any(|a| a.shown.starts_with("--delete"));
                 check(sh, dest, if delete { Use::Tree } else { Use::Replace })?;
                 into_dir(sh, dest, sources)?;
+            }
+        }
+        "tar" | "bsdtar" | "cpio" | "zip" | "7z" => {
+            let creates = args.iter().any(|a| {
+                let t = a.shown.as_str();
+                matches!(t, "-c" | "--create" | "-r" | "--append" | "-u" | "--update" | "a" | "u")
+                    || (!t.starts_with("--")
+                        && t.trim_start_matches('-').chars().all(|c| c.is_ascii_alphabetic())
+                        && t.trim_start_matches('-').contains(['c', 'r', 'u'])
+                        && !t.contains('x'))
+            });
+            for (n, a) in args.iter().enumerate() {
+                let target = match a.shown.as_str() {
+                    "-f" | "--file" | "-F" => args.get(n + 1).cloned(),
+                    t if t.starts_with("--file=") => Some(Arg::literal(&t["--file=".len()..])),
+                    t if !t.starts_with("--") && t.starts_with('-') && t.ends_with('f') => args.get(n + 1).cloned(),
+                    // `tar cf FILE ...`: old-style bundled options in the first word.
+                    t if n == 0 && t.chars().all(|c| c.is_ascii_alphabetic()) && t.contains('f') => {
+                        args.get(1).cloned()
+                    }
+                    _ => None,
+                };
+                if let Some(t) = target
+                    && creates
+                {
+                    check(sh, &t, Use::Replace)?;
+                }
             }
         }
         "tee" | "sponge" => {

@@ -305,3 +305,40 @@ pub fn status() -> Value {
         "landlock_rules": rules,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cost of the kernel layer per command, for docs/benchmarks.md (needs root for the
+    /// mount layer): `cargo test --release -p kenny-agent --lib sandbox -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn sandbox_cost() {
+        prepare();
+        let rounds = 300;
+        let time = |sandboxed: bool| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let started = std::time::Instant::now();
+            for _ in 0..rounds {
+                let mut cmd = tokio::process::Command::new("/bin/true");
+                if sandboxed {
+                    apply(&mut cmd).unwrap();
+                }
+                let status = rt.block_on(async { cmd.status().await.unwrap() });
+                assert!(status.success());
+            }
+            started.elapsed().as_secs_f64() * 1e6 / f64::from(rounds)
+        };
+        let plain = time(false);
+        let boxed = time(true);
+        println!("{}", status());
+        println!(
+            "spawn /bin/true: plain {plain:.0} µs, in the sandbox {boxed:.0} µs, cost {:.0} µs",
+            boxed - plain
+        );
+    }
+}
