@@ -26,7 +26,8 @@ pub struct AgentPaths {
 static AGENT_PATHS: RwLock<Option<AgentPaths>> = RwLock::new(None);
 
 /// Records the agent's own paths (absolute, as far as they can be resolved). Called
-/// once when the agent starts; later calls add to what is protected, never remove.
+/// once when the agent starts (tests call it again: a later call replaces the binary,
+/// settings and state directory and adds private directories).
 pub fn register(paths: AgentPaths) {
     let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
     let resolved = |p: PathBuf| std::fs::canonicalize(&p).unwrap_or_else(|_| absolute(p));
@@ -44,6 +45,8 @@ pub fn register(paths: AgentPaths) {
     current
         .private_dirs
         .extend(paths.private_dirs.into_iter().map(resolved));
+    let own = own_paths(current);
+    *OWN.write().unwrap_or_else(|p| p.into_inner()) = Some(own);
 }
 
 /// The registered paths (empty until [`register`]).
@@ -59,14 +62,54 @@ pub fn agent_paths() -> AgentPaths {
 pub struct Protected {
     pub pattern: Pattern,
     pub what: &'static str,
+    /// Text any path it matches must contain: a cheap test before the full comparison,
+    /// so a file tool's path is checked in microseconds.
+    needles: Vec<String>,
+    /// The directories above it (and itself), with their needles, for whole-tree uses.
+    above: Vec<(Pattern, Vec<String>)>,
+}
+
+impl Protected {
+    fn new(pattern: Pattern, what: &'static str) -> Protected {
+        let needles = pattern.literal_runs();
+        let above = pattern
+            .ancestors_and_self()
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .map(|a| {
+                let n = a.literal_runs();
+                (a, n)
+            })
+            .collect();
+        Protected {
+            pattern,
+            what,
+            needles,
+            above,
+        }
+    }
+
+    /// Whether `path` may name this or a directory above it.
+    fn meets_tree(&self, path: &Pattern, text: Option<&str>) -> bool {
+        self.above.iter().any(|(a, needles)| {
+            text.is_none_or(|t| needles.iter().all(|n| t.contains(n.as_str()))) && path.intersects(a)
+        })
+    }
+
+    /// Whether `path` (with `text`, its literal text when it has one) may name this.
+    fn meets(&self, path: &Pattern, text: Option<&str>) -> bool {
+        if let Some(t) = text
+            && !self.needles.iter().all(|n| t.contains(n.as_str()))
+        {
+            return false;
+        }
+        path.intersects(&self.pattern)
+    }
 }
 
 fn table(rows: &[(&str, &'static str)]) -> Vec<Protected> {
     rows.iter()
-        .map(|(p, what)| Protected {
-            pattern: Pattern::glob(p),
-            what,
-        })
+        .map(|(p, what)| Protected::new(Pattern::glob(p), what))
         .collect()
 }
 
@@ -160,10 +203,10 @@ static DISKS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         "nvram",
         "cpu/**",
     ] {
-        rows.push(Protected {
-            pattern: Pattern::glob(&format!("/dev/{name}")),
-            what: "a disk or memory device",
-        });
+        rows.push(Protected::new(
+            Pattern::glob(&format!("/dev/{name}")),
+            "a disk or memory device",
+        ));
     }
     rows
 });
@@ -266,10 +309,10 @@ static CRITICAL_DIRS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         "users",
         "private",
     ] {
-        rows.push(Protected {
-            pattern: Pattern::literal(&format!("/{top}")),
-            what: "a system directory",
-        });
+        rows.push(Protected::new(
+            Pattern::literal(&format!("/{top}")),
+            "a system directory",
+        ));
     }
     for dir in [
         "windows",
@@ -278,10 +321,10 @@ static CRITICAL_DIRS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         "program files (x86)",
         "programdata",
     ] {
-        rows.push(Protected {
-            pattern: Pattern::glob(&format!("?:/{dir}")),
-            what: "a Windows system directory",
-        });
+        rows.push(Protected::new(
+            Pattern::glob(&format!("?:/{dir}")),
+            "a Windows system directory",
+        ));
     }
     rows
 });
@@ -298,25 +341,35 @@ fn with_subtree(dir: &Path) -> [Pattern; 2] {
     [base, all]
 }
 
-/// The agent's own secrets (read and write protected): its key, state, settings, and
-/// the private directories.
-fn agent_secrets() -> Vec<(Pattern, &'static str)> {
-    let paths = agent_paths();
-    let mut out = Vec::new();
-    if let Some(dir) = &paths.state_dir {
-        out.extend(with_subtree(dir).map(|p| (p, "the kenny agent's key and state")));
-    }
-    if let Some(file) = &paths.settings {
-        out.push((pattern_of(file), "the kenny agent's settings"));
-    }
-    for dir in &paths.private_dirs {
-        out.extend(with_subtree(dir).map(|p| (p, "the kenny server's data directory")));
-    }
-    out
+/// The agent's own paths as protected patterns, rebuilt on [`register`]: its secrets
+/// (key, state, settings, private directories; read and write protected) and its binary.
+#[derive(Default)]
+struct Own {
+    secrets: Vec<Protected>,
+    binary: Option<Protected>,
 }
 
-fn agent_binary() -> Option<Pattern> {
-    agent_paths().binary.as_deref().map(pattern_of)
+static OWN: RwLock<Option<Own>> = RwLock::new(None);
+
+fn own_paths(paths: &AgentPaths) -> Own {
+    let mut own = Own::default();
+    if let Some(dir) = &paths.state_dir {
+        own.secrets
+            .extend(with_subtree(dir).map(|p| Protected::new(p, "the kenny agent's key and state")));
+    }
+    if let Some(file) = &paths.settings {
+        own.secrets
+            .push(Protected::new(pattern_of(file), "the kenny agent's settings"));
+    }
+    for dir in &paths.private_dirs {
+        own.secrets
+            .extend(with_subtree(dir).map(|p| Protected::new(p, "the kenny server's data directory")));
+    }
+    own.binary = paths
+        .binary
+        .as_deref()
+        .map(|b| Protected::new(pattern_of(b), "the kenny agent's binary"));
+    own
 }
 
 /// What a path may be used for, for the check to apply.
@@ -336,45 +389,49 @@ pub enum Use {
 
 /// Why `path` may not be used this way, if it may not.
 pub fn refusal(path: &Pattern, usage: Use) -> Option<String> {
-    let hit = |p: &Pattern| {
+    let text = path.as_literal();
+    let text = text.as_deref();
+    let hit = |p: &Protected| {
         if usage == Use::Tree {
-            p.ancestors_and_self().iter().any(|a| path.intersects(a))
+            p.meets_tree(path, text)
         } else {
-            path.intersects(p)
+            p.meets(path, text)
         }
     };
-    for (p, what) in agent_secrets() {
-        if hit(&p) {
-            return Some(format!("touches {what}"));
+    let own = OWN.read().unwrap_or_else(|p| p.into_inner());
+    let own = own.as_ref();
+    for p in own.iter().flat_map(|o| o.secrets.iter()) {
+        if hit(p) {
+            return Some(format!("touches {}", p.what));
         }
     }
     if !is_public_half(path)
-        && let Some(c) = CREDENTIALS.iter().find(|c| path.intersects(&c.pattern))
+        && let Some(c) = CREDENTIALS.iter().find(|c| c.meets(path, text))
     {
         return Some(format!("reads {}", c.what));
     }
     if usage == Use::Read {
         return None;
     }
-    if let Some(d) = DISKS.iter().find(|d| path.intersects(&d.pattern)) {
+    if let Some(d) = DISKS.iter().find(|d| d.meets(path, text)) {
         return Some(format!("writes to {}", d.what));
     }
-    if let Some(b) = agent_binary()
-        && hit(&b)
+    if let Some(b) = own.and_then(|o| o.binary.as_ref())
+        && hit(b)
     {
         return Some("changes the kenny agent's binary".into());
     }
-    if let Some(w) = WRITE_PROTECTED.iter().find(|w| hit(&w.pattern)) {
+    if let Some(w) = WRITE_PROTECTED.iter().find(|w| hit(w)) {
         return Some(format!("changes {}", w.what));
     }
     if usage == Use::Write {
         return None;
     }
-    if let Some(l) = LOGS.iter().find(|l| hit(&l.pattern)) {
+    if let Some(l) = LOGS.iter().find(|l| hit(l)) {
         return Some(format!("erases {}", l.what));
     }
     if usage == Use::Tree
-        && let Some(c) = CRITICAL_DIRS.iter().find(|c| path.intersects(&c.pattern))
+        && let Some(c) = CRITICAL_DIRS.iter().find(|c| c.meets(path, text))
     {
         return Some(format!("deletes or breaks {} ({})", c.what, c.pattern));
     }

@@ -212,6 +212,26 @@ impl Pattern {
         false
     }
 
+    /// The runs of literal characters, in order: any string it matches contains each.
+    pub fn literal_runs(&self) -> Vec<String> {
+        let mut runs = Vec::new();
+        let mut cur = String::new();
+        for t in &self.0 {
+            match t {
+                Tok::Lit(c) => cur.push(*c),
+                _ => {
+                    if !cur.is_empty() {
+                        runs.push(std::mem::take(&mut cur));
+                    }
+                }
+            }
+        }
+        if !cur.is_empty() {
+            runs.push(cur);
+        }
+        runs
+    }
+
     /// Splits on `/`, keeping the tokens of each component.
     pub fn components(&self) -> Vec<Pattern> {
         let mut parts = vec![Pattern::default()];

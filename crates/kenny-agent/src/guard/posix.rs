@@ -640,7 +640,7 @@ impl Shell {
             let raw = source.get(piece.start_index..piece.end_index).unwrap_or("");
             match &piece.piece {
                 WordPiece::Text(t) => {
-                    if !quoted && t.contains(['*', '?', '[']) {
+                    if !quoted && is_glob(t) {
                         *glob = true;
                         arg.pat.push_glob(&t.replace('\\', "\\\\"));
                     } else if !quoted && t.contains('{') && (t.contains(',') || t.contains("..")) {
@@ -728,7 +728,7 @@ impl Shell {
                             // Unquoted: globbed after splitting (see `split_words`).
                             arg.pat.push_glob(&value.replace('\\', "\\\\"));
                             known.push_str(&value);
-                            *glob |= value.contains(['*', '?', '[']);
+                            *glob |= is_glob(&value);
                         }
                         None => {
                             arg.vars.push(parameter_name(raw));
@@ -763,6 +763,12 @@ fn parameter_name(raw: &str) -> String {
         .chars()
         .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || "$#?!@*-".contains(*c))
         .collect()
+}
+
+/// Whether unquoted text is a glob: `*`, `?`, or a `[` closed by a later `]` (a lone
+/// `[`, the test command, is literal).
+fn is_glob(text: &str) -> bool {
+    text.contains(['*', '?']) || text.find('[').is_some_and(|at| text[at + 1..].contains(']'))
 }
 
 /// Whether a command downloads or decodes data (`curl`, `wget`, `base64 -d`, `xxd -r`,
@@ -806,7 +812,7 @@ fn split_words(argv: Vec<Arg>) -> Vec<Arg> {
                 continue;
             }
         };
-        if !arg.split || (text.split_whitespace().count() == 1 && !text.contains(['*', '?', '['])) {
+        if !arg.split || (text.split_whitespace().count() == 1 && !is_glob(&text)) {
             out.push(arg);
             continue;
         }
