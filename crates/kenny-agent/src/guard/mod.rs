@@ -50,7 +50,11 @@ pub fn check(tool: &str, args: &Map<String, Value>) -> Result<(), Blocked> {
     let text = |k: &str| args.get(k).and_then(Value::as_str);
     match tool {
         "shell_exec" => check_shell(text("command").unwrap_or(""), start_dir().as_deref()),
-        "powershell_exec" => powershell::check_script(text("script").unwrap_or("")),
+        "powershell_exec" => {
+            let script = text("script").unwrap_or("");
+            nesting_ok(script)?;
+            powershell::check_script(script)
+        }
         _ => match text("path") {
             Some(path) => check_file_path(path),
             None => Ok(()),
@@ -58,8 +62,34 @@ pub fn check(tool: &str, args: &Map<String, Value>) -> Result<(), Blocked> {
     }
 }
 
+/// Brackets nested deeper than this are refused before parsing: the parsers recurse,
+/// and a hostile command must not be able to exhaust the agent's stack.
+const MAX_NESTING: usize = 64;
+
+fn nesting_ok(text: &str) -> Result<(), Blocked> {
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' | '{' | '[' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(Blocked {
+                        reason: format!(
+                            "nests brackets more than {MAX_NESTING} deep; the guard does not read that far, so it refuses it"
+                        ),
+                    });
+                }
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// A POSIX shell command, as `/bin/sh -c` will run it from `cwd`.
 pub fn check_shell(command: &str, cwd: Option<&str>) -> Result<(), Blocked> {
+    nesting_ok(command)?;
     posix::Shell::new(cwd).script(command)
 }
 

@@ -875,6 +875,28 @@ fn operator_rules_add_refusals_and_never_remove_built_in_ones() {
     );
 }
 
+/// A hostile command nested thousands deep is refused, not a stack overflow that
+/// would take the agent down.
+#[test]
+fn deep_nesting_is_refused_without_exhausting_the_stack() {
+    let deep = |open: &str, close: &str| format!("{}echo{}", open.repeat(5000), close.repeat(5000));
+    for cmd in [deep("$(", ")"), deep("(", ")"), deep("{ ", "; }")] {
+        assert!(shell(&cmd).is_err());
+    }
+    for script in [deep("(", ")"), deep("& { ", " }"), deep("$(", ")")] {
+        assert!(ps(&script).is_err());
+    }
+    // Deep but within the limit still parses (and is judged).
+    assert!(
+        shell(
+            &deep("(", ")")
+                .replace(&"(".repeat(5000), &"(".repeat(64))
+                .replace(&")".repeat(5000), &")".repeat(64))
+        )
+        .is_ok()
+    );
+}
+
 /// Cost of the text guard per command, for docs/benchmarks.md:
 /// `cargo test --release -p kenny-agent --lib guard::tests::guard_cost -- --ignored --nocapture`
 #[test]
