@@ -212,6 +212,11 @@ impl Pattern {
         false
     }
 
+    /// Whether a token is a shell glob character (`*`, `?`, `[...]`).
+    pub fn is_glob_token(t: &Tok) -> bool {
+        t.is_glob()
+    }
+
     /// The runs of literal characters, in order: any string it matches contains each.
     pub fn literal_runs(&self) -> Vec<String> {
         let mut runs = Vec::new();
@@ -275,7 +280,16 @@ impl Pattern {
         let unified = Pattern(toks);
         let mut absolute = unified.starts_with_slash();
         let mut kept: Vec<Pattern> = Vec::new();
-        for part in unified.components() {
+        let mut parts = unified.components();
+        // `/proc/PID/root/...` is `/...` seen through another process's root.
+        if absolute
+            && parts.len() > 3
+            && parts[1].as_literal().as_deref() == Some("proc")
+            && parts[3].as_literal().as_deref() == Some("root")
+        {
+            parts.drain(1..4);
+        }
+        for part in parts {
             if part.has_unknown() {
                 // An unknown value may itself hold `../..`: what came before it no
                 // longer says where the path is. Keep only what follows its last
@@ -424,6 +438,8 @@ mod tests {
             ("**/.ssh/id_rsa", "/home/*/.ssh/id_*", true),
             ("/var/*", "/var/.password-store", false),
             ("/var/.*", "/var/.password-store", true),
+            ("/proc/self/root/etc/shadow", "/etc/shadow", true),
+            ("/proc/1/root/etc/sha*", "/etc/shadow", true),
             ("/tmp/*.log", "**/.password-store**", false),
         ] {
             assert_eq!(meets(a, b), expected, "{a} vs {b}");

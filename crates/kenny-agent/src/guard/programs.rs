@@ -967,20 +967,9 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                         ),
                     );
                 }
-                check(
-                    sh,
-                    a,
-                    if recursive
-                        || a.pat
-                            .0
-                            .iter()
-                            .any(|t| *t != super::pattern::Tok::Deep && !matches!(t, super::pattern::Tok::Lit(_)))
-                    {
-                        Use::Tree
-                    } else {
-                        Use::Replace
-                    },
-                )?;
+                // A glob deletes everything it matches: judged like a whole tree.
+                let globbed = a.pat.0.iter().any(Pattern::is_glob_token);
+                check(sh, a, if recursive || globbed { Use::Tree } else { Use::Replace })?;
             }
         }
         "shred" | "truncate" | "scrub" | "wipe" => {

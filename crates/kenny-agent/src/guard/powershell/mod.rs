@@ -537,10 +537,8 @@ impl Ps {
                     None => Ok(()),
                 }
             }
-            other if usage == Use::Read => {
-                let _ = other;
-                Ok(())
-            }
+            // An unknown value read is judged where it comes from, not here.
+            _ if usage == Use::Read => Ok(()),
             other => Err(blocked(format!(
                 "`{}` is only known at run time and could be a protected path; write the path out",
                 other.shown()
@@ -785,13 +783,9 @@ impl Ps {
             };
             let cmd = command_name(&name);
             match cmd.as_str() {
-                "select-object" | "sort-object" | "where-object" | "tee-object" | "out-host" => {
-                    if cmd == "where-object" {
-                        // A filter narrows the set, but what it keeps is only known at run time.
-                        continue;
-                    }
-                    continue;
-                }
+                // Filters and formatters pass on (part of) what comes from further up;
+                // what a filter keeps is only known at run time, so the source decides.
+                "select-object" | "sort-object" | "where-object" | "tee-object" | "out-host" => continue,
                 "get-service" if kind == "service" => {
                     let call = self.bind(&name, c);
                     let names = call.values(&["name", "displayname"], Some(0));
