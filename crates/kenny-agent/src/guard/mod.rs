@@ -101,8 +101,7 @@ pub fn check_file_path(path: &str) -> Result<(), Blocked> {
             reason: format!("`{path}` is a raw disk or volume device, not a file"),
         });
     }
-    let pat = pattern::Pattern::literal(path).normalized_path();
-    match paths::refusal(&pat, paths::Use::Read) {
+    match paths::refusal_text(&pattern::normalized_text(path), paths::Use::Read) {
         Some(why) => Err(Blocked {
             reason: format!("`{path}` {why}"),
         }),
@@ -111,16 +110,16 @@ pub fn check_file_path(path: &str) -> Result<(), Blocked> {
 }
 
 /// A path after the file tools resolved it (symlinks and `..` followed): the same
-/// protected paths, plus the disk and memory devices.
+/// protected paths, plus the disk and memory devices. Checked whatever was checked
+/// before: the handlers never rely on their caller.
 pub fn check_resolved_path(path: &std::path::Path) -> Result<(), Blocked> {
     let shown = path.display().to_string();
     check_file_path(&shown)?;
-    let pat = pattern::Pattern::literal(&shown).normalized_path();
-    match paths::refusal(&pat, paths::Use::Write) {
-        Some(why) if why.starts_with("writes to") => Err(Blocked {
-            reason: format!("`{shown}` is a device ({})", why.trim_start_matches("writes to ")),
+    match paths::device_text(&pattern::normalized_text(&shown)) {
+        Some(what) => Err(Blocked {
+            reason: format!("`{shown}` is a device ({what})"),
         }),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 

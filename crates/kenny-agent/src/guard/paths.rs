@@ -65,6 +65,8 @@ pub struct Protected {
     /// Text any path it matches must contain: a cheap test before the full comparison,
     /// so a file tool's path is checked in microseconds.
     needles: Vec<String>,
+    /// The pattern starts with its first needle: a path must start with it too.
+    anchored: bool,
     /// The directories above it (and itself), with their needles, for whole-tree uses.
     above: Vec<(Pattern, Vec<String>)>,
 }
@@ -72,6 +74,7 @@ pub struct Protected {
 impl Protected {
     fn new(pattern: Pattern, what: &'static str) -> Protected {
         let needles = pattern.literal_runs();
+        let anchored = matches!(pattern.0.first(), Some(super::pattern::Tok::Lit(_)));
         let above = pattern
             .ancestors_and_self()
             .into_iter()
@@ -85,7 +88,22 @@ impl Protected {
             pattern,
             what,
             needles,
+            anchored,
             above,
+        }
+    }
+
+    /// The cheap test: every needle is in `text` (the first at its start when anchored).
+    fn may_match(&self, text: &str) -> bool {
+        match self.needles.split_first() {
+            None => true,
+            Some((first, rest)) => {
+                (if self.anchored {
+                    text.starts_with(first.as_str())
+                } else {
+                    text.contains(first.as_str())
+                }) && rest.iter().all(|n| text.contains(n.as_str()))
+            }
         }
     }
 
@@ -99,7 +117,7 @@ impl Protected {
     /// Whether `path` (with `text`, its literal text when it has one) may name this.
     fn meets(&self, path: &Pattern, text: Option<&str>) -> bool {
         if let Some(t) = text
-            && !self.needles.iter().all(|n| t.contains(n.as_str()))
+            && !self.may_match(t)
         {
             return false;
         }
@@ -387,6 +405,41 @@ pub enum Use {
     Tree,
 }
 
+/// [`refusal`] for a plain (normalized) path: the protected entries are first tested
+/// by their needles alone, so the common case builds no pattern at all.
+pub fn refusal_text(text: &str, usage: Use) -> Option<String> {
+    let contains = |needles: &[String]| needles.iter().all(|n| text.contains(n.as_str()));
+    let candidate = |p: &Protected| {
+        if usage == Use::Tree {
+            p.above.iter().any(|(_, n)| contains(n))
+        } else {
+            p.may_match(text)
+        }
+    };
+    let own = OWN.read().unwrap_or_else(|p| p.into_inner());
+    let mut tables: Vec<&[Protected]> = vec![&CREDENTIALS];
+    if usage != Use::Read {
+        tables.extend([&DISKS[..], &WRITE_PROTECTED[..], &LOGS[..], &CRITICAL_DIRS[..]]);
+    }
+    let any = own
+        .as_ref()
+        .is_some_and(|o| o.secrets.iter().chain(o.binary.iter()).any(candidate))
+        || tables.iter().any(|t| t.iter().any(candidate));
+    drop(own);
+    if !any {
+        return None;
+    }
+    refusal(&Pattern::literal(text), usage)
+}
+
+/// Whether a resolved path is a disk or memory device, by name.
+pub fn device_text(text: &str) -> Option<&'static str> {
+    DISKS
+        .iter()
+        .find(|d| d.may_match(text) && Pattern::literal(text).intersects(&d.pattern))
+        .map(|d| d.what)
+}
+
 /// Why `path` may not be used this way, if it may not.
 pub fn refusal(path: &Pattern, usage: Use) -> Option<String> {
     let text = path.as_literal();
@@ -441,6 +494,10 @@ pub fn refusal(path: &Pattern, usage: Use) -> Option<String> {
 /// A Windows device path that opens a raw disk, volume or the object namespace
 /// (`\\.\PhysicalDrive0`, `\\.\C:`, `\\?\GLOBALROOT\...`, `\\?\Volume{...}`).
 pub fn is_raw_device_path(text: &str) -> bool {
+    // Every such path starts with two slashes of either kind.
+    if !(text.starts_with("\\\\") || text.starts_with("//") || text.starts_with("\\/") || text.starts_with("/\\")) {
+        return false;
+    }
     let t = text.replace('/', "\\").to_ascii_lowercase();
     let t = t.trim_matches(|c| c == '"' || c == '\'');
     if t.contains("globalroot") || t.contains("harddiskvolumeshadowcopy") || t.contains("\\device\\harddisk") {

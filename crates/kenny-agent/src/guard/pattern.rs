@@ -367,6 +367,40 @@ impl std::fmt::Display for Pattern {
     }
 }
 
+/// [`Pattern::normalized_path`] for a plain string, without building a pattern: the
+/// file tools' fast path.
+pub fn normalized_text(path: &str) -> String {
+    let lower = path.to_lowercase().replace('\\', "/");
+    let unified = lower.strip_prefix("//?/").unwrap_or(&lower);
+    let absolute = unified.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in unified.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push(part);
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    if absolute && parts.len() > 2 && parts[0] == "proc" && parts[2] == "root" {
+        parts.drain(..3);
+    }
+    let mut out = if absolute {
+        format!("/{}", parts.join("/"))
+    } else {
+        parts.join("/")
+    };
+    if out.len() == 2 && out.ends_with(':') {
+        out.push('/');
+    }
+    out
+}
+
 /// `[...]` at the start of `chars`: the token and how many characters it used.
 fn parse_class(chars: &[char]) -> Option<(Tok, usize)> {
     let mut i = 1;
@@ -456,6 +490,24 @@ mod tests {
         q.push_deep();
         q.push_str("/");
         assert!(q.intersects(&Pattern::literal("/")), "`$X/` may be `/`");
+    }
+
+    #[test]
+    fn text_normalisation_agrees_with_patterns() {
+        for p in [
+            "/etc/../etc/./shadow",
+            "//etc//shadow",
+            "C:\\Windows\\..\\Windows\\System32",
+            "\\\\?\\C:\\x",
+            "C:",
+            "/proc/self/root/etc/shadow",
+            "/../..",
+            "relative/../x",
+            "/",
+        ] {
+            let via_pattern = Pattern::literal(p).normalized_path().as_literal().unwrap();
+            assert_eq!(normalized_text(p), via_pattern, "{p}");
+        }
     }
 
     #[test]
