@@ -52,14 +52,6 @@ type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStre
 /// Runs the agent until `shutdown` fires.
 pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
-    // The guard and the kernel layer protect this agent's own files from its tools.
-    crate::guard::register(crate::guard::AgentPaths {
-        binary: std::env::current_exe().ok(),
-        settings: config.settings_file.clone(),
-        state_dir: Some(config.state_dir.clone()),
-        private_dirs: config.private_dirs.clone(),
-    });
-    crate::sandbox::prepare();
     // The web filter must never block the server this agent reports to.
     tools::protect_server_host(&config.server);
     tools::update::set_server_url(&config.server);
@@ -70,6 +62,15 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
         }
         AuthMode::Token(_) => None,
     };
+    // The guard and the kernel layer protect this agent's own files from its tools;
+    // registered once the state directory exists (the key is made there above).
+    crate::guard::register(crate::guard::AgentPaths {
+        binary: std::env::current_exe().ok(),
+        settings: config.settings_file.clone(),
+        state_dir: Some(config.state_dir.clone()),
+        private_dirs: config.private_dirs.clone(),
+    });
+    crate::sandbox::prepare();
     let mut backoff = Backoff::new(INITIAL_BACKOFF, config.max_backoff);
     loop {
         let mut authenticated_at = None;

@@ -90,7 +90,15 @@ fn build() -> Sandbox {
 }
 
 fn create_empty(path: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if let Some(dir) = path.parent() {
+        // A legacy-token agent has no key, so nothing made its state directory yet.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     std::fs::write(path, b"").map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o400))
         .map_err(|e| format!("cannot protect {}: {e}", path.display()))
