@@ -123,7 +123,7 @@ async def test_agent_guard_blocks_before_anything_runs(kenny, tmp_path):
             f"touch {marker}; cat /etc/shadow",
         ):
             message = expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": command}), "blocked")
-            assert message.startswith("refused by agent safety policy: this "), message
+            assert message.startswith("refused by agent safety policy: "), message
         message = expect_error(await call(client, "fs_read", {"agent_id": "pc-a", "path": "/root/.ssh/../.ssh/id_ed25519"}), "blocked")
         assert "SSH private keys" in message
     assert not marker.exists(), "a blocked command must not run at all"

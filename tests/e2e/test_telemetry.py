@@ -26,6 +26,7 @@ SECTIONS = [
     "logon_failures",
     "defender",
     "win_update",
+    "sandbox",
 ]
 
 

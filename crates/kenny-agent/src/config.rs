@@ -34,6 +34,11 @@ pub struct AgentConfig {
     pub allow_plaintext: bool,
     /// How long a freshly installed build has to log in before it is rolled back.
     pub update_trial: Duration,
+    /// The settings file this agent was started with (`--config`): protected like the key.
+    pub settings_file: Option<PathBuf>,
+    /// Directories no tool may read or write at all: for `kenny up`, the server's data
+    /// directory (database, server key).
+    pub private_dirs: Vec<PathBuf>,
 }
 
 impl AgentConfig {
@@ -49,6 +54,8 @@ impl AgentConfig {
             telemetry_interval: Duration::from_secs(900),
             allow_plaintext: false,
             update_trial: Duration::from_secs(90),
+            settings_file: None,
+            private_dirs: Vec::new(),
         }
     }
 

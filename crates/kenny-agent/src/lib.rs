@@ -10,6 +10,7 @@ pub mod guard;
 pub mod handover;
 pub mod identity;
 pub mod install;
+pub mod sandbox;
 pub mod service;
 pub mod switch;
 pub mod tools;

@@ -186,7 +186,7 @@ fn main() -> anyhow::Result<()> {
             return kenny_agent::install::uninstall(&plan, !no_stop && root.is_none(), purge);
         }
     };
-    let _ = args.config;
+    let settings_file = args.config.clone();
     kenny_host::init_logging("info");
     for flag in exposed {
         tracing::warn!("{}", exposed_warning(flag));
@@ -213,6 +213,7 @@ fn main() -> anyhow::Result<()> {
     config.update_trial = Duration::from_secs(args.update_trial_secs);
     config.allow_plaintext = args.allow_plaintext;
     config.switch_dir = args.switch_dir;
+    config.settings_file = settings_file;
     if as_service {
         return run_as_service(config);
     }

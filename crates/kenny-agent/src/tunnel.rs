@@ -82,6 +82,15 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
         }
         AuthMode::Token(_) => (None, None),
     };
+    // The guard and the kernel layer protect this agent's own files from its tools;
+    // registered once the state directory exists (the key is made there above).
+    crate::guard::register(crate::guard::AgentPaths {
+        binary: std::env::current_exe().ok(),
+        settings: config.settings_file.clone(),
+        state_dir: Some(config.state_dir.clone()),
+        private_dirs: config.private_dirs.clone(),
+    });
+    crate::sandbox::prepare();
     tools::update::configure(UpdateContext {
         server_url: config.server.clone(),
         agent_id: config.agent_id.clone(),

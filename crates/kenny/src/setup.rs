@@ -30,7 +30,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn agent_config(&self, base_url: &str, data_dir: &Path) -> AgentConfig {
-        AgentConfig::new(
+        let mut config = AgentConfig::new(
             base_url,
             &self.agent_id,
             AuthMode::Mutual {
@@ -38,7 +38,10 @@ impl Prepared {
                 enroll_token: self.enroll_token.clone().map(Secret),
             },
             agent_dir(data_dir),
-        )
+        );
+        // The agent's commands must never reach the server's database or key.
+        config.private_dirs.push(data_dir.to_path_buf());
+        config
     }
 }
 

@@ -29,12 +29,14 @@ const BACKSTOP: Duration = Duration::from_secs(90);
 
 pub async fn list(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
+    let path = resolved(&path)?;
     let limit = usize_arg(args, "limit", DEFAULT_LIST_LIMIT);
     blocking("fs_list", BACKSTOP, move || list_dir(&path, limit)).await?
 }
 
 pub async fn read(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
+    let path = resolved(&path)?;
     let offset = arg_u64(args, "offset", 0);
     let max_bytes = usize_arg(args, "max_bytes", DEFAULT_READ_BYTES);
     blocking("fs_read", BACKSTOP, move || read_chunk(&path, offset, max_bytes)).await?
@@ -42,6 +44,7 @@ pub async fn read(args: &Map<String, Value>) -> ToolResult {
 
 pub async fn search(args: &Map<String, Value>) -> ToolResult {
     let root = absolute_path(args)?;
+    let root = resolved(&root)?;
     let pattern = arg_str(args, "pattern").ok_or_else(|| ToolError::bad_args("missing required argument `pattern`"))?;
     let query = SearchQuery {
         matcher: NameMatcher::new(pattern),
@@ -75,6 +78,32 @@ fn absolute_path(args: &Map<String, Value>) -> Result<PathBuf, ToolError> {
         // Relative to what? The agent's working directory means nothing to the caller.
         Err(ToolError::bad_args(format!("path must be absolute, got `{raw}`")))
     }
+}
+
+/// The path with symlinks and `..` resolved, checked against what the guard protects
+/// (the agent's key and settings, credential stores, devices): whatever name a caller
+/// uses, the file it reaches is what is judged.
+fn resolved(path: &Path) -> Result<PathBuf, ToolError> {
+    let real = std::fs::canonicalize(path).map_err(|e| ToolError::io(&shown(path), &e))?;
+    crate::guard::check_resolved_path(&real)
+        .map_err(|b| ToolError::new(kenny_proto::error::ErrorCode::Blocked, b.message()))?;
+    Ok(real)
+}
+
+/// Directories a walk never enters: the agent's own state and private directories.
+fn private_dirs() -> Vec<PathBuf> {
+    let paths = crate::guard::agent_paths();
+    let mut out: Vec<PathBuf> = paths.state_dir.into_iter().chain(paths.private_dirs).collect();
+    out.extend(
+        [
+            "/var/lib/kenny-agent",
+            "/etc/kenny-agent",
+            r"C:\ProgramData\kenny\state",
+        ]
+        .iter()
+        .map(PathBuf::from),
+    );
+    out
 }
 
 fn usize_arg(args: &Map<String, Value>, name: &str, default: u64) -> usize {
@@ -190,8 +219,13 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
     if meta.is_dir() {
         return Err(ToolError::bad_args(format!("{name} is a directory; use fs_list")));
     }
-    refuse_blocking_special(&name, &meta)?;
-    let mut file = std::fs::File::open(path).map_err(|e| ToolError::io(&name, &e))?;
+    refuse_special(&name, &meta)?;
+    let mut file = open_regular(path, &meta).map_err(|e| match e {
+        OpenError::Io(e) => ToolError::io(&name, &e),
+        OpenError::Swapped => ToolError::exec_failed(format!(
+            "{name} changed while it was being opened (a symlink or file was swapped in); try again"
+        )),
+    })?;
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| ToolError::io(&name, &e))?;
@@ -225,22 +259,50 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
     }))
 }
 
-/// Opening a FIFO blocks until a writer appears, and sockets cannot be read as files.
-#[cfg(unix)]
-fn refuse_blocking_special(name: &str, meta: &Metadata) -> Result<(), ToolError> {
-    use std::os::unix::fs::FileTypeExt;
-    let file_type = meta.file_type();
-    if file_type.is_fifo() || file_type.is_socket() {
-        return Err(ToolError::bad_args(format!(
-            "{name} is a pipe or socket, not a file that can be read"
-        )));
+/// Only regular files are read. Opening a FIFO blocks until a writer appears, sockets
+/// cannot be read, and device files are the disks, memory or hardware themselves (some
+/// act on being opened).
+fn refuse_special(name: &str, meta: &Metadata) -> Result<(), ToolError> {
+    if meta.is_file() {
+        return Ok(());
     }
-    Ok(())
+    Err(ToolError::new(
+        kenny_proto::error::ErrorCode::Blocked,
+        format!("refused by agent safety policy: {name} is a device, pipe or socket, not a regular file"),
+    ))
+}
+
+enum OpenError {
+    Io(std::io::Error),
+    /// What was opened is not the file that was checked.
+    Swapped,
+}
+
+/// Opens the checked, resolved path without following a symlink swapped in since, and
+/// without blocking, then makes sure it is the same regular file that was checked.
+#[cfg(unix)]
+fn open_regular(path: &Path, checked: &Metadata) -> Result<std::fs::File, OpenError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(OpenError::Io)?;
+    let opened = file.metadata().map_err(OpenError::Io)?;
+    if !opened.is_file() || opened.dev() != checked.dev() || opened.ino() != checked.ino() {
+        return Err(OpenError::Swapped);
+    }
+    Ok(file)
 }
 
 #[cfg(not(unix))]
-fn refuse_blocking_special(_name: &str, _meta: &Metadata) -> Result<(), ToolError> {
-    Ok(())
+fn open_regular(path: &Path, _checked: &Metadata) -> Result<std::fs::File, OpenError> {
+    let file = std::fs::File::open(path).map_err(OpenError::Io)?;
+    match file.metadata() {
+        Ok(m) if m.is_file() => Ok(file),
+        Ok(_) => Err(OpenError::Swapped),
+        Err(e) => Err(OpenError::Io(e)),
+    }
 }
 
 // ---- fs_search ----
@@ -258,6 +320,7 @@ fn search_tree(root: &Path, query: &SearchQuery, mut budget: Budget) -> ToolResu
     let mut visited = 0u64;
     let mut errors = 0u64;
     let mut truncated = false;
+    let private = private_dirs();
     let mut queue = VecDeque::from([(root.to_path_buf(), 0usize)]);
     'walk: while let Some((dir, depth)) = queue.pop_front() {
         let entries = match sorted_entries(&dir, &mut errors) {
@@ -284,8 +347,9 @@ fn search_tree(root: &Path, query: &SearchQuery, mut budget: Budget) -> ToolResu
                 }
                 matches.push(search_match(&entry, kind));
             }
-            if kind == "dir" && depth + 1 < query.max_depth {
-                queue.push_back((entry.path(), depth + 1));
+            let path = entry.path();
+            if kind == "dir" && depth + 1 < query.max_depth && !private.contains(&path) {
+                queue.push_back((path, depth + 1));
             }
         }
     }
@@ -564,6 +628,60 @@ mod tests {
 
     fn path_str(path: &Path) -> String {
         path.to_str().unwrap().to_owned()
+    }
+
+    /// Issue 9: fs_read of a device, of the agent's own key through a symlink or `..`,
+    /// and of a FIFO are refused on the resolved path; walks skip the state directory.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn devices_pipes_and_the_agents_own_files_are_refused_however_they_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::write(state.join("agent_ed25519.key"), "secret").unwrap();
+        crate::guard::register(crate::guard::AgentPaths {
+            state_dir: Some(state.clone()),
+            ..Default::default()
+        });
+        let link = dir.path().join("innocent.txt");
+        std::os::unix::fs::symlink(state.join("agent_ed25519.key"), &link).unwrap();
+        let dotdot = format!("{}/sub/../state/agent_ed25519.key", path_str(dir.path()));
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let fifo = dir.path().join("pipe");
+        let c = std::ffi::CString::new(path_str(&fifo)).unwrap();
+        // SAFETY: mkfifo only reads the NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let dev_link = dir.path().join("disk");
+        std::os::unix::fs::symlink("/dev/null", &dev_link).unwrap();
+        for path in [
+            path_str(&link),
+            dotdot,
+            path_str(&state.join("agent_ed25519.key")),
+            path_str(&fifo),
+            "/dev/null".to_owned(),
+            "/dev/zero".to_owned(),
+            path_str(&dev_link),
+        ] {
+            let err = read(&args(json!({ "path": path }))).await.unwrap_err();
+            assert_eq!(err.code, ErrorCode::Blocked, "{path}: {err:?}");
+        }
+        let err = list(&args(json!({ "path": path_str(&state) }))).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Blocked, "{err:?}");
+        let found = search(&args(
+            json!({ "path": path_str(dir.path()), "pattern": "agent_ed25519" }),
+        ))
+        .await
+        .unwrap();
+        assert_eq!(found["matches"], json!([]), "the walk never enters the state directory");
+        let fine = read(&args(
+            json!({ "path": path_str(&dir.path().join("sub/../innocent.txt")) }),
+        ))
+        .await;
+        assert_eq!(
+            fine.unwrap_err().code,
+            ErrorCode::Blocked,
+            "the symlink leads to the key"
+        );
     }
 
     #[tokio::test]

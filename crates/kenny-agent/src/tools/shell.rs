@@ -31,6 +31,12 @@ pub async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
     {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c").arg(command);
+        #[cfg(target_os = "linux")]
+        crate::sandbox::apply(&mut cmd).map_err(|e| {
+            ToolError::exec_failed(format!(
+                "the command was not run: its sandbox could not be set up ({e})"
+            ))
+        })?;
         run(cmd, None, limit).await
     }
     #[cfg(not(unix))]

@@ -48,6 +48,7 @@ pub const SECTIONS: &[&str] = &[
     "logon_failures",
     "defender",
     "win_update",
+    "sandbox",
 ];
 
 /// All sections together must finish within this; a stuck one (statfs on a hung mount,
@@ -147,6 +148,14 @@ fn requested_sections(args: &Map<String, Value>) -> Result<Option<Vec<String>>, 
     Ok(Some(names))
 }
 
+/// What the kernel layer under shell commands does here (Landlock ABI, mount isolation).
+fn sandbox_section() -> Outcome {
+    match crate::sandbox::status() {
+        Value::Object(map) => Ok(map),
+        _ => Err("no sandbox status".into()),
+    }
+}
+
 fn collector(name: &str) -> Option<Collector> {
     use Collector::{Async, Blocking};
     Some(match name {
@@ -165,6 +174,7 @@ fn collector(name: &str) -> Option<Collector> {
         "local_accounts" => Blocking(accounts::local_accounts_section),
         "logon_failures" => Async(|| Box::pin(logons::logon_failures_section())),
         "defender" | "win_update" => Blocking(windows_only),
+        "sandbox" => Blocking(sandbox_section),
         _ => return None,
     })
 }

@@ -1,0 +1,104 @@
+//! The mount plan for one command: what its private mount namespace hides (empty,
+//! read-only) or makes read-only. Built in the agent, carried out in the child with
+//! plain system calls (see `child.rs`).
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::guard::AgentPaths;
+
+pub enum Op {
+    /// An empty read-only tmpfs over a directory.
+    HideDir(CString),
+    /// An empty read-only file over a file.
+    HideFile(CString),
+    /// The file itself, read-only.
+    ReadOnly(CString),
+}
+
+pub struct Plan {
+    pub ops: Vec<Op>,
+    /// The empty file bound over hidden files.
+    pub empty: CString,
+}
+
+fn c(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+fn real(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// Private SSH keys in `dir` (`id_*` without `.pub`).
+fn ssh_keys(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("id_") && !name.ends_with(".pub") && e.file_type().is_ok_and(|t| t.is_file()) {
+            out.push(e.path());
+        }
+    }
+}
+
+/// Credential files to hide, as they are now.
+fn credential_files() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = [
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/security/opasswd",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    ssh_keys(Path::new("/root/.ssh"), &mut out);
+    if let Ok(homes) = std::fs::read_dir("/home") {
+        for h in homes.flatten() {
+            ssh_keys(&h.path().join(".ssh"), &mut out);
+        }
+    }
+    out
+}
+
+/// The plan for the agent's paths as registered now.
+pub fn plan(paths: &AgentPaths, empty: &Path) -> Option<Plan> {
+    let empty = c(empty)?;
+    let mut ops = Vec::new();
+    let mut files: Vec<PathBuf> = credential_files();
+    files.extend(paths.settings.iter().cloned());
+    files.push(PathBuf::from("/etc/kenny-agent/agent.env"));
+    for f in files.iter().filter_map(|f| real(f)).filter(|f| f.is_file()) {
+        ops.extend(c(&f).map(Op::HideFile));
+    }
+    let mut read_only: Vec<PathBuf> = paths.binary.iter().cloned().collect();
+    read_only.push(PathBuf::from("/usr/local/bin/kenny-agent"));
+    read_only.push(PathBuf::from("/etc/systemd/system/kenny-agent.service"));
+    for f in read_only.iter().filter_map(|f| real(f)).filter(|f| f.is_file()) {
+        ops.extend(c(&f).map(Op::ReadOnly));
+    }
+    let mut dirs: Vec<PathBuf> = paths
+        .state_dir
+        .iter()
+        .chain(paths.private_dirs.iter())
+        .cloned()
+        .collect();
+    dirs.push(PathBuf::from("/var/lib/kenny-agent"));
+    dirs.push(PathBuf::from("/etc/kenny-agent"));
+    let mut dirs: Vec<PathBuf> = dirs.iter().filter_map(|d| real(d)).filter(|d| d.is_dir()).collect();
+    // Outer directories first, so an inner one hidden later is not mounted over again.
+    dirs.sort_by_key(|d| d.components().count());
+    dirs.dedup();
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for d in dirs {
+        if !kept.iter().any(|k| d.starts_with(k)) {
+            kept.push(d);
+        }
+    }
+    for d in &kept {
+        ops.extend(c(d).map(Op::HideDir));
+    }
+    Some(Plan { ops, empty })
+}
