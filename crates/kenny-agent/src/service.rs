@@ -373,21 +373,9 @@ fn ps_literal(text: &str) -> String {
 /// `-EncodedCommand` (base64 of UTF-16LE), so no quoting rule of the Windows command
 /// line can change what it says.
 pub fn powershell_argv(script: &str) -> Vec<String> {
-    use base64::Engine;
-    let utf16le: Vec<u8> = script.encode_utf16().flat_map(u16::to_le_bytes).collect();
-    [
-        "powershell.exe",
-        "-NoLogo",
-        "-NoProfile",
-        "-NonInteractive",
-        "-ExecutionPolicy",
-        "Bypass",
-        "-EncodedCommand",
-    ]
-    .into_iter()
-    .map(String::from)
-    .chain([base64::engine::general_purpose::STANDARD.encode(utf16le)])
-    .collect()
+    std::iter::once("powershell.exe".to_owned())
+        .chain(crate::tools::powershell_encoded_args(script))
+        .collect()
 }
 
 fn rooted(root: &Path, absolute: &Path) -> PathBuf {

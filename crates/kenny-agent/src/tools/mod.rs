@@ -26,7 +26,7 @@ use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
 /// The install plan quotes paths for PowerShell the same way the tools do.
-pub(crate) use shell::powershell_literal;
+pub(crate) use shell::{powershell_encoded_args, powershell_literal};
 pub use telemetry::collect as collect_telemetry;
 pub use webfilter::protect_server_host;
 

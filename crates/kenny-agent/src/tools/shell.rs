@@ -107,7 +107,17 @@ Remove-Variable kennyInput
 
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) fn powershell_invocation(script: &str) -> PowerShellInvocation {
-    let mut args: Vec<String> = [
+    PowerShellInvocation {
+        args: powershell_encoded_args(POWERSHELL_BOOTSTRAP),
+        stdin: script.as_bytes().to_vec(),
+    }
+}
+
+/// powershell.exe's arguments (after the program name) that run `script` with no
+/// profile, no prompt and no execution policy in the way, passed as -EncodedCommand so
+/// no quoting rule of the Windows command line can change what it says.
+pub(crate) fn powershell_encoded_args(script: &str) -> Vec<String> {
+    [
         "-NoLogo",
         "-NoProfile",
         "-NonInteractive",
@@ -115,17 +125,13 @@ pub(crate) fn powershell_invocation(script: &str) -> PowerShellInvocation {
         "Bypass",
         "-EncodedCommand",
     ]
+    .into_iter()
     .map(String::from)
-    .into();
-    args.push(encode_powershell_command(POWERSHELL_BOOTSTRAP));
-    PowerShellInvocation {
-        args,
-        stdin: script.as_bytes().to_vec(),
-    }
+    .chain([encode_powershell_command(script)])
+    .collect()
 }
 
 /// The form -EncodedCommand expects: base64 of the UTF-16LE text.
-#[cfg_attr(not(windows), allow(dead_code))]
 fn encode_powershell_command(text: &str) -> String {
     let utf16le: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
     BASE64.encode(utf16le)
