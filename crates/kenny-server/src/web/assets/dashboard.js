@@ -313,16 +313,9 @@
     });
   }
 
-  // ---- admin -------------------------------------------------------------------------------
-
-  const hostList = (text) => text.split(/[\s,]+/).map((h) => h.trim()).filter(Boolean);
-
-  function setupAdmin() {
-    if (!$('#users')) return;
-    const main = $('main');
-
-    // Listeners sit on <main>, not on the forms and buttons: sections are swapped for
-    // fresh copies after each change.
+  // The page's form handlers, by form id. The listener sits on `main`, not on the forms:
+  // sections are swapped for fresh copies after each change.
+  function formHandlers(main) {
     const forms = {};
     main.addEventListener('submit', (ev) => {
       const handler = forms[ev.target.id];
@@ -330,6 +323,17 @@
       ev.preventDefault();
       handler(ev.target);
     });
+    return forms;
+  }
+
+  // ---- admin -------------------------------------------------------------------------------
+
+  const hostList = (text) => text.split(/[\s,]+/).map((h) => h.trim()).filter(Boolean);
+
+  function setupAdmin() {
+    if (!$('#users')) return;
+    const main = $('main');
+    const forms = formHandlers(main);
 
     forms['user-form'] = async (f) => {
       const body = { username: f.username.value.trim(), role: f.role.value };
@@ -436,13 +440,7 @@
   function setupAccount() {
     if (!$('#password-form')) return;
     const main = $('main');
-    const forms = {};
-    main.addEventListener('submit', (ev) => {
-      const handler = forms[ev.target.id];
-      if (!handler) return;
-      ev.preventDefault();
-      handler(ev.target);
-    });
+    const forms = formHandlers(main);
 
     forms['password-form'] = async (f) => {
       const out = $('#password-result');
