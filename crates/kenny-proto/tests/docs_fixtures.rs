@@ -49,3 +49,29 @@ fn the_agent_page_names_every_tool() {
         .collect();
     assert!(missing.is_empty(), "docs/agent.md does not mention {missing:?}");
 }
+
+/// The documented update order verifies against the documented server key (the same
+/// throwaway seed as the mutual-auth vector), and any edit to it breaks the signature.
+#[test]
+fn documented_update_order_verifies() {
+    use kenny_proto::frame::Frame;
+    use kenny_proto::update::{OrderError, UpdateOrder};
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(docs_wire().join("vectors/mutual_auth.json")).unwrap()).unwrap();
+    let server_key = kenny_proto::auth::parse_public_key(v["server_public_key_b64"].as_str().unwrap()).unwrap();
+    let text = std::fs::read_to_string(docs_wire().join("request_agent_update.json")).unwrap();
+    let Frame::Request(request) = decode(&text, Limits::AUTHENTICATED).unwrap() else {
+        panic!("request_agent_update.json is not a request");
+    };
+    let order = UpdateOrder::from_args(&request.args).unwrap();
+    let manifest = order.verify(&server_key).unwrap();
+    assert_eq!(
+        (manifest.agent_id.as_str(), manifest.version.as_str(), manifest.size),
+        (v["agent_id"].as_str().unwrap(), "0.2.0", 35)
+    );
+    let tampered = UpdateOrder {
+        manifest: order.manifest.replace("\"size\":35", "\"size\":36"),
+        ..order
+    };
+    assert_eq!(tampered.verify(&server_key), Err(OrderError::BadSignature));
+}
