@@ -235,7 +235,8 @@ impl Updates {
             .unwrap_or(DEFAULT_TRIAL)
             .min(MAX_TRIAL);
         let (manifest, from, requested_by) = (order.manifest.clone(), order.from.clone(), order.requested_by.clone());
-        let waited = tokio::time::timeout(trial + REPORT_GRACE, &mut order.report).await;
+        let limit = trial + REPORT_GRACE;
+        let waited = tokio::time::timeout(limit, &mut order.report).await;
         match waited {
             Ok(Ok(report)) => match report.outcome {
                 Outcome::Succeeded => {
@@ -260,7 +261,7 @@ impl Updates {
                     from_version: from,
                     to_version: manifest.version.clone(),
                     outcome: "no_report".into(),
-                    detail: format!("no report within {}s of staging", (trial + REPORT_GRACE).as_secs()),
+                    detail: format!("no report within {}s of staging", limit.as_secs()),
                     at: crate::clock::now(),
                 };
                 if let Err(e) = self.store.blocking(move |s| s.record_update(&record)).await {
@@ -272,7 +273,7 @@ impl Updates {
                         "agent {} took kenny-agent {} and restarted, but has not reported within {}s whether it kept it; it may be offline: check list_agents or its page on the dashboard",
                         manifest.agent_id,
                         manifest.version,
-                        (trial + REPORT_GRACE).as_secs()
+                        limit.as_secs()
                     ),
                 ))
             }
