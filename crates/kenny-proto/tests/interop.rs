@@ -1,7 +1,9 @@
 //! Wire compatibility with the existing kenny implementation (contract 0.17): every
 //! reference frame decodes and re-encodes to the same JSON, and the mutual-auth vectors
 //! reproduce byte for byte. The reference data is read from `../shared/` (or
-//! `KENNY_WIRE_REFERENCE`), never copied into this repository.
+//! `KENNY_WIRE_REFERENCE`), never copied into this repository. A plain clone has no
+//! `../shared/`: then each test says it was skipped and why, and passes; a
+//! `KENNY_WIRE_REFERENCE` that names no directory is an error.
 
 use std::path::PathBuf;
 
@@ -10,20 +12,29 @@ mod common;
 use kenny_proto::frame::{Frame, Limits, decode, encode};
 use serde_json::Value;
 
-fn reference_dir() -> PathBuf {
-    let dir = std::env::var_os("KENNY_WIRE_REFERENCE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kenny-wire-0.17"));
-    assert!(
-        dir.is_dir(),
-        "reference frames not found at {}: check out shared/ beside the repository or set KENNY_WIRE_REFERENCE",
+fn reference_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("KENNY_WIRE_REFERENCE").map(PathBuf::from) {
+        assert!(
+            dir.is_dir(),
+            "KENNY_WIRE_REFERENCE names {}, which is not a directory",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/kenny-wire-0.17");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    eprintln!(
+        "SKIPPED: the kenny 0.17 reference frames are not at {} (a plain clone has no ../shared/); check it out beside the repository or set KENNY_WIRE_REFERENCE to run the interop checks",
         dir.display()
     );
-    dir
+    None
 }
 
-fn frames() -> Vec<(String, String)> {
-    let mut out: Vec<_> = std::fs::read_dir(reference_dir())
+/// The reference frames as (file name, text), or `None` when they are not here.
+fn frames() -> Option<Vec<(String, String)>> {
+    let mut out: Vec<_> = std::fs::read_dir(reference_dir()?)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
@@ -35,12 +46,12 @@ fn frames() -> Vec<(String, String)> {
         })
         .collect();
     out.sort();
-    out
+    Some(out)
 }
 
 #[test]
 fn every_reference_frame_round_trips() {
-    let frames = frames();
+    let Some(frames) = frames() else { return };
     assert!(
         frames.len() >= 40,
         "expected the full reference set, found {}",
@@ -72,7 +83,8 @@ fn every_reference_frame_round_trips() {
 
 #[test]
 fn reference_frames_with_an_unknown_field_are_rejected() {
-    for (name, text) in frames() {
+    let Some(frames) = frames() else { return };
+    for (name, text) in frames {
         let mut value: Value = serde_json::from_str(&text).unwrap();
         value["surprise"] = Value::from(1);
         let err = decode(&value.to_string(), Limits::AUTHENTICATED).expect_err(&name);
@@ -82,7 +94,8 @@ fn reference_frames_with_an_unknown_field_are_rejected() {
 
 #[test]
 fn reference_frames_over_the_limit_are_rejected() {
-    let (name, text) = frames().into_iter().max_by_key(|(_, t)| t.len()).unwrap();
+    let Some(frames) = frames() else { return };
+    let (name, text) = frames.into_iter().max_by_key(|(_, t)| t.len()).unwrap();
     let limits = Limits {
         max_frame_bytes: text.len() - 1,
     };
@@ -94,7 +107,8 @@ fn reference_frames_over_the_limit_are_rejected() {
 
 #[test]
 fn mutual_auth_vectors_reproduce_byte_for_byte() {
-    let text = std::fs::read_to_string(reference_dir().join("vectors/mutual_auth.json")).unwrap();
+    let Some(dir) = reference_dir() else { return };
+    let text = std::fs::read_to_string(dir.join("vectors/mutual_auth.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("vector field {k}"));
     assert_eq!(s("label"), kenny_proto::auth::TRANSCRIPT_LABEL);
@@ -102,7 +116,6 @@ fn mutual_auth_vectors_reproduce_byte_for_byte() {
     common::check_mutual_auth_vector(&v);
 
     // The reference handshake frames carry the same values.
-    let dir = reference_dir();
     let read = |f: &str| decode(&std::fs::read_to_string(dir.join(f)).unwrap(), Limits::HANDSHAKE).unwrap();
     let Frame::Register(reg) = read("register.json") else {
         panic!("register.json")
