@@ -336,6 +336,14 @@ impl Shell {
         for item in cmd.suffix.iter().flat_map(|s| s.0.iter()) {
             self.item(item, false, &mut argv, &mut assignments, &mut stdin)?;
         }
+        if let Some(first) = argv.first().filter(|a| a.from_env && a.split) {
+            // Its value depends on the agent's environment, which may differ from the
+            // child's; unset, it vanishes and the next word becomes the program.
+            return Err(blocked(format!(
+                "runs a program whose name is only known at run time (`{}`); a state-changing command must name its program literally",
+                first.shown
+            )));
+        }
         let argv = split_words(argv);
         if argv.is_empty() {
             // Plain assignments: they stay for the rest of the script.
@@ -822,6 +830,8 @@ fn split_words(argv: Vec<Arg>) -> Vec<Arg> {
                 literal: pat.is_literal().then(|| part.to_owned()),
                 pat,
                 shown: part.to_owned(),
+                from_env: arg.from_env,
+                vars: arg.vars.clone(),
                 ..Arg::default()
             });
         }

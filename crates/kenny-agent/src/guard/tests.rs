@@ -206,6 +206,7 @@ const SHELL: &[(&str, bool)] = &[
     ("rm -f /usr/bin/*", REFUSED),
     ("rm -rf /lib/*", REFUSED),
     ("$SHELL -c 'id'", REFUSED),
+    ("$KENNY_GUARD_TEST_UNSET -c 'id'", REFUSED),
     ("$(which bash) -c id", REFUSED),
     ("eval \"$CMD\"", REFUSED),
     ("eval \"$HOME\"", REFUSED),
