@@ -173,8 +173,34 @@ fn operands<'a>(args: &'a [Arg], with_value: &[&str]) -> Vec<&'a Arg> {
     out
 }
 
+/// The arguments as the program receives them: rules match the expanded text, because
+/// `"-rf"`, `'-c'` and `F=-rf; rm $F` all reach the program as options.
+fn as_received(argv: &[Arg]) -> Vec<Arg> {
+    argv.iter()
+        .map(|a| match &a.literal {
+            Some(text) if *text != a.shown => Arg {
+                shown: text.clone(),
+                ..a.clone()
+            },
+            _ => a.clone(),
+        })
+        .collect()
+}
+
+/// Whether a word only known at run time could turn out to be an option: its value is
+/// not known and nothing known at its start rules out a leading `-`.
+fn may_be_option(arg: &Arg) -> bool {
+    use super::pattern::Tok;
+    arg.literal.is_none() && !matches!(arg.pat.0.first(), Some(Tok::Lit(c)) if *c != '-')
+}
+
+/// Whether any option in `short`/`long` is given, or may be: a word only known at run
+/// time counts as every option.
 fn has_flag(args: &[Arg], short: char, long: &[&str]) -> bool {
     args.iter().any(|a| {
+        if may_be_option(a) {
+            return true;
+        }
         let t = a.shown.as_str();
         if let Some(l) = t.strip_prefix("--") {
             long.iter().any(|x| l == *x || l.starts_with(&format!("{x}=")))
@@ -268,6 +294,7 @@ fn is_interpreter(name: &str) -> bool {
 
 /// Judges `name args...` (argv[0] is the program).
 pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
+    let argv = as_received(argv);
     let args = &argv[1..];
     check_mentions(sh, name, args)?;
     let name = name.strip_suffix(".exe").unwrap_or(name);
@@ -736,7 +763,8 @@ fn find(sh: &mut Shell, args: &[Arg]) -> Result<(), Blocked> {
     let mut i = 0;
     while i < args.len() {
         match args[i].shown.as_str() {
-            "-delete" => {
+            // A word only known at run time may be `-delete`.
+            t if t == "-delete" || may_be_option(&args[i]) => {
                 for root in &roots {
                     check_path(sh, root, Use::Tree, &root.to_string())?;
                 }
