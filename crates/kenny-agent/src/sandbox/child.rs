@@ -43,8 +43,8 @@ fn extra_dirs() -> Vec<PathBuf> {
 }
 
 /// Prepares the sandbox (or prepares it again, for newly registered paths) and checks
-/// it works here by running `/bin/true` in it; a layer that fails is switched off and
-/// reported.
+/// it works here by entering it in a throw-away child; a layer that fails is switched
+/// off and reported.
 pub fn prepare() {
     let mut state = STATE.lock().unwrap_or_else(|p| p.into_inner());
     *state = Some(build());
@@ -106,33 +106,60 @@ fn create_empty(path: &std::path::Path) -> Result<(), String> {
 
 fn probe(sb: &mut Sandbox) {
     for _ in 0..2 {
-        let mut cmd = std::process::Command::new("/bin/true");
-        cmd.stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        let setup = setup_for(sb);
-        // SAFETY: the closure only makes system calls on data prepared before fork.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || setup.enter());
-        }
-        match cmd.status() {
-            Ok(s) if s.success() => return,
-            outcome => {
-                let why = match outcome {
-                    Ok(s) => format!("a test command in it failed ({s})"),
-                    Err(e) => e.to_string(),
-                };
-                if sb.mounts_off.is_none() {
-                    sb.mounts_off = Some(format!("mount isolation does not work here: {why}"));
-                } else if sb.landlock_off.is_none() {
-                    sb.landlock = None;
-                    sb.landlock_off = Some(format!("Landlock does not work here: {why}"));
-                } else {
-                    return;
-                }
-            }
+        let outcome = try_enter(&setup_for(sb));
+        let Err(why) = outcome else { return };
+        if sb.mounts_off.is_none() {
+            sb.mounts_off = Some(format!("mount isolation does not work here: {why}"));
+        } else if sb.landlock_off.is_none() {
+            sb.landlock = None;
+            sb.landlock_off = Some(format!("Landlock does not work here: {why}"));
+        } else {
+            return;
         }
     }
+}
+
+/// Enters the sandbox in a forked child that exits at once, without running any
+/// program: a probe that ran a file (such as `/bin/true`) could be made to fail by a
+/// command that replaced that file, switching the sandbox off at the next start.
+fn try_enter(setup: &Setup) -> Result<(), String> {
+    // SAFETY: the child only makes system calls on data prepared before fork (as a
+    // `pre_exec` closure does) and leaves with `_exit`, running no destructors.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork failed: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let code = match setup.enter() {
+            Ok(()) => 0,
+            Err(e) => e.raw_os_error().unwrap_or(255).clamp(1, 255),
+        };
+        // SAFETY: ends the forked child immediately.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: waits for the child forked above.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("waiting for the probe failed: {e}"));
+        }
+    }
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        return Ok(());
+    }
+    if libc::WIFEXITED(status) {
+        let errno = libc::WEXITSTATUS(status);
+        return Err(format!(
+            "setting it up failed: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ));
+    }
+    Err(format!("the probe ended abnormally (wait status {status})"))
 }
 
 fn log(sb: &Sandbox) {
@@ -317,6 +344,78 @@ pub fn status() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Prints which layers this process's probe leaves on; run in a child process by
+    /// `a_command_that_breaks_bin_true_cannot_switch_the_sandbox_off`.
+    #[test]
+    #[ignore]
+    fn probe_report() {
+        let Ok(state) = std::env::var("KENNY_PROBE_STATE") else {
+            return;
+        };
+        crate::guard::register(crate::guard::AgentPaths {
+            state_dir: Some(PathBuf::from(state)),
+            binary: std::env::current_exe().ok(),
+            ..Default::default()
+        });
+        let mut sb = build();
+        probe(&mut sb);
+        println!(
+            "PROBE landlock={} mounts={}",
+            sb.landlock_off.is_none(),
+            sb.mounts_off.is_none()
+        );
+    }
+
+    fn layers(wrapper: &[&str], state: &std::path::Path) -> String {
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new(wrapper[0])
+            .args(&wrapper[1..])
+            .arg(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "sandbox::child::tests::probe_report",
+                "--nocapture",
+            ])
+            .env("KENNY_PROBE_STATE", state)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        text.lines()
+            .find(|l| l.starts_with("PROBE "))
+            .unwrap_or_else(|| panic!("no probe report: {text}{}", String::from_utf8_lossy(&out.stderr)))
+            .to_owned()
+    }
+
+    /// A command could replace `/bin/true` (it runs as root); a probe that ran it would
+    /// then report the sandbox broken at the next start and switch it off.
+    #[test]
+    fn a_command_that_breaks_bin_true_cannot_switch_the_sandbox_off() {
+        if !has_sys_admin() || !std::path::Path::new("/usr/bin/unshare").exists() {
+            eprintln!("SKIPPED: needs root and unshare(1) to give a child a /bin/true that fails");
+            return;
+        }
+        let state = tempfile::tempdir().unwrap();
+        let plain = layers(&["/bin/sh", "-c", "exec \"$@\"", "sh"], state.path());
+        let broken = layers(
+            &[
+                "/usr/bin/unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "/bin/sh",
+                "-c",
+                "mount --bind /bin/false /bin/true && exec \"$@\"",
+                "sh",
+            ],
+            state.path(),
+        );
+        assert_eq!(
+            plain, broken,
+            "the layers that work here must stay on when /bin/true fails"
+        );
+    }
 
     /// Cost of the kernel layer per command, for docs/benchmarks.md (needs root for the
     /// mount layer): `cargo test --release -p kenny-agent --lib sandbox -- --ignored --nocapture`
