@@ -173,6 +173,17 @@ static CREDENTIALS: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         ("**/microsoft/credentials**", "Windows saved credentials"),
         ("**/microsoft/protect**", "Windows DPAPI master keys"),
         ("**/microsoft/vault**", "the Windows credential vault"),
+        // A process's memory holds its keys and tokens (the agent's own included); its
+        // environment often holds secrets too.
+        ("/proc/*/mem", "a program's memory"),
+        ("/proc/*/task/*/mem", "a program's memory"),
+        ("/proc/*/environ", "a program's environment"),
+        ("/proc/*/task/*/environ", "a program's environment"),
+        ("/proc/*/map_files/**", "a program's memory"),
+        ("/proc/*/task/*/map_files/**", "a program's memory"),
+        ("/proc/kcore", "the kernel's memory"),
+        ("/dev/mem", "the computer's memory"),
+        ("/dev/kmem", "the kernel's memory"),
         // The installed agent's own secrets, wherever this process keeps its own.
         ("/etc/kenny-agent**", "the kenny agent's settings"),
         ("/var/lib/kenny-agent", "the kenny agent's key and state"),
