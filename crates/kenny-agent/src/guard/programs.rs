@@ -195,12 +195,15 @@ fn may_be_option(arg: &Arg) -> bool {
 }
 
 /// Whether any option in `short`/`long` is given, or may be: a word only known at run
-/// time counts as every option.
+/// time counts as every option. For rules that refuse when an option is there.
 fn has_flag(args: &[Arg], short: char, long: &[&str]) -> bool {
-    args.iter().any(|a| {
-        if may_be_option(a) {
-            return true;
-        }
+    args.iter().any(may_be_option) || surely_has_flag(args, short, long)
+}
+
+/// Whether an option in `short`/`long` is certainly given. For rules that allow
+/// something only when an option is there (`at -l`, `command -v`).
+fn surely_has_flag(args: &[Arg], short: char, long: &[&str]) -> bool {
+    args.iter().filter(|a| a.literal.is_some()).any(|a| {
         let t = a.shown.as_str();
         if let Some(l) = t.strip_prefix("--") {
             long.iter().any(|x| l == *x || l.starts_with(&format!("{x}=")))
@@ -346,10 +349,10 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
         "nice" | "nohup" | "stdbuf" | "setsid" | "unbuffer" | "ionice" | "time" | "builtin" | "exec" | "command"
         | "catchsegv" | "faketime" | "torsocks" | "proxychains" | "proxychains4" | "firejail" | "strace" | "ltrace"
         | "valgrind" | "gdb" | "eatmydata" | "caffeinate" | "systemd-inhibit" => {
-            if name == "command" && (has_flag(args, 'v', &[]) || has_flag(args, 'V', &[])) {
+            if name == "command" && (surely_has_flag(args, 'v', &[]) || surely_has_flag(args, 'V', &[])) {
                 return Ok(());
             }
-            if name == "ionice" && has_flag(args, 'p', &["pid"]) {
+            if name == "ionice" && surely_has_flag(args, 'p', &["pid"]) {
                 return Ok(());
             }
             // Each wrapper's own options that take a value.
@@ -408,7 +411,7 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
             return sh.invoke(args.get(i + 1..).unwrap_or(&[]), stdin);
         }
         "taskset" | "chrt" | "numactl" | "cpulimit" => {
-            if has_flag(args, 'p', &["pid"]) {
+            if surely_has_flag(args, 'p', &["pid"]) {
                 return Ok(());
             }
             let i = wrapped(&["-c", "-l", "-p", "-m", "-N", "-C"]);
@@ -532,7 +535,7 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
             );
         }
         "systemd-run" | "at" | "batch" => {
-            if name == "at" && has_flag(args, 'l', &[]) {
+            if name == "at" && surely_has_flag(args, 'l', &[]) {
                 return Ok(());
             }
             return refuse(
@@ -540,6 +543,18 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
                 "hands a command to another service to run later, where the agent's guard and sandbox do not reach",
             );
         }
+        // The same hand-over as `systemd-run`, spelled as a D-Bus call to systemd.
+        "busctl" | "dbus-send" | "gdbus" | "qdbus" | "dbus-run-session"
+            if args
+                .iter()
+                .any(|a| !a.is_known() || a.shown.to_lowercase().contains("systemd1")) =>
+        {
+            return refuse(
+                name,
+                "asks systemd over D-Bus to start, stop or change units, where the agent's guard and sandbox do not reach; use `systemctl` for units other than the agent's",
+            );
+        }
+        "docker" | "podman" | "nerdctl" => return containers(name, args),
         "pwsh" | "powershell" => return super::powershell::judge_command_line(name, args),
         _ => {}
     }
@@ -746,6 +761,69 @@ fn xargs(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
         None => command.push(from_input),
     }
     sh.invoke(&command, &Stdin::Nothing)
+}
+
+/// A container started with the host's root, devices or namespaces is a root shell
+/// outside the agent's sandbox.
+fn containers(name: &str, args: &[Arg]) -> Result<(), Blocked> {
+    let starts = args
+        .iter()
+        .any(|a| matches!(a.shown.as_str(), "run" | "create" | "exec") || !a.is_known());
+    if !starts {
+        return Ok(());
+    }
+    for (i, a) in args.iter().enumerate() {
+        let t = a.shown.as_str();
+        let value = |flag: &str| -> Option<String> {
+            t.strip_prefix(flag)
+                .and_then(|v| v.strip_prefix('='))
+                .map(str::to_owned)
+                .or_else(|| (t == flag).then(|| args.get(i + 1).map_or(String::new(), |v| v.shown.clone())))
+        };
+        if t == "--privileged" || t.starts_with("--privileged=t") || t.starts_with("--cap-add") {
+            return refuse(
+                name,
+                "starts a privileged container: a root shell outside the agent's sandbox",
+            );
+        }
+        for ns in ["--pid", "--ipc", "--uts", "--userns", "--cgroupns"] {
+            if value(ns).is_some_and(|v| v == "host") {
+                return refuse(
+                    name,
+                    "shares the host's namespaces with a container, outside the agent's sandbox",
+                );
+            }
+        }
+        if t.starts_with("--device") {
+            return refuse(
+                name,
+                "gives a container the host's devices, outside the agent's sandbox",
+            );
+        }
+        for flag in ["-v", "--volume", "--mount"] {
+            if let Some(v) = value(flag) {
+                let source = v.split([':', ',']).find_map(|p| {
+                    let p = p
+                        .strip_prefix("source=")
+                        .or_else(|| p.strip_prefix("src="))
+                        .unwrap_or(p);
+                    p.starts_with('/').then_some(p)
+                });
+                if let Some(src) = source
+                    && matches!(
+                        src.trim_end_matches('/'),
+                        "" | "/dev" | "/etc" | "/boot" | "/proc" | "/sys" | "/root" | "/var" | "/usr" | "/run"
+                    )
+                {
+                    return refuse(
+                        name,
+                        &format!("mounts the host's `{src}` into a container, a way around the agent's sandbox"),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `find ROOTS... EXPRESSION`: `-delete` deletes under every root; `-exec CMD {} ;`
@@ -1104,7 +1182,7 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
             }
         }
         "tee" | "sponge" => {
-            let append = has_flag(args, 'a', &["append"]);
+            let append = surely_has_flag(args, 'a', &["append"]);
             for a in operands(args, &[]) {
                 check(sh, a, if append { Use::Write } else { Use::Replace })?;
             }
