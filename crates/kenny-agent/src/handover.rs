@@ -164,8 +164,32 @@ pub async fn trial(staged: &Staged, state_dir: &Path, window: Duration, argv: Ve
             format!("cannot write the handover marker: {e}"),
         );
     }
-    if let Err(e) = swap_in(&staged.exe, &staged.staged) {
+    if let Err(e) = swap_in(staged) {
         return give_up(staged, state_dir, &marker, e);
+    }
+    // Checked once more where it now runs from: something could have written to the
+    // file between the check before the swap and the rename.
+    match file_sha256(&staged.exe) {
+        Ok(hash) if hash == staged.sha256 => {}
+        Ok(hash) => {
+            return roll_back(
+                staged,
+                state_dir,
+                &marker,
+                format!(
+                    "the new build changed after it was checked (sha256 {hash}, signed {})",
+                    staged.sha256
+                ),
+            );
+        }
+        Err(e) => {
+            return roll_back(
+                staged,
+                state_dir,
+                &marker,
+                format!("cannot read the new build back: {e}"),
+            );
+        }
     }
     tracing::info!(from = %staged.from, to = %staged.to, window_s = window.as_secs(), "starting the new agent build on trial");
     let mut child = match tokio::process::Command::new(&staged.exe)
@@ -225,9 +249,40 @@ fn trial_args(mut argv: Vec<OsString>) -> Vec<OsString> {
     argv
 }
 
-/// Running binary to `.old`, staged build into its place. A running binary may be
-/// renamed on Linux and on Windows.
-fn swap_in(exe: &Path, staged: &Path) -> Result<(), String> {
+/// The SHA-256 (lower-case hex) of a regular file, not following a symlink at `path`.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NOFOLLOW);
+    }
+    let mut file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher)?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Running binary to `.old`, staged build into its place, once the staged file still
+/// has the signed hash. A running binary may be renamed on Linux and on Windows.
+fn swap_in(staged: &Staged) -> Result<(), String> {
+    let exe = &staged.exe;
+    match file_sha256(&staged.staged) {
+        Ok(hash) if hash == staged.sha256 => {}
+        Ok(hash) => {
+            return Err(format!(
+                "the staged build changed after it was checked (sha256 {hash}, signed {}); nothing was swapped",
+                staged.sha256
+            ));
+        }
+        Err(e) => return Err(format!("cannot read the staged build back: {e}; nothing was swapped")),
+    }
+    let staged = &staged.staged;
     let old = sibling(exe, "old");
     let _ = std::fs::remove_file(&old);
     std::fs::rename(exe, &old).map_err(|e| format!("moving {} aside failed: {e}", exe.display()))?;
@@ -245,12 +300,28 @@ fn give_up(staged: &Staged, state_dir: &Path, marker: &Marker, reason: String) -
     TrialOutcome::RolledBack(reason)
 }
 
-/// The new build failed its trial: keep it aside as `.failed` and restore `.old`.
-fn roll_back(staged: &Staged, state_dir: &Path, marker: &Marker, reason: String) -> TrialOutcome {
-    let exe = &staged.exe;
+/// Puts `.old` back in place of `exe`, keeping the replaced build aside as `.failed`
+/// when that can be done. Restoring does not depend on that: renaming `.old` over
+/// `exe` replaces it in one step, whatever sits at `.failed`.
+fn restore_previous(exe: &Path) -> std::io::Result<()> {
     let failed = sibling(exe, "failed");
     let _ = std::fs::remove_file(&failed);
-    let restored = std::fs::rename(exe, &failed).and_then(|()| std::fs::rename(sibling(exe, "old"), exe));
+    if let Err(e) = std::fs::copy(exe, &failed) {
+        tracing::warn!(error = %e, "could not keep the failed build aside");
+    }
+    let old = sibling(exe, "old");
+    std::fs::rename(&old, exe).or_else(|first| {
+        // Windows does not replace a running image, but does rename it.
+        let aside = sibling(exe, "replaced");
+        let _ = std::fs::remove_file(&aside);
+        std::fs::rename(exe, &aside).map_err(|_| first)?;
+        std::fs::rename(&old, exe)
+    })
+}
+
+/// The new build failed its trial: restore `.old` (the failed one kept as `.failed`).
+fn roll_back(staged: &Staged, state_dir: &Path, marker: &Marker, reason: String) -> TrialOutcome {
+    let restored = restore_previous(&staged.exe);
     let reason = match restored {
         Ok(()) => reason,
         Err(e) => {
@@ -273,6 +344,32 @@ fn record_rollback(state_dir: &Path, marker: &Marker, reason: &str) {
     };
     if let Err(e) = write_marker(state_dir, &rolled) {
         tracing::error!(error = %e, "could not record the rollback");
+    }
+}
+
+/// At start-up, outside a trial: a marker still on `trial` with the previous build
+/// beside this one means the supervising agent stopped mid-trial (a reboot, a kill), so
+/// the build now running never proved itself. Puts the previous build back and
+/// restarts into it; the rollback is reported after its next login. Returns whether it
+/// restored (the caller then restarts).
+pub fn recover_interrupted(state_dir: &Path, exe: &Path) -> bool {
+    let Some(marker) = read_marker(state_dir) else {
+        return false;
+    };
+    if marker.state != State::Trial || !sibling(exe, "old").is_file() {
+        return false;
+    }
+    let reason = "the update was interrupted before the new build logged in on trial (the supervising agent stopped); the previous build was put back";
+    match restore_previous(exe) {
+        Ok(()) => {
+            tracing::warn!(to = %marker.to, "{reason}");
+            record_rollback(state_dir, &marker, reason);
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not put the previous build back after an interrupted update");
+            false
+        }
     }
 }
 

@@ -98,6 +98,12 @@ pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Re
         trial: config.update_trial,
     });
     let trial_child = handover::in_trial();
+    if !trial_child
+        && let Ok(exe) = std::env::current_exe()
+        && handover::recover_interrupted(&config.state_dir, &exe)
+    {
+        handover::restart_into(&exe).await;
+    }
     let mut backoff = Backoff::new(INITIAL_BACKOFF, config.max_backoff);
     loop {
         let mut authenticated_at = None;

@@ -16,6 +16,7 @@ fn staged_in(dir: &Path, new_build: &str) -> Staged {
     Staged {
         exe,
         staged,
+        sha256: file_sha256(&dir.join("kenny-agent.new")).unwrap(),
         from: "0.1.0".into(),
         to: "0.2.0".into(),
         manifest: "{\"signed\":true}".into(),
@@ -133,4 +134,68 @@ fn a_service_hands_its_trial_child_a_foreground_run() {
         vec![OsString::from("run"), "--config".into(), "c".into()]
     );
     assert_eq!(trial_args(vec!["run".into()]), vec![OsString::from("run")]);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_staged_build_changed_after_its_check_is_never_swapped_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let staged = staged_in(dir.path(), "#!/bin/sh\nexit 0\n");
+    // Another program rewrites the staged file after the download was checked.
+    std::fs::write(&staged.staged, "#!/bin/sh\necho replaced\n").unwrap();
+    let outcome = trial(&staged, &state, Duration::from_secs(20), vec!["run".into()]).await;
+    let TrialOutcome::RolledBack(reason) = outcome else {
+        panic!("swapped in a changed build: {outcome:?}")
+    };
+    assert!(reason.contains("changed after it was checked"), "{reason}");
+    assert_eq!(std::fs::read(&staged.exe).unwrap(), previous_build());
+    assert_eq!(read_marker(&state).unwrap().state, State::RolledBack);
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn rollback_restores_the_previous_build_even_when_the_failed_name_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    // A directory with something in it where the failed build would be kept.
+    std::fs::create_dir_all(dir.path().join("kenny-agent.failed/x")).unwrap();
+    let staged = staged_in(dir.path(), "#!/bin/sh\nexit 3\n");
+    let outcome = trial(&staged, &state, Duration::from_secs(20), vec!["run".into()]).await;
+    let TrialOutcome::RolledBack(reason) = outcome else {
+        panic!("kept a build that exited: {outcome:?}")
+    };
+    assert!(!reason.contains("failed too"), "{reason}");
+    assert_eq!(std::fs::read(&staged.exe).unwrap(), previous_build());
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_trial_puts_the_previous_build_back_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let exe = dir.path().join("kenny-agent");
+    std::fs::write(&exe, "the new build, never proven").unwrap();
+    std::fs::write(dir.path().join("kenny-agent.old"), previous_build()).unwrap();
+    let marker = Marker {
+        state: State::Trial,
+        from: "0.1.0".into(),
+        to: "0.2.0".into(),
+        reason: String::new(),
+        manifest: "{}".into(),
+        signature: String::new(),
+    };
+    write_marker(&state, &marker).unwrap();
+    assert!(recover_interrupted(&state, &exe));
+    assert_eq!(std::fs::read(&exe).unwrap(), previous_build());
+    let after = read_marker(&state).unwrap();
+    assert_eq!(after.state, State::RolledBack);
+    assert!(after.reason.contains("interrupted"), "{}", after.reason);
+    let report = pending_report(&state, "pc-a", "now".into()).unwrap();
+    assert_eq!(report.fields.unwrap()["outcome"], "rolled_back");
+    // Nothing to do on a normal start.
+    assert!(!recover_interrupted(&state, &exe));
 }

@@ -42,6 +42,9 @@ pub struct Staged {
     pub exe: PathBuf,
     /// Where the new build was written.
     pub staged: PathBuf,
+    /// Its signed SHA-256 (hex), checked again at the swap: the file sits in a directory
+    /// other programs can write to between download and handover.
+    pub sha256: String,
     pub from: String,
     pub to: String,
     /// The signed manifest, echoed in the outcome report so the server knows the order.
@@ -102,6 +105,7 @@ pub async fn update(args: &Map<String, Value>) -> ToolResult {
     *STAGED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Staged {
         exe: exe.clone(),
         staged: staged_path,
+        sha256: manifest.sha256.to_lowercase(),
         from: current.to_owned(),
         to: manifest.version.clone(),
         manifest: order.manifest.clone(),
@@ -247,12 +251,25 @@ fn write_executable(path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
             path.display()
         ))
     };
+    use std::io::Write;
     let _ = std::fs::remove_file(path);
-    std::fs::write(path, bytes).map_err(io)?;
+    // A new file, never one planted there (or a symlink to elsewhere): create_new
+    // fails on anything already at the path.
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o700);
+    }
+    let mut file = options.open(path).map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.sync_all().map_err(io)?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o755))
+            .map_err(io)?;
     }
     Ok(())
 }
