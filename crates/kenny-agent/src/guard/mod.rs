@@ -87,9 +87,40 @@ fn nesting_ok(text: &str) -> Result<(), Blocked> {
     Ok(())
 }
 
+/// Compound commands nest like brackets (`if ... fi`, `while ... done`, `case ...
+/// esac`) and the parser recurses on them too: counted together with brackets. A
+/// keyword inside quotes counts as well; that can only refuse a strange command, never
+/// pass a deep one.
+fn shell_nesting_ok(text: &str) -> Result<(), Blocked> {
+    // Counted apart: a case pattern's `)` closes no bracket.
+    let (mut brackets, mut compounds) = (0usize, 0usize);
+    let words = text.split(|c: char| c.is_whitespace() || matches!(c, ';' | '&' | '|'));
+    for word in words {
+        let keyword = word.trim_matches(|c| matches!(c, '(' | ')' | '{' | '}'));
+        brackets += word.chars().filter(|c| matches!(c, '(' | '{' | '[')).count();
+        if matches!(keyword, "if" | "case" | "while" | "until" | "for" | "select") {
+            compounds += 1;
+        }
+        if brackets + compounds > MAX_NESTING {
+            return Err(Blocked {
+                reason: format!(
+                    "nests brackets or compound commands more than {MAX_NESTING} deep; the guard does not read that far, so it refuses it"
+                ),
+            });
+        }
+        let closes = word.chars().filter(|c| matches!(c, ')' | '}' | ']')).count();
+        brackets = brackets.saturating_sub(closes);
+        if matches!(keyword, "fi" | "esac" | "done") {
+            compounds = compounds.saturating_sub(1);
+        }
+    }
+    Ok(())
+}
+
 /// A POSIX shell command, as `/bin/sh -c` will run it from `cwd`.
 pub fn check_shell(command: &str, cwd: Option<&str>) -> Result<(), Blocked> {
     nesting_ok(command)?;
+    shell_nesting_ok(command)?;
     posix::Shell::new(cwd).script(command)
 }
 

@@ -925,7 +925,14 @@ fn operator_rules_add_refusals_and_never_remove_built_in_ones() {
 #[test]
 fn deep_nesting_is_refused_without_exhausting_the_stack() {
     let deep = |open: &str, close: &str| format!("{}echo{}", open.repeat(5000), close.repeat(5000));
-    for cmd in [deep("$(", ")"), deep("(", ")"), deep("{ ", "; }")] {
+    for cmd in [
+        deep("$(", ")"),
+        deep("(", ")"),
+        deep("{ ", "; }"),
+        deep("if true; then ", "; fi"),
+        deep("while true; do ", "; done"),
+        deep("case x in x) ", ";; esac"),
+    ] {
         assert!(shell(&cmd).is_err());
     }
     for script in [deep("(", ")"), deep("& { ", " }"), deep("$(", ")")] {
@@ -937,6 +944,14 @@ fn deep_nesting_is_refused_without_exhausting_the_stack() {
             &deep("(", ")")
                 .replace(&"(".repeat(5000), &"(".repeat(64))
                 .replace(&")".repeat(5000), &")".repeat(64))
+        )
+        .is_ok()
+    );
+    assert!(
+        shell(
+            &deep("if true; then ", "; fi")
+                .replace(&"if true; then ".repeat(5000), &"if true; then ".repeat(40))
+                .replace(&"; fi".repeat(5000), &"; fi".repeat(40))
         )
         .is_ok()
     );
