@@ -38,6 +38,9 @@ pub struct Arg {
     pub pat: Pattern,
     /// The text, when it is fully known and has no glob.
     pub literal: Option<String>,
+    /// The text after expansion, when it is fully known (globs included): what field
+    /// splitting splits.
+    pub expanded: Option<String>,
     /// The word was a process substitution (`<(...)`): a path to another command's output.
     pub proc_subst: bool,
     /// Variables it read.
@@ -49,6 +52,9 @@ pub struct Arg {
     pub from_env: bool,
     /// The word as written, for messages.
     pub shown: String,
+    /// When the whole word is one command substitution of a plain command (`$(pidof
+    /// nginx)`), that command's words.
+    pub subst: Option<Vec<String>>,
 }
 
 impl Arg {
@@ -56,6 +62,7 @@ impl Arg {
         Arg {
             pat: Pattern::literal(text),
             literal: Some(text.to_owned()),
+            expanded: Some(text.to_owned()),
             shown: text.to_owned(),
             ..Arg::default()
         }
@@ -623,8 +630,15 @@ impl Shell {
         let mut all_known = true;
         let mut glob = false;
         self.pieces(text, &pieces, quoted, &mut arg, &mut known, &mut all_known, &mut glob)?;
-        if all_known && !glob {
-            arg.literal = Some(known);
+        if arg.pat.0.len() != 1 {
+            // Not the whole word: `$(pidof x)y` is no longer a list of ids.
+            arg.subst = None;
+        }
+        if all_known {
+            if !glob {
+                arg.literal = Some(known.clone());
+            }
+            arg.expanded = Some(known);
         }
         Ok(arg)
     }
@@ -747,13 +761,13 @@ impl Shell {
                 WordPiece::CommandSubstitution(inner) => {
                     arg.split |= !quoted;
                     self.nested(inner)?;
-                    unknown(arg, all_known);
+                    substituted(arg, inner, all_known);
                 }
                 WordPiece::BackquotedCommandSubstitution(inner) => {
                     arg.split |= !quoted;
                     let inner = inner.replace("\\`", "`").replace("\\$", "$").replace("\\\\", "\\");
                     self.nested(&inner)?;
-                    unknown(arg, all_known);
+                    substituted(arg, &inner, all_known);
                 }
                 WordPiece::ArithmeticExpression(expr) => {
                     arithmetic(&expr.value)?;
@@ -762,6 +776,58 @@ impl Shell {
             }
         }
         Ok(())
+    }
+}
+
+/// A command substitution's output in a word. It is unknown, but some programs can
+/// only print text without a `/` (a date, a host name, process ids): that output
+/// cannot turn the word into another path, so it stands for any text within one path
+/// component rather than anything at all.
+fn substituted(arg: &mut Arg, inner: &str, all_known: &mut bool) {
+    *all_known = false;
+    let words = plain_words(inner);
+    let one_component = words.as_deref().is_some_and(prints_no_slash);
+    let whole_word = arg.pat.is_empty();
+    if one_component {
+        arg.pat.push_glob("*");
+    } else {
+        arg.pat.push_deep();
+    }
+    arg.subst = if whole_word { words } else { None };
+}
+
+/// The words of a substituted command that is one plain simple command: no quoting,
+/// expansion, redirection or operators.
+fn plain_words(inner: &str) -> Option<Vec<String>> {
+    let plain = inner.chars().all(|c| {
+        c.is_ascii_alphanumeric() || matches!(c, ' ' | '\t' | '-' | '_' | '.' | '+' | '%' | ':' | ',' | '=' | '/')
+    });
+    let words: Vec<String> = inner.split_whitespace().map(str::to_owned).collect();
+    (plain && !words.is_empty()).then_some(words)
+}
+
+/// Whether a plain command can only print text without a `/`.
+fn prints_no_slash(words: &[String]) -> bool {
+    let (program, args) = (words[0].as_str(), &words[1..]);
+    let only = |allowed: &[&str]| args.iter().all(|a| allowed.contains(&a.as_str()));
+    match program {
+        "hostname" => only(&["-s", "--short", "-f", "--fqdn"]),
+        "whoami" | "nproc" | "arch" => args.is_empty(),
+        "uname" => only(&["-r", "-m", "-n", "-s", "-p"]),
+        "id" => only(&["-u", "-g", "-G", "-n", "-un", "-gn", "-ur", "-gr"]),
+        "pidof" => args.iter().all(|a| !a.contains('/')),
+        "pgrep" => args
+            .iter()
+            .all(|a| !a.contains('/') && !(a.starts_with('-') && (a.contains(['a', 'l']) || a.starts_with("--list")))),
+        // The format is printed as written: no `/`, and none of the formats that print one.
+        // The format is printed as written: no `/`, no `..`, and none of the formats
+        // that print a `/` or a line break.
+        "date" => args.iter().all(|a| {
+            let prints_slash_or_break =
+                a.starts_with('+') && ["%D", "%x", "%c", "%+", "%n", "%t"].iter().any(|f| a.contains(f));
+            !(a.contains('/') || a.contains("..") || a.starts_with("+.") || prints_slash_or_break)
+        }),
+        _ => false,
     }
 }
 
@@ -812,9 +878,8 @@ fn fetches_or_decodes(command: &ast::Command) -> bool {
 fn split_words(argv: Vec<Arg>) -> Vec<Arg> {
     let mut out = Vec::with_capacity(argv.len());
     for arg in argv {
-        let text = match (&arg.literal, arg.split) {
+        let text = match (&arg.expanded, arg.split) {
             (Some(t), true) => t.clone(),
-            (None, true) if !arg.pat.has_unknown() => arg.pat.as_literal().unwrap_or_default(),
             _ => {
                 out.push(arg);
                 continue;
@@ -828,6 +893,7 @@ fn split_words(argv: Vec<Arg>) -> Vec<Arg> {
             let pat = Pattern::glob(part);
             out.push(Arg {
                 literal: pat.is_literal().then(|| part.to_owned()),
+                expanded: Some(part.to_owned()),
                 pat,
                 shown: part.to_owned(),
                 from_env: arg.from_env,

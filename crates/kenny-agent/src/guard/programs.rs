@@ -1233,8 +1233,14 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                 }
             }
         }
-        "journalctl" if args.iter().any(|a| a.shown.starts_with("--vacuum")) => {
-            return refuse(name, "erases the system journal");
+        "journalctl"
+            if args.iter().any(|a| a.shown.starts_with("--vacuum") || may_be_option(a))
+                && !journal_trim_keeps_enough(args) =>
+        {
+            return refuse(
+                name,
+                "erases the system journal; trimming that keeps at least 100M or 7 days (`--vacuum-size=500M`, `--vacuum-time=2weeks`) is allowed",
+            );
         }
         "logrotate" | "rotatelogs" => {}
         "getent" if args.iter().any(|a| matches!(a.shown.as_str(), "shadow" | "gshadow")) => {
@@ -1396,6 +1402,81 @@ fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     }
 }
 
+/// Whether every `--vacuum-*` option of a `journalctl` keeps a reasonable journal: at
+/// least 100 MB (`--vacuum-size`) or 7 days (`--vacuum-time`); `--vacuum-files` always
+/// erases whole files and is refused. An option only known at run time is refused.
+fn journal_trim_keeps_enough(args: &[Arg]) -> bool {
+    const MIN_BYTES: f64 = 100.0 * 1024.0 * 1024.0;
+    const MIN_SECS: f64 = 7.0 * 86_400.0;
+    let mut words = args.iter().peekable();
+    while let Some(a) = words.next() {
+        if may_be_option(a) {
+            return false;
+        }
+        let t = a.shown.as_str();
+        let Some(rest) = t.strip_prefix("--vacuum-") else {
+            continue;
+        };
+        let (option, value) = match rest.split_once('=') {
+            Some((o, v)) => (o, Some(v.to_owned())),
+            None => (rest, words.next().and_then(|v| v.text().map(str::to_owned))),
+        };
+        let Some(value) = value else { return false };
+        let enough = match option {
+            "size" => amount(
+                &value,
+                &[
+                    ("", 1.0),
+                    ("k", 1024.0),
+                    ("m", 1048576.0),
+                    ("g", 1073741824.0),
+                    ("t", 1099511627776.0),
+                ],
+            )
+            .is_some_and(|b| b >= MIN_BYTES),
+            "time" => amount(
+                &value,
+                &[
+                    ("s", 1.0),
+                    ("sec", 1.0),
+                    ("m", 60.0),
+                    ("min", 60.0),
+                    ("h", 3600.0),
+                    ("d", 86400.0),
+                    ("day", 86400.0),
+                    ("days", 86400.0),
+                    ("w", 604800.0),
+                    ("week", 604800.0),
+                    ("weeks", 604800.0),
+                    ("month", 2629800.0),
+                    ("months", 2629800.0),
+                    ("y", 31557600.0),
+                    ("year", 31557600.0),
+                    ("years", 31557600.0),
+                ],
+            )
+            .is_some_and(|s| s >= MIN_SECS),
+            _ => false,
+        };
+        if !enough {
+            return false;
+        }
+    }
+    true
+}
+
+/// A number with one of the given (lower-case) suffixes, times the suffix's factor.
+fn amount(value: &str, units: &[(&str, f64)]) -> Option<f64> {
+    let value = value.trim().to_lowercase();
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor = units.iter().find(|(u, _)| *u == unit.trim())?.1;
+    Some(number * factor)
+}
+
 fn kill(name: &str, args: &[Arg]) -> Result<(), Blocked> {
     if args
         .iter()
@@ -1416,11 +1497,21 @@ fn kill(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         if t == "--" {
             continue;
         }
+        if let Some(words) = a.subst.as_deref().filter(|_| a.text().is_none())
+            && let Some((finder, selection)) = words.split_first()
+            && matches!(finder.as_str(), "pidof" | "pgrep")
+        {
+            // `kill $(pgrep X)` signals what `pkill X` would; `kill $(pidof X)` what
+            // `killall X` would: judged the same way.
+            let selection: Vec<Arg> = selection.iter().map(|w| Arg::literal(w)).collect();
+            signal_by_name(if finder == "pgrep" { "pkill" } else { "killall" }, &selection)?;
+            continue;
+        }
         let Some(text) = a.text() else {
             return refuse(
                 name,
                 &format!(
-                    "signals a process whose id is only known at run time (`{}`), which could be this agent",
+                    "signals a process whose id is only known at run time (`{}`), which could be this agent; name it instead (`systemctl reload nginx`, `pkill -HUP -x nginx`)",
                     a.shown
                 ),
             );
