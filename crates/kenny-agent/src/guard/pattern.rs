@@ -93,11 +93,10 @@ impl Pattern {
         out
     }
 
-    /// A Windows path glob: `\\` separates, it never escapes.
+    /// A Windows path glob: `\\` separates, it never escapes. Spelled the way Windows
+    /// resolves it (see [`windows_spelling`]).
     pub fn windows_glob(text: &str) -> Pattern {
-        let unified = text.replace('\\', "/");
-        let unified = unified.strip_prefix("//?/").unwrap_or(&unified);
-        Pattern::glob(unified)
+        Pattern::glob(&windows_spelling(text))
     }
 
     /// Appends glob text (see [`Pattern::glob`]).
@@ -365,6 +364,72 @@ impl std::fmt::Display for Pattern {
         }
         Ok(())
     }
+}
+
+/// A Windows path as Windows resolves it, with `/` separators: the provider prefix
+/// (`FileSystem::`), the `\\?\` and `\\.\` namespaces and administrative shares
+/// (`\\host\C$\x` is `C:\x`) removed, trailing dots and spaces of each component
+/// dropped, a stream suffix (`SAM::$DATA`) cut, and an 8.3 short name (`PROGRA~1`)
+/// widened to every long name it could stand for (`progra*`).
+pub fn windows_spelling(text: &str) -> String {
+    let mut t = text.replace('\\', "/");
+    let lower = t.to_lowercase();
+    for prefix in ["microsoft.powershell.core/filesystem::", "filesystem::"] {
+        if lower.starts_with(prefix) {
+            t = t[prefix.len()..].to_owned();
+            break;
+        }
+    }
+    let lower = t.to_lowercase();
+    if lower.starts_with("//?/unc/") {
+        t = format!("//{}", &t["//?/unc/".len()..]);
+    } else if lower.starts_with("//?/") || lower.starts_with("//./") {
+        t = t[4..].to_owned();
+    }
+    if let Some(unc) = t.strip_prefix("//") {
+        let mut parts = unc.splitn(3, '/');
+        let (_host, share, rest) = (parts.next(), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let share = share.to_lowercase();
+        let drive = share
+            .strip_suffix('$')
+            .filter(|d| d.len() == 1 && d.chars().all(|c| c.is_ascii_alphabetic()));
+        if let Some(d) = drive {
+            t = format!("{d}:/{rest}");
+        } else if share == "admin$" {
+            t = format!("c:/windows/{rest}");
+        }
+    }
+    let components: Vec<String> = t
+        .split('/')
+        .enumerate()
+        .map(|(i, c)| {
+            // A drive (`C:`) keeps its colon; elsewhere a colon starts a stream name.
+            let c = if i == 0 && c.len() == 2 && c.ends_with(':') {
+                c
+            } else {
+                c.split(':').next().unwrap_or(c)
+            };
+            let c = if c == "." || c == ".." {
+                c
+            } else {
+                c.trim_end_matches(['.', ' '])
+            };
+            short_name_glob(c).unwrap_or_else(|| c.to_owned())
+        })
+        .collect();
+    components.join("/")
+}
+
+/// `PROGRA~1` (or `SYSTEM~2.DLL`): the glob of long names that short name may stand for.
+fn short_name_glob(component: &str) -> Option<String> {
+    let (stem, ext) = component.split_once('.').unwrap_or((component, ""));
+    let (prefix, number) = stem.split_once('~')?;
+    let short = !prefix.is_empty()
+        && prefix.len() <= 6
+        && !number.is_empty()
+        && number.chars().all(|c| c.is_ascii_digit())
+        && ext.len() <= 3;
+    short.then(|| format!("{prefix}*"))
 }
 
 /// [`Pattern::normalized_path`] for a plain string, without building a pattern: the

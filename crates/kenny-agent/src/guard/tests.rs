@@ -440,6 +440,32 @@ const SHELL: &[(&str, bool)] = &[
 
 /// PowerShell scripts (and `cmd.exe` lines reached from them).
 const POWERSHELL: &[(&str, bool)] = &[
+    // Windows spellings of a protected path.
+    (r"Remove-Item -Recurse -Force \\localhost\C$\Windows\System32", REFUSED),
+    (r"Remove-Item -Recurse -Force '\\?\C:\Windows\System32'", REFUSED),
+    (
+        r"Remove-Item -Recurse -Force '\\?\UNC\localhost\c$\Windows\System32'",
+        REFUSED,
+    ),
+    (r"Remove-Item -Recurse -Force C:\PROGRA~1\kenny", REFUSED),
+    (r"Remove-Item -Recurse -Force 'C:\Windows.\System32'", REFUSED),
+    (r"Remove-Item -Recurse -Force 'C:\Windows \System32. '", REFUSED),
+    (
+        r"Remove-Item -Recurse -Force Microsoft.PowerShell.Core\FileSystem::C:\Windows\System32",
+        REFUSED,
+    ),
+    (r"Remove-Item -Recurse -Force FileSystem::C:\Windows\System32", REFUSED),
+    (r"Get-Content 'C:\Windows\System32\config\SAM::$DATA'", REFUSED),
+    (r"Copy-Item \\127.0.0.1\ADMIN$\System32\config\SAM C:\temp\", REFUSED),
+    (r"Get-Content ('C:\Windows\System32\config\S' + 'AM')", REFUSED),
+    (r"Remove-Item -Recurse ('C:\Win' + 'dows\System32')", REFUSED),
+    (
+        r"Get-Content ([IO.Path]::Combine('C:\Windows', 'System32\config\SAM'))",
+        REFUSED,
+    ),
+    (r"Get-Content ('C:\logs\app' + '.log')", PASSES),
+    (r"Remove-Item C:\temp\PROGRA~1.txt", PASSES),
+    (r"Get-ChildItem \\fileserver\share\docs", PASSES),
     // The examples named in issue 9.
     ("Get-Service kenny-agent | Stop-Service", REFUSED),
     ("pwsh -encoded SQBFAFgA", REFUSED),

@@ -517,7 +517,11 @@ impl<'a> Lexer<'a> {
                     vars.push("$(".to_owned());
                     text.push('\u{0}');
                 }
-                '$' => {
+                // A `$` that starts no variable is a plain character (`\\host\ADMIN$\x`).
+                '$' if self
+                    .peek(1)
+                    .is_some_and(|c| c.is_alphanumeric() || "_{?$^:".contains(c)) =>
+                {
                     self.i += 1;
                     vars.push(self.variable().unwrap_or_default());
                     text.push('\u{0}');

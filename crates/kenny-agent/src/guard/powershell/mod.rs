@@ -198,8 +198,33 @@ fn eval(chain: &[Part]) -> Val {
         },
         [Part::Var(v)] => env_value(v).map_or_else(|| Val::Unknown(format!("${v}")), Val::Lit),
         [Part::Block(b)] => Val::Block(b.clone()),
+        [Part::Group('(' | '$', inner)] => match inner.as_slice() {
+            [Pipeline(elements)] => match elements.as_slice() {
+                [Element::Expr(parts)] => concatenation(parts),
+                _ => Val::Unknown("(an expression)".into()),
+            },
+            _ => Val::Unknown("(an expression)".into()),
+        },
         _ => Val::Unknown("(an expression)".into()),
     }
+}
+
+/// `'C:\Win' + 'dows'`: strings joined with `+`, as PowerShell joins them.
+fn concatenation(parts: &[Part]) -> Val {
+    let mut out = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i % 2 == 1 {
+            if !matches!(part, Part::Op(op) if op == "+") {
+                return Val::Unknown("(an expression)".into());
+            }
+            continue;
+        }
+        match eval(std::slice::from_ref(part)) {
+            Val::Lit(t) => out.push_str(&t),
+            _ => return Val::Unknown("(an expression)".into()),
+        }
+    }
+    Val::Lit(out)
 }
 
 /// A command or program name as PowerShell resolves it: without module qualifier,
@@ -262,6 +287,19 @@ fn names_agent(v: &Val) -> bool {
         _ => true,
     }
 }
+
+/// Cmdlets whose arguments are files they read (and may copy or send elsewhere).
+const FILE_READING_CMDLETS: &[&str] = &[
+    "get-content",
+    "copy-item",
+    "move-item",
+    "select-string",
+    "import-csv",
+    "import-clixml",
+    "get-filehash",
+    "format-hex",
+    "compress-archive",
+];
 
 /// A Windows path argument as a pattern (PowerShell wildcards kept).
 fn win_path(text: &str) -> Pattern {
@@ -511,11 +549,19 @@ impl Ps {
             .iter()
             .chain(call.named.iter().filter_map(|(_, v)| v.as_ref()))
         {
-            if let Val::Lit(t) = v {
-                literal_checks(t)?;
-                if looks_like_path(t) && !t.to_lowercase().starts_with("hk") {
+            match v {
+                Val::Lit(t) => {
+                    literal_checks(t)?;
+                    if looks_like_path(t) && !t.to_lowercase().starts_with("hk") {
+                        self.path_use(v, Use::Read)?;
+                    }
+                }
+                // A cmdlet that reads the files it is given, on a path computed by an
+                // expression (`[IO.Path]::Combine(...)`): it could be any file.
+                Val::Unknown(_) if FILE_READING_CMDLETS.contains(&call.name.as_str()) => {
                     self.path_use(v, Use::Read)?;
                 }
+                _ => {}
             }
         }
         let piped = !upstream.is_empty();
@@ -537,6 +583,10 @@ impl Ps {
                     None => Ok(()),
                 }
             }
+            // A path built by an expression the guard cannot evaluate could be any file.
+            Val::Unknown(shown) if shown == "(an expression)" => Err(blocked(
+                "reads or changes a path built at run time by an expression; write the path out as one string",
+            )),
             // An unknown value read is judged where it comes from, not here.
             _ if usage == Use::Read => Ok(()),
             other => Err(blocked(format!(
