@@ -259,6 +259,9 @@ static WRITE_PROTECTED: LazyLock<Vec<Protected>> = LazyLock::new(|| {
         ),
         ("/usr/local/bin/kenny-agent", "the kenny agent's binary"),
         ("/etc/systemd/system/kenny-agent.service**", "the kenny agent's service"),
+        // Drop-ins, links in `*.wants` and runtime overrides change or stop it too.
+        ("/etc/systemd/**/kenny-agent.service**", "the kenny agent's service"),
+        ("/run/systemd/**/kenny-agent.service**", "the kenny agent's service"),
         ("/lib/systemd/system/kenny-agent.service**", "the kenny agent's service"),
         (
             "/usr/lib/systemd/system/kenny-agent.service**",

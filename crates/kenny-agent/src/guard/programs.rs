@@ -1353,6 +1353,28 @@ fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
             if !harmless && units.iter().any(|u| names_agent(u)) {
                 return refuse(name, &format!("{verb} would stop or disable the kenny agent"));
             }
+            // Units the agent's service runs inside: stopping or killing them stops it.
+            let contains_agent = |u: &Arg| {
+                [
+                    "system.slice",
+                    "-.slice",
+                    "multi-user.target",
+                    "default.target",
+                    "basic.target",
+                    "sysinit.target",
+                ]
+                .iter()
+                .any(|n| u.pat.intersects(&Pattern::literal(n)))
+            };
+            if !harmless
+                && !matches!(verb.as_str(), "start" | "enable" | "reenable")
+                && units.iter().any(|u| contains_agent(u))
+            {
+                return refuse(
+                    name,
+                    &format!("{verb} on a unit the kenny agent runs inside would stop the agent too"),
+                );
+            }
             Ok(())
         }
         "service" | "rc-service" | "sv" | "initctl" | "update-rc.d" | "chkconfig" | "rc-update" | "launchctl"
@@ -1572,6 +1594,22 @@ fn signal_by_name(name: &str, args: &[Arg]) -> Result<(), Blocked> {
         .into_iter()
         .filter(|a| !(a.shown.starts_with('-') && a.shown[1..].chars().all(|c| c.is_ascii_alphanumeric())))
         .collect();
+    // Children of init are every service, this agent included; of the agent's parent,
+    // the agent itself.
+    #[cfg(unix)]
+    let parent = std::os::unix::process::parent_id().to_string();
+    #[cfg(not(unix))]
+    let parent = String::from("1");
+    let mut selections = args.iter().zip(args.iter().skip(1));
+    if selections.any(|(opt, value)| {
+        matches!(opt.shown.as_str(), "-P" | "--parent")
+            && (!value.is_known() || value.shown.split(',').any(|p| p == "1" || p == parent))
+    }) {
+        return refuse(
+            name,
+            "signals the children of init (or of this agent's parent), this agent included",
+        );
+    }
     if patterns.is_empty() {
         if args.iter().any(|a| {
             matches!(
