@@ -8,6 +8,7 @@
 //! everything (a script file the command writes and then runs, a program that does the
 //! damage itself). On Linux the kernel layer (`crate::sandbox`) is the stronger floor.
 
+mod inline;
 mod operator;
 mod paths;
 mod pattern;

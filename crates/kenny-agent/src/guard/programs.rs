@@ -562,7 +562,17 @@ pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<
         return shell(sh, name, args, stdin);
     }
     if is_interpreter(name) {
-        return interpreter(sh, name, args, stdin);
+        // Then judged like any program too (`perl -i` edits files in place).
+        interpreter(sh, name, args, stdin)?;
+    }
+    if matches!(name, "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk") {
+        let program = operands(args, &["-f", "-v", "-F", "--file", "--assign", "--field-separator"])
+            .into_iter()
+            .next()
+            .filter(|_| !args.iter().any(|a| matches!(a.shown.as_str(), "-f" | "--file")));
+        if let Some(code) = program {
+            inline_shell(sh, name, code, true)?;
+        }
     }
     if WINDOWS_PROGRAMS.contains(&name) {
         // The same rules as from PowerShell: a Windows tool named on any PC is judged.
@@ -674,6 +684,15 @@ fn interpreter(sh: &mut Shell, name: &str, args: &[Arg], stdin: &Stdin) -> Resul
             "runs code built at run time (decoded or fetched); a state-changing command must spell out its code",
         );
     }
+    if let Some(p) = args.iter().position(|a| {
+        matches!(
+            a.shown.as_str(),
+            "-c" | "-e" | "-E" | "--eval" | "-p" | "--print" | "-r"
+        )
+    }) && let Some(code) = args.get(p + 1)
+    {
+        inline_shell(sh, name, code, false)?;
+    }
     let script = args.iter().find(|a| !a.shown.starts_with('-'));
     if let Some(s) = script
         && !inline
@@ -688,6 +707,27 @@ fn interpreter(sh: &mut Shell, name: &str, args: &[Arg], stdin: &Stdin) -> Resul
     }
     if !inline && *stdin == Stdin::Pipe {
         return refuse(name, "runs code piped into an interpreter (how fetched code is run)");
+    }
+    Ok(())
+}
+
+/// Judges the shell commands inline code runs (see [`super::inline`]).
+fn inline_shell(sh: &mut Shell, name: &str, code: &Arg, awk: bool) -> Result<(), Blocked> {
+    let Some(text) = code.text() else {
+        return refuse(name, "runs code only known at run time");
+    };
+    for command in super::inline::shell_commands(text, awk) {
+        match command {
+            Some(c) => {
+                sh.nested(&c)?;
+            }
+            None => {
+                return refuse(
+                    name,
+                    "runs a shell command built at run time inside its code; spell the command out as one string",
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -1055,6 +1095,29 @@ fn disks(name: &str, args: &[Arg]) -> Result<(), Blocked> {
 fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let check = |sh: &Shell, a: &Arg, usage: Use| check_path(sh, &sh.path(a), usage, &a.shown);
     let recursive = has_flag(args, 'r', &["recursive"]) || has_flag(args, 'R', &["recursive"]);
+    // Archivers and copiers told to delete what they archive or copy (on top of their
+    // own rules below).
+    if matches!(name, "tar" | "bsdtar") && args.iter().any(|a| a.shown == "--remove-files") {
+        let with_value = [
+            "-f",
+            "--file",
+            "-C",
+            "--directory",
+            "-T",
+            "--files-from",
+            "-X",
+            "--exclude-from",
+        ];
+        for a in operands(args, &with_value) {
+            check(sh, a, Use::Tree)?;
+        }
+    }
+    if name == "rsync" && args.iter().any(|a| a.shown == "--remove-source-files") {
+        let ops = operands(args, &["-e", "--rsh", "--exclude", "--include", "--filter", "-f"]);
+        for a in ops.iter().take(ops.len().saturating_sub(1)) {
+            check(sh, a, Use::Replace)?;
+        }
+    }
     match name {
         "rm" | "unlink" | "rmdir" | "srm" | "trash" | "trash-put" | "gio" => {
             if args.iter().any(|a| a.shown == "--no-preserve-root") {
@@ -1203,6 +1266,35 @@ fn writes(sh: &mut Shell, name: &str, args: &[Arg]) -> Result<(), Blocked> {
                 .any(|a| matches!(a.shown.as_str(), "-e" | "-f" | "--expression" | "--file"));
             for a in ops.into_iter().skip(usize::from(!script_given)) {
                 check(sh, a, Use::Replace)?;
+            }
+        }
+        "sort" | "shuf" => {
+            let mut words = args.iter();
+            while let Some(a) = words.next() {
+                let target = match a.shown.as_str() {
+                    "-o" | "--output" => words.next(),
+                    t if t.starts_with("--output=") || (t.starts_with("-o") && t.len() > 2) => Some(a),
+                    _ => None,
+                };
+                if let Some(t) = target {
+                    let text = t.shown.trim_start_matches("--output=");
+                    let text = text.strip_prefix("-o").unwrap_or(text);
+                    check(sh, &Arg::literal(text), Use::Replace)?;
+                }
+            }
+        }
+        // Editors given commands to run: they can rewrite the files they open.
+        "vi" | "vim" | "nvim" | "ex" | "view" | "vim.basic" | "vim.tiny"
+            if args.iter().any(|a| {
+                a.shown.starts_with('+')
+                    || a.shown.starts_with("-c")
+                    || a.shown.contains('s') && a.shown.starts_with('-') && !a.shown.starts_with("--")
+            }) =>
+        {
+            for a in operands(args, &["-c", "-S", "-s", "-u", "-i", "-T", "--cmd", "-w", "-W"]) {
+                if !a.shown.starts_with('+') {
+                    check(sh, a, Use::Replace)?;
+                }
             }
         }
         "dd" => {
