@@ -31,12 +31,14 @@ fn real(path: &Path) -> Option<PathBuf> {
     std::fs::canonicalize(path).ok()
 }
 
-/// Private SSH keys in `dir` (`id_*` without `.pub`).
+/// Private SSH keys in `dir`: users' `id_*` and the host's `ssh_host_*_key`, without
+/// the `.pub` halves.
 fn ssh_keys(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("id_") && !name.ends_with(".pub") && e.file_type().is_ok_and(|t| t.is_file()) {
+        let private = name.starts_with("id_") || (name.starts_with("ssh_host_") && name.ends_with("_key"));
+        if private && !name.ends_with(".pub") && e.file_type().is_ok_and(|t| t.is_file()) {
             out.push(e.path());
         }
     }
@@ -55,6 +57,7 @@ fn credential_files() -> Vec<PathBuf> {
     .map(PathBuf::from)
     .collect();
     ssh_keys(Path::new("/root/.ssh"), &mut out);
+    ssh_keys(Path::new("/etc/ssh"), &mut out);
     if let Ok(homes) = std::fs::read_dir("/home") {
         for h in homes.flatten() {
             ssh_keys(&h.path().join(".ssh"), &mut out);
@@ -101,4 +104,32 @@ pub fn plan(paths: &AgentPaths, empty: &Path) -> Option<Plan> {
         ops.extend(c(d).map(Op::HideDir));
     }
     Some(Plan { ops, empty })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_ssh_keys_of_users_and_the_host_are_found_but_not_public_halves() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "id_ed25519",
+            "id_ed25519.pub",
+            "ssh_host_ed25519_key",
+            "ssh_host_ed25519_key.pub",
+            "sshd_config",
+            "known_hosts",
+        ] {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        let mut found = Vec::new();
+        ssh_keys(dir.path(), &mut found);
+        let mut names: Vec<String> = found
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["id_ed25519", "ssh_host_ed25519_key"]);
+    }
 }
