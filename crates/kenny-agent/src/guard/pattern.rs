@@ -288,6 +288,14 @@ impl Pattern {
         {
             parts.drain(1..4);
         }
+        // `/proc/PID/cwd/...` is under some process's working directory: anywhere.
+        if absolute
+            && parts.len() > 3
+            && parts[1].as_literal().as_deref() == Some("proc")
+            && parts[3].as_literal().as_deref() == Some("cwd")
+        {
+            parts.splice(1..4, [Pattern(vec![Tok::Deep])]);
+        }
         for part in parts {
             if part.has_unknown() {
                 // An unknown value may itself hold `../..`: what came before it no

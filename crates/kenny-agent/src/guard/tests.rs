@@ -369,6 +369,8 @@ const SHELL: &[(&str, bool)] = &[
     ("cat /e?c/s?adow", REFUSED),
     ("cat /etc/[s]hadow", REFUSED),
     ("cat /proc/self/root/etc/shadow", REFUSED),
+    ("cd /root/.ssh && cat /proc/self/cwd/id_rsa", REFUSED),
+    ("cat /proc/1/cwd/etc/shadow", REFUSED),
     ("cat /proc/1/environ", REFUSED),
     ("dd if=/proc/self/mem bs=1 skip=4096 count=64", REFUSED),
     ("cat /etc/{shadow,passwd}", REFUSED),
