@@ -64,6 +64,7 @@ pub async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
         return Ok(json!({ "volumes": volumes }));
     }
     let path = absolute_path(args)?;
+    let path = resolved(&path)?;
     let top = usize_arg(args, "top", DEFAULT_TOP);
     let budget = Budget::new(SIZE_VISIT_CAP, WALK_TIME);
     blocking("fs_disk_usage", BACKSTOP, move || size_tree(&path, top, budget)).await?
@@ -225,6 +226,7 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
         OpenError::Swapped => ToolError::exec_failed(format!(
             "{name} changed while it was being opened (a symlink or file was swapped in); try again"
         )),
+        OpenError::Blocked(why) => ToolError::new(kenny_proto::error::ErrorCode::Blocked, why),
     })?;
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
@@ -276,6 +278,9 @@ enum OpenError {
     Io(std::io::Error),
     /// What was opened is not the file that was checked.
     Swapped,
+    /// What was opened is a file the guard protects (a directory on the way was
+    /// swapped for a symlink after the check).
+    Blocked(String),
 }
 
 /// Opens the checked, resolved path without following a symlink swapped in since, and
@@ -291,6 +296,14 @@ fn open_regular(path: &Path, checked: &Metadata) -> Result<std::fs::File, OpenEr
     let opened = file.metadata().map_err(OpenError::Io)?;
     if !opened.is_file() || opened.dev() != checked.dev() || opened.ino() != checked.ino() {
         return Err(OpenError::Swapped);
+    }
+    // The path was checked before it was opened; a directory on the way could have
+    // been replaced in between. Judge the file actually opened, by its own name.
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let actual = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).map_err(OpenError::Io)?;
+        crate::guard::check_resolved_path(&actual).map_err(|b| OpenError::Blocked(b.message()))?;
     }
     Ok(file)
 }
@@ -682,6 +695,28 @@ mod tests {
             ErrorCode::Blocked,
             "the symlink leads to the key"
         );
+    }
+
+    /// A directory on the way swapped for a symlink between the check and the open: the
+    /// file actually opened is judged, so the swap reaches nothing protected. The swap is
+    /// simulated by calling the open step directly on a protected file.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_file_actually_opened_is_judged_not_only_the_path_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let private = dir.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        let secret = private.join("db.sqlite");
+        std::fs::write(&secret, "secret").unwrap();
+        crate::guard::register(crate::guard::AgentPaths {
+            private_dirs: vec![private.clone()],
+            ..Default::default()
+        });
+        let meta = std::fs::metadata(&secret).unwrap();
+        let Err(OpenError::Blocked(why)) = open_regular(&secret, &meta) else {
+            panic!("opened a protected file")
+        };
+        assert!(!why.is_empty());
     }
 
     #[tokio::test]
