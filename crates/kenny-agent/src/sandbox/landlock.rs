@@ -1,5 +1,6 @@
 //! Builds the Landlock ruleset: every path the command may use, granted level by level
-//! around the few it may not (disk and memory devices: nothing; `/boot`: read only).
+//! around the few it may not (disk and memory devices: nothing; `/boot`, `/efi` and the
+//! EFI variables: read only).
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -114,7 +115,8 @@ fn protected_devices(root: &Path, all_devices: bool, out: &mut BTreeMap<PathBuf,
     }
 }
 
-/// Builds the ruleset: `/dev`'s disks and memory, the extra device directories, `/boot`.
+/// Builds the ruleset: `/dev`'s disks and memory, the extra device directories, `/boot`,
+/// `/efi` and the EFI variables.
 pub fn build(extra_device_dirs: &[PathBuf]) -> Result<Built, String> {
     let mut protected: BTreeMap<PathBuf, Keep> = BTreeMap::new();
     protected_devices(Path::new("/dev"), false, &mut protected);
@@ -123,8 +125,11 @@ pub fn build(extra_device_dirs: &[PathBuf]) -> Result<Built, String> {
             protected_devices(&dir, true, &mut protected);
         }
     }
-    if Path::new("/boot").is_dir() {
-        protected.insert(PathBuf::from("/boot"), Keep::ReadOnly);
+    // Boot files and the firmware's boot variables: a command may look, not change.
+    for dir in ["/boot", "/efi", "/sys/firmware/efi/efivars"] {
+        if Path::new(dir).is_dir() {
+            protected.insert(PathBuf::from(dir), Keep::ReadOnly);
+        }
     }
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
