@@ -154,3 +154,25 @@ async def test_doh_policy_and_malformed_markers(kenny, tmp_path):
             msg = expect_error(await call(client, tool, {**a, **args}), "exec_failed")
             assert "no end marker" in msg and "edit" in msg and str(hosts) in msg, msg
         assert hosts.read_bytes() == broken
+
+
+async def test_a_user_cannot_change_the_filter_on_its_own_pc_but_an_operator_can(kenny, tmp_path):
+    """DESIGN's role floor: web-filter changes need the operator role, even on a PC the
+    `user` may reach (a child's account must not lift its own filter)."""
+    hosts, _policy_root, env = _env(tmp_path)
+    await kenny.start_agents(["pc-a"], env=env)
+    kenny.add_user("kid", "user", ["pc-a"])
+    kenny.add_user("parent", "operator")
+    kid, parent = kenny.create_token("kid"), kenny.create_token("parent")
+    a = {"agent_id": "pc-a"}
+    async with kenny.mcp(kid) as client:
+        # Reading is fine for the user; changing is not, and nothing changes.
+        expect_ok(await call(client, "webfilter_status", a))
+        for tool, args in (("webfilter_apply", {**a, "domains": ["games.example"]}), ("webfilter_clear", a)):
+            msg = expect_error(await call(client, tool, args), "forbidden")
+            assert "operator" in msg and "kid" in msg, msg
+    assert hosts.read_bytes() == ORIGINAL
+    async with kenny.mcp(parent) as client:
+        applied = expect_ok(await call(client, "webfilter_apply", {**a, "domains": ["games.example"]}))
+        assert applied["applied"] == 1, applied
+    assert b"games.example" in hosts.read_bytes()

@@ -713,6 +713,12 @@ impl ToolSpec {
         self.class == ToolClass::ReadOnly
     }
 
+    /// Needs at least the `operator` role, whatever hosts the caller may reach: the web
+    /// filter's changes (a `user`, say a child's account, must not lift its own filter).
+    pub fn needs_operator(&self) -> bool {
+        matches!(self.name, "webfilter_apply" | "webfilter_clear")
+    }
+
     /// How long the agent may work on a call: its `timeout_s` when it has one, else the
     /// tool's default. The agent stops the work and answers `timeout` at this point; the
     /// server waits a little longer, so the agent's own answer arrives first.

@@ -235,6 +235,16 @@ impl Forwarder {
                 "there is no tool by that name; tools/list shows them",
             ));
         };
+        if spec.needs_operator() && who.role < crate::principal::Role::Operator {
+            return Err(CallFailure::refusal(
+                ErrorCode::Forbidden,
+                format!(
+                    "{tool} needs the operator role and {} is a {}; ask an operator or a superuser to make this change",
+                    who.username,
+                    who.role.as_str()
+                ),
+            ));
+        }
         spec.validate_args(&args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         let Some(link) = self.registry.get(agent_id) else {
