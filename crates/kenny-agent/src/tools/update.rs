@@ -162,6 +162,15 @@ fn check_order(
             manifest.os, manifest.arch
         )));
     }
+    if manifest.allow_downgrade && !recently_issued(&manifest.issued_at, time::OffsetDateTime::now_utc()) {
+        // A downgrade order seen on the wire must not be replayable later, to put an
+        // old build back after the PC moved on.
+        return Err(refuse(format!(
+            "the signed downgrade order was issued at {}, more than {} hours from this PC's clock; ask for it again (and check the PC's clock)",
+            manifest.issued_at,
+            DOWNGRADE_ORDER_LIFETIME.whole_hours()
+        )));
+    }
     let parse = kenny_proto::results::parse_version;
     let Some(new) = parse(&manifest.version) else {
         return Err(refuse(format!(
@@ -177,6 +186,14 @@ fn check_order(
         ))),
         _ => Ok(manifest),
     }
+}
+
+/// How long a signed downgrade order stays good, either side of this PC's clock.
+const DOWNGRADE_ORDER_LIFETIME: time::Duration = time::Duration::hours(6);
+
+fn recently_issued(issued_at: &str, now: time::OffsetDateTime) -> bool {
+    let format = time::format_description::well_known::Rfc3339;
+    time::OffsetDateTime::parse(issued_at, &format).is_ok_and(|at| (now - at).abs() <= DOWNGRADE_ORDER_LIFETIME)
 }
 
 fn is_standalone_agent(exe: &Path) -> bool {

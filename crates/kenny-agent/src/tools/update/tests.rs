@@ -34,7 +34,9 @@ fn manifest() -> Manifest {
         size: 4,
         sha256: hex::encode(Sha256::digest(b"good")),
         allow_downgrade: false,
-        issued_at: "2026-11-30T00:00:00Z".into(),
+        issued_at: time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
     }
 }
 
@@ -66,7 +68,8 @@ fn code_of(r: Result<Manifest, ToolError>) -> String {
 
 #[test]
 fn a_signed_order_for_this_agent_and_platform_passes() {
-    assert_eq!(check(&manifest()).unwrap(), manifest());
+    let m = manifest();
+    assert_eq!(check(&m).unwrap(), m);
 }
 
 #[test]
@@ -227,4 +230,31 @@ fn only_a_standalone_agent_updates_itself_and_stages_beside_itself() {
     std::fs::write(&staged, b"stale").unwrap();
     write_executable(&staged, b"fresh").unwrap();
     assert_eq!(std::fs::read(&staged).unwrap(), b"fresh");
+}
+
+#[test]
+fn an_old_downgrade_order_cannot_be_replayed() {
+    let stale = Manifest {
+        version: "0.0.9".into(),
+        allow_downgrade: true,
+        issued_at: "2026-01-01T00:00:00Z".into(),
+        ..manifest()
+    };
+    let err = check(&stale).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Blocked);
+    assert!(err.message.contains("ask for it again"), "{err:?}");
+    // An upgrade order is not time-bound: replaying it can only move forward.
+    let old_upgrade = Manifest {
+        issued_at: "2026-01-01T00:00:00Z".into(),
+        ..manifest()
+    };
+    assert_eq!(code_of(check(&old_upgrade)), "ok");
+    let now = time::OffsetDateTime::now_utc();
+    assert!(recently_issued(
+        &(now - time::Duration::hours(5))
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap(),
+        now
+    ));
+    assert!(!recently_issued("not a time", now));
 }
