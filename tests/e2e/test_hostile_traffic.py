@@ -192,6 +192,48 @@ async def test_connections_over_the_cap_are_refused_at_once(kenny):
             w.close()
 
 
+async def test_a_client_that_never_reads_a_large_response_loses_its_slot(kenny):
+    """Regression: writes had no deadline, so a client that asked for something large
+    (an agent build, on a route that needs no sign-in) and never read it kept its
+    connection, and its slot under --max-connections, for ever."""
+    releases = kenny.data_dir / "agent-releases"
+    releases.mkdir(exist_ok=True)
+    build = releases / "kenny-agent-0.0.1-linux-x86_64"
+    with build.open("wb") as f:
+        f.truncate(256 * 1024 * 1024)  # sparse: far more than any socket buffers hold
+    kenny.stop_server()
+    kenny.start_server(extra_args=["--max-connections", "16", "--http-header-timeout-secs", "1"])
+    held = []
+    try:
+        # Every slot: a download started and then never read.
+        for _ in range(16):
+            reader, writer = await _raw(kenny)
+            writer.write(f"GET /d/agent/{build.name} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            writer.transport.pause_reading()  # and never read again
+            held.append((reader, writer))
+        # Every slot is taken by a reader that stopped; the server must take them back.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                async with httpx.AsyncClient(timeout=5) as http:
+                    if (await http.get(f"{kenny.base_url}/healthz")).status_code == 200:
+                        break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the stalled readers still hold every slot"
+            await asyncio.sleep(0.2)
+        # The stalled connections were closed by the server, well short of the build.
+        reader, writer = held[0]
+        writer.transport.resume_reading()
+        got = await _closed_by_server(reader, timeout=30)
+        assert len(got) < build.stat().st_size, len(got)
+    finally:
+        for _, w in held:
+            w.close()
+
+
 async def test_an_agent_connection_that_never_registers_is_closed_at_the_deadline(kenny):
     kenny.stop_server()
     kenny.start_server(extra_args=["--agent-handshake-timeout-secs", "2"])
