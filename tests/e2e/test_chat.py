@@ -412,6 +412,51 @@ async def test_model_use_is_limited_per_user_and_day(kenny, model):
     assert len(model.requests) == 2
 
 
+def _limited(kenny, model, tokens: int) -> None:
+    port = kenny.port
+    kenny.stop_server()
+    kenny.start_server(port=port, env={"KENNY_ANTHROPIC_API_KEY": API_KEY, "KENNY_ANTHROPIC_BASE_URL": model.base_url,
+                                        "KENNY_CHAT_MODEL": "claude-test", "KENNY_CHAT_DAILY_TOKENS": str(tokens)})
+
+
+async def test_a_failed_turn_counts_what_the_model_reported_using(kenny, model):
+    """The hole: a turn that failed after the model had reported its usage was not
+    counted, so turns that always fail (and are billed) never reached the limit."""
+    _limited(kenny, model, 100)
+    with _http(kenny) as http:
+        session = _session(http, None)
+        events = _say(http, session, "fail")
+        error = _only(events, "error")
+        assert "Overloaded" in error["message"], error
+        usage = http.get("/api/chat/status").json()["usage"]
+        assert usage["tokens"] >= 100, usage
+        r = http.post(f"/api/chat/sessions/{session}/messages", json={"text": "hello"})
+        assert r.status_code == 429 and r.json()["error"]["code"] == "chat_limit", r.text
+    assert len(model.requests) == 1
+
+
+async def test_conversations_side_by_side_cannot_all_pass_the_limit(kenny, model):
+    """The hole: each conversation checked the limit before any had recorded its use,
+    so a user with many conversations open got a turn in each past the limit."""
+    _limited(kenny, model, 100)
+    with _http(kenny) as http:
+        first, second = _session(http, None), _session(http, None)
+        # The first conversation's turn is at the model, and stays there until released.
+        in_flight = threading.Thread(target=_say, args=(http, first, "hold"), daemon=True)
+        in_flight.start()
+        while not model.requests:
+            await asyncio.sleep(0.05)
+        r = http.post(f"/api/chat/sessions/{second}/messages", json={"text": "hello"})
+        assert r.status_code == 429 and r.json()["error"]["code"] == "chat_limit", r.text
+        assert "replies being written now" in r.json()["error"]["message"], r.text
+        model.release()
+        in_flight.join(timeout=60)
+        assert not in_flight.is_alive()
+        usage = http.get("/api/chat/status").json()["usage"]
+        assert usage["turns"] == 1 and usage["tokens"] >= 100, usage
+    assert len(model.requests) == 1, "the second conversation never reached the model"
+
+
 async def test_someone_elses_conversation_looks_like_none_in_every_state(chat_kenny, tmp_path):
     """The hole: DELETE on a busy conversation answered 409 before checking whose it was,
     and took its turn lock, so another user learned it existed and could make the
