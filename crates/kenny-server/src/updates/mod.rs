@@ -81,6 +81,7 @@ pub struct Updates {
     server_key: SigningKey,
     store: Arc<Store>,
     waiting: WaitList,
+    hashes: Arc<releases::HashCache>,
 }
 
 /// An order on its way to one agent: the wire arguments, and where its report arrives.
@@ -117,6 +118,7 @@ impl Updates {
             server_key,
             store,
             waiting: Arc::default(),
+            hashes: Arc::default(),
         }
     }
 
@@ -143,12 +145,17 @@ impl Updates {
         let choice = choose(who, &meta.version, wanted, downgrade)?;
         let (dir, os, arch2) = (self.releases_dir.clone(), meta.os.clone(), arch.clone());
         let running = meta.version.clone();
+        let hashes = self.hashes.clone();
         let found = tokio::task::spawn_blocking(move || {
             let release = match choice {
                 Choice::Newest => releases::newest_for(&dir, &os, &arch2, &running),
                 Choice::Exact(v) => releases::exact(&dir, &os, &arch2, v),
             }?;
-            Some(releases::size_and_sha256(&release.path).map(|(size, sha)| (release, size, sha)))
+            Some(
+                hashes
+                    .size_and_sha256(&release.path)
+                    .map(|(size, sha)| (release, size, sha)),
+            )
         })
         .await
         .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("looking for agent builds failed: {e}")))?;
