@@ -166,6 +166,11 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.click('nav.mainnav >> text=Account');
   await page.waitForURL(`${server.base}/account`);
   await page.fill('#token-form input[name="label"]', 'laptop');
+  await page.fill('#token-form input[name="password"]', 'not my password');
+  await page.click('#token-form button');
+  await page.waitForSelector('#tokens-result.error');
+  assert.match(await page.textContent('#tokens-result'), /password is wrong/);
+  await page.fill('#token-form input[name="password"]', PASSWORD);
   await page.click('#token-form button');
   await page.waitForSelector('#new-token');
   assert.match(await page.textContent('#new-token'), /^kenny_pat_/);

@@ -13,6 +13,10 @@ conversations each get answers about their own messages:
     tool_use block per line (a model steered by what a PC wrote, as a hostile log line
     or web page could steer a real one);
   - `slow <seconds>` -> waits that long before answering (a reply in progress);
+  - `hold` -> answers only once the test calls `release()` (a reply in flight for as
+    long as the test needs, without guessing a duration);
+  - `fail` -> reports its usage, then an `overloaded_error` mid-stream (a failed turn
+    the API bills all the same);
   - anything else -> "Hello from the scripted model."
 Every answer reports `usage` (input tokens: a quarter of the request's length, output
 tokens: 10) the way the real API does, in message_start and message_delta. Every
@@ -57,6 +61,8 @@ def _reply(body: dict[str, Any]) -> list[dict[str, Any]]:
     if text.startswith("slow "):
         time.sleep(float(text.split()[1]))
         return [{"type": "text", "text": "Slowly, hello."}]
+    if text == "hold":
+        return [{"type": "text", "text": "Held, hello."}]
     if text.startswith("call "):
         tool, _, raw = text[len("call "):].partition(" ")
         return [
@@ -87,6 +93,9 @@ class _Handler(BaseHTTPRequestHandler):
         with mock.lock:
             mock.requests.append(body)
         assert body.get("stream") is True, body
+        said = _last_text(body)
+        if said == "hold":
+            mock.released.wait()
         blocks = _reply(body)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -101,6 +110,10 @@ class _Handler(BaseHTTPRequestHandler):
         usage = {"input_tokens": length // 4, "output_tokens": 1}
         send("message_start", {"type": "message_start", "message": {"id": "msg_mock", "type": "message", "role": "assistant", "content": [], "model": body["model"], "usage": usage}})
         send("ping", {"type": "ping"})
+        if said == "fail":
+            send("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+            self.close_connection = True
+            return
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 send("content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
@@ -119,10 +132,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _last_text(body: dict[str, Any]) -> str:
+    content = body["messages"][-1]["content"]
+    if isinstance(content, str):
+        return content
+    return " ".join(c.get("text", "") for c in content if c.get("type") == "text")
+
+
 class ScriptedAnthropic:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.released = threading.Event()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self.server.daemon_threads = True
         self.server.mock = self  # type: ignore[attr-defined]
@@ -137,6 +158,11 @@ class ScriptedAnthropic:
         self.thread.start()
         return self
 
+    def release(self) -> None:
+        """Lets every `hold` reply, waiting or still to come, answer."""
+        self.released.set()
+
     def __exit__(self, *exc: Any) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()

@@ -63,7 +63,7 @@ def test_cookie_requests_need_the_csrf_header_and_tokens_are_shown_once(kenny):
         assert r.status_code == 403 and r.json()["error"]["code"] == "csrf", "no CSRF header, no state change"
         r = http.post("/api/me/tokens", json={"label": "laptop"}, headers={"X-CSRF-Token": "wrong"})
         assert r.status_code == 403
-        r = http.post("/api/me/tokens", json={"label": "laptop"}, headers={"X-CSRF-Token": csrf})
+        r = http.post("/api/me/tokens", json={"label": "laptop", "password": PASSWORD}, headers={"X-CSRF-Token": csrf})
         assert r.status_code == 201, r.text
         token = r.json()["token"]
         listed = http.get("/api/me/tokens").json()["tokens"]
@@ -139,7 +139,7 @@ def test_a_token_cannot_change_the_password_or_mint_tokens(kenny):
     with _api(kenny, pat) as api:
         r = api.post("/api/me/password", json={"current_password": PASSWORD, "new_password": "taken over by a token"})
         assert r.status_code == 403 and r.json()["error"]["code"] == "session_required", r.text
-        r = api.post("/api/me/tokens", json={"label": "spare key"})
+        r = api.post("/api/me/tokens", json={"label": "spare key", "password": PASSWORD})
         assert r.status_code == 403 and r.json()["error"]["code"] == "session_required", r.text
         assert [t["label"] for t in api.get("/api/me/tokens").json()["tokens"]] == [None], "no token was minted"
     with _client(kenny) as http:
@@ -160,6 +160,23 @@ def test_the_password_change_check_goes_through_the_sign_in_throttle(kenny):
         assert int(r.json()["error"]["message"].split(" in ")[1].split()[0]) >= 1
     with _client(kenny) as fresh:
         assert _login(fresh, "jay", PASSWORD).status_code == 303, "nothing changed while throttled"
+
+
+def test_minting_a_token_needs_the_password_under_the_sign_in_throttle(kenny):
+    """Hole: a session left open or stolen could mint a token that outlives it."""
+    kenny.add_user("max", "operator", password=PASSWORD)
+    http, csrf = _signed_in(kenny, "max")
+    with closing(http):
+        h = {"X-CSRF-Token": csrf}
+        r = http.post("/api/me/tokens", json={"label": "laptop"}, headers=h)
+        assert r.status_code == 400 and r.json()["error"]["code"] == "password_required", r.text
+        assert "current password" in r.json()["error"]["message"]
+        for attempt in range(5):
+            r = http.post("/api/me/tokens", json={"label": "laptop", "password": f"guess-{attempt}"}, headers=h)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "wrong_password", r.text
+        r = http.post("/api/me/tokens", json={"label": "laptop", "password": PASSWORD}, headers=h)
+        assert r.status_code == 429 and r.json()["error"]["code"] == "throttled", r.text
+        assert http.get("/api/me/tokens").json()["tokens"] == [], "no token was minted"
 
 
 def _oauth_grant(kenny, user: str) -> dict:

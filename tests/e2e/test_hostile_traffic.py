@@ -41,6 +41,19 @@ async def _closed_by_server(reader: asyncio.StreamReader, timeout: float) -> byt
     return got
 
 
+def _server_sockets_open_to(server_port: int, client_ports: set[int]) -> list[int]:
+    """Client ports whose connection the server side still has open (ESTABLISHED in
+    /proc/net/tcp); a socket the server closed shows FIN_WAIT1 or later, or is gone."""
+    found = []
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].split(":")[1], 16)
+        remote_port = int(fields[2].split(":")[1], 16)
+        if local_port == server_port and remote_port in client_ports and fields[3] == "01":
+            found.append(remote_port)
+    return found
+
+
 def _server_log(kenny) -> str:
     return kenny.server.err_path.read_text(errors="replace")
 
@@ -187,6 +200,55 @@ async def test_connections_over_the_cap_are_refused_at_once(kenny):
                 pass
             assert time.monotonic() < deadline, "a freed slot did not let a new connection in"
             await asyncio.sleep(0.1)
+    finally:
+        for _, w in held:
+            w.close()
+
+
+async def test_a_client_that_never_reads_a_large_response_loses_its_slot(kenny):
+    """Regression: writes had no deadline, so a client that asked for something large
+    (an agent build, on a route that needs no sign-in) and never read it kept its
+    connection, and its slot under --max-connections, for ever."""
+    releases = kenny.data_dir / "agent-releases"
+    releases.mkdir(exist_ok=True)
+    build = releases / "kenny-agent-0.0.1-linux-x86_64"
+    with build.open("wb") as f:
+        f.truncate(256 * 1024 * 1024)  # sparse: far more than any socket buffers hold
+    kenny.stop_server()
+    kenny.start_server(extra_args=["--max-connections", "16", "--http-header-timeout-secs", "1"])
+    held = []
+    try:
+        # Every slot: a download started and then never read.
+        for _ in range(16):
+            reader, writer = await _raw(kenny)
+            writer.write(f"GET /d/agent/{build.name} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            writer.transport.pause_reading()  # and never read again
+            held.append((reader, writer))
+        # Every slot is taken by a reader that stopped; the server must take them back.
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                async with httpx.AsyncClient(timeout=5) as http:
+                    if (await http.get(f"{kenny.base_url}/healthz")).status_code == 200:
+                        break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the stalled readers still hold every slot"
+            await asyncio.sleep(0.2)
+        # Every one of them is closed on the server's side (the kernel still holds what
+        # was written, but no socket of the server's is open for it), not only the one
+        # whose slot let the probe in.
+        ports = {w.get_extra_info("sockname")[1] for _, w in held}
+        while open_ones := _server_sockets_open_to(kenny.port, ports):
+            assert time.monotonic() < deadline, f"still open on the server: {open_ones}"
+            await asyncio.sleep(0.2)
+        # Reading again now gets what was buffered, then the end: well short of the build.
+        reader, writer = held[0]
+        writer.transport.resume_reading()
+        got = await _closed_by_server(reader, timeout=60)
+        assert len(got) < build.stat().st_size, len(got)
     finally:
         for _, w in held:
             w.close()

@@ -126,3 +126,30 @@ def test_a_valid_second_factor_gets_past_the_account_wide_throttle(kenny):
         assert r.status_code == 303, r.text[:400]
     with _from(kenny, "127.0.9.3") as replay:
         assert _login(replay, "tina", PASSWORD, code=code).status_code == 429, "a used code opens nothing"
+
+
+#: Wrong second-factor codes an account may have (crate::ratelimit::SECOND_FACTOR_LIMIT).
+SECOND_FACTOR_LIMIT = 5
+
+
+def test_the_password_alone_cannot_guess_the_code_from_many_addresses(kenny):
+    kenny.add_user("uma", "operator", password=PASSWORD)
+    with _from(kenny, "127.0.0.2") as http:
+        assert _login(http, "uma", PASSWORD).status_code == 303
+        h = {"X-CSRF-Token": _csrf(http.get("/"))}
+        secret = http.post("/api/me/totp", json={"password": PASSWORD}, headers=h).json()["secret"]
+        totp = pyotp.TOTP(secret)
+        confirmed = http.post("/api/me/totp/confirm", json={"code": totp.now()}, headers=h)
+        assert confirmed.status_code == 200
+        recovery = confirmed.json()["recovery_codes"][0]
+
+    # Someone with the password guesses codes, each from an address of its own, so no
+    # address reaches its own limit.
+    for n in range(SECOND_FACTOR_LIMIT):
+        with _from(kenny, f"127.0.3.{n + 1}") as guesser:
+            assert _login(guesser, "uma", PASSWORD, code="not-a-code").status_code == 401
+    with _from(kenny, "127.0.3.100") as guesser:
+        r = _login(guesser, "uma", PASSWORD, code=recovery)
+    assert r.status_code == 429, "even a right code waits once the account has had its wrong ones"
+    assert "Too many wrong authenticator or recovery codes" in r.text and "retry-after" in r.headers, r.text[:500]
+    assert int(r.headers["retry-after"]) > 0

@@ -260,7 +260,9 @@ pub const TOOLS: &[ToolSpec] = &[
         title: "Running processes",
         description: "Running processes with pid, name, CPU percent and memory, sorted by cpu or memory (default memory), top `limit` (default 25).",
         class: ToolClass::ReadOnly,
-        privacy_sensitive: false,
+        // Each row carries the command line, which names the files and pages people
+        // open and sometimes carries a secret passed as an argument.
+        privacy_sensitive: true,
         reaches_out: false,
         platforms: ALL_OS,
         params: &[

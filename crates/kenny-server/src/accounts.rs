@@ -27,6 +27,13 @@ pub enum LoginError {
     /// browsers it has never signed in from.
     #[error("too many failed attempts; try again in {} seconds", wait.as_secs().max(1))]
     Throttled { wait: Duration, account: bool },
+    /// Too many wrong second-factor codes for this account, from callers who had its
+    /// password, whatever their addresses ([`crate::ratelimit::SECOND_FACTOR_LIMIT`]).
+    #[error(
+        "too many wrong authenticator or recovery codes for this account; try again in {} seconds",
+        wait.as_secs().max(1)
+    )]
+    SecondFactorThrottled { wait: Duration },
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -76,6 +83,11 @@ pub struct SignedIn {
 /// when that is at its limit, only an attempt carrying a valid second factor (checked,
 /// and used up, before the password) goes on. Nothing a stranger does therefore stops
 /// the owner signing in from a browser they used before, or with their authenticator.
+///
+/// Wrong second-factor codes from callers who had the password are counted per
+/// account, whatever the caller; past [`crate::ratelimit::SECOND_FACTOR_LIMIT`] the
+/// second-factor step is refused for everyone until the window passes, so the password
+/// alone cannot be used to guess the code from many addresses.
 pub async fn login(
     store: &Arc<Store>,
     throttle: &SignInThrottle,
@@ -96,14 +108,28 @@ pub async fn login(
     let mut second_factor_done = false;
     let counted_account = matches!(caller, Caller::Address(_));
     if counted_account && let Err(wait) = throttle.account(account, now) {
+        let throttled = LoginError::Throttled { wait, account: true };
         let totp = user.as_ref().and_then(|u| Some((u.id, u.totp_secret.clone()?)));
-        match (totp, code) {
-            (Some((id, secret)), Some(code)) if second_factor_ok(store, id, &secret, code).await? => {
-                throttle.count_account(account, now);
-                second_factor_done = true;
+        let (Some((id, secret)), Some(code)) = (totp, code) else {
+            return Err(throttled);
+        };
+        throttle
+            .second_factor(account, now)
+            .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
+        if !second_factor_ok(store, id, &secret, code).await? {
+            // Only a wrong code from someone who had the password counts against the
+            // account's code guesses: a stranger's guesses must not lock the owner's
+            // authenticator out. The password is checked either way and the answer is
+            // the same, so this says nothing about the password.
+            let hash = user.as_ref().map(|u| u.password_hash.clone()).unwrap_or_default();
+            if !crate::passwords::verify(hash, attempt.password.to_owned()).await {
+                throttle.second_factor_forgiven(account);
             }
-            _ => return Err(LoginError::Throttled { wait, account: true }),
+            return Err(throttled);
         }
+        throttle.second_factor_forgiven(account);
+        throttle.count_account(account, now);
+        second_factor_done = true;
     }
     let hash = match &user {
         Some(u) => u.password_hash.clone(),
@@ -117,10 +143,17 @@ pub async fn login(
     if let Some(secret) = &user.totp_secret
         && !second_factor_done
     {
+        // A missing code is the form asking for it, not a guess.
         let code = code.ok_or(LoginError::SecondFactor)?;
+        throttle
+            .second_factor(account, now)
+            .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
         if !second_factor_ok(store, user.id, secret, code).await? {
             return Err(LoginError::SecondFactor);
         }
+    }
+    if user.totp_secret.is_some() {
+        throttle.second_factor_succeeded(account);
     }
     throttle.succeeded(&caller, account, counted_account);
     let issued = open_session(store, user.id, attempt.client).await?;
@@ -265,5 +298,177 @@ mod tests {
             session(&store, &issued.token).await.is_none(),
             "revoked sessions are dead"
         );
+    }
+
+    /// A user with TOTP on whose every authenticator code counts as a replay (so any
+    /// code is wrong, whatever the clock says), and one recovery code that is right.
+    async fn user_with_second_factor(store: &Arc<Store>, name: &str) -> &'static str {
+        const RECOVERY: &str = "abcd-2345";
+        let hash = crate::passwords::hash("correct horse".into()).await.unwrap();
+        let now = crate::clock::now();
+        let id = store.create_user(name, &hash, Role::Operator, &[], &now).unwrap();
+        let secret = crate::totp::new_secret();
+        store.set_totp_pending(id, &secret).unwrap();
+        store
+            .enable_totp(id, &secret, i64::MAX, &[crate::totp::recovery_hash(RECOVERY)])
+            .unwrap();
+        RECOVERY
+    }
+
+    async fn try_login(
+        store: &Arc<Store>,
+        throttle: &SignInThrottle,
+        name: &str,
+        password: &str,
+        code: &str,
+        client_key: String,
+    ) -> Result<SignedIn, LoginError> {
+        let no_device = |_: i64| None;
+        let attempt = Attempt {
+            username: name,
+            password,
+            code: Some(code),
+            client: ClientInfo::default(),
+            client_key,
+            device: &no_device,
+        };
+        login(store, throttle, attempt).await
+    }
+
+    #[tokio::test]
+    async fn the_password_alone_cannot_guess_the_second_factor_from_many_addresses() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let recovery = user_with_second_factor(&store, "kim").await;
+        let throttle = SignInThrottle::default();
+        let max = crate::ratelimit::SECOND_FACTOR_LIMIT.max;
+        // Every guess from an address of its own, past the account-wide sign-in limit
+        // too, where the code is checked before the password.
+        let guesses = crate::ratelimit::ACCOUNT_LIMIT.max + 5;
+        for i in 0..guesses {
+            let r = try_login(
+                &store,
+                &throttle,
+                "kim",
+                "correct horse",
+                "000000",
+                format!("ip:10.0.0.{i}"),
+            )
+            .await;
+            if i < max {
+                assert!(matches!(r, Err(LoginError::SecondFactor)), "guess {i}: {r:?}");
+            } else {
+                assert!(
+                    matches!(r, Err(LoginError::SecondFactorThrottled { .. })),
+                    "guess {i} is not even checked: {r:?}"
+                );
+            }
+        }
+        // The right code is refused too now, saying when to retry, and is not used up.
+        let r = try_login(
+            &store,
+            &throttle,
+            "kim",
+            "correct horse",
+            recovery,
+            "ip:10.0.1.1".into(),
+        )
+        .await;
+        let Err(e @ LoginError::SecondFactorThrottled { wait }) = r else {
+            panic!("the account's second factor waits: {r:?}");
+        };
+        assert!(wait > Duration::ZERO && wait <= crate::ratelimit::SECOND_FACTOR_LIMIT.window);
+        assert!(e.to_string().contains("try again in"), "{e}");
+        let id = store.user_login("kim").unwrap().unwrap().id;
+        let hash = crate::totp::recovery_hash(recovery);
+        assert!(store.use_recovery_code(id, &hash, &crate::clock::now()).unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_strangers_wrong_codes_do_not_lock_out_the_owners_second_factor() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let recovery = user_with_second_factor(&store, "kim").await;
+        let throttle = SignInThrottle::default();
+        // Wrong passwords from many addresses trip the account-wide limit; then wrong
+        // codes with wrong passwords, as many as the code limit and more.
+        let (account, codes) = (
+            crate::ratelimit::ACCOUNT_LIMIT.max,
+            crate::ratelimit::SECOND_FACTOR_LIMIT.max * 2,
+        );
+        for i in 0..account + codes {
+            let r = try_login(
+                &store,
+                &throttle,
+                "kim",
+                "guess",
+                "000000",
+                format!("ip:10.0.{}.{}", i / 4, i % 4),
+            )
+            .await;
+            assert!(
+                matches!(
+                    r,
+                    Err(LoginError::SecondFactor | LoginError::BadCredentials | LoginError::Throttled { .. })
+                ),
+                "attempt {i}: {r:?}"
+            );
+        }
+        let r = try_login(
+            &store,
+            &throttle,
+            "kim",
+            "correct horse",
+            recovery,
+            "ip:192.0.2.1".into(),
+        )
+        .await;
+        assert!(r.is_ok(), "the owner's recovery code still works: {r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_with_the_second_factor_restarts_the_count_of_wrong_codes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let recovery = user_with_second_factor(&store, "kim").await;
+        let throttle = SignInThrottle::default();
+        let max = crate::ratelimit::SECOND_FACTOR_LIMIT.max;
+        for i in 0..max - 1 {
+            let r = try_login(
+                &store,
+                &throttle,
+                "kim",
+                "correct horse",
+                "000000",
+                format!("ip:10.0.0.{i}"),
+            )
+            .await;
+            assert!(matches!(r, Err(LoginError::SecondFactor)), "{r:?}");
+        }
+        let r = try_login(
+            &store,
+            &throttle,
+            "kim",
+            "correct horse",
+            recovery,
+            "ip:10.0.1.1".into(),
+        )
+        .await;
+        assert!(r.is_ok(), "{r:?}");
+        for i in 0..max {
+            let r = try_login(
+                &store,
+                &throttle,
+                "kim",
+                "correct horse",
+                "000000",
+                format!("ip:10.0.2.{i}"),
+            )
+            .await;
+            assert!(
+                matches!(r, Err(LoginError::SecondFactor)),
+                "guess {i} after the sign-in: {r:?}"
+            );
+        }
     }
 }

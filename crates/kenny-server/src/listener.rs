@@ -1,8 +1,9 @@
 //! Accepting HTTP connections under limits a hostile client cannot outlast: a cap on
 //! open connections, a deadline for each request's headers (which also ends idle
-//! keep-alive connections) and one for its body, a small header buffer, and a read
-//! budget a handler can put on its own connection (the agent tunnel does, until the
-//! agent has authenticated).
+//! keep-alive connections) and one for its body, a deadline for write progress (a
+//! client that stops reading cannot keep its connection), a small header buffer, and a
+//! read budget a handler can put on its own connection (the agent tunnel does, until
+//! the agent has authenticated).
 
 use std::future::Future;
 use std::io;
@@ -44,6 +45,10 @@ pub struct HttpLimits {
 /// A request body gets this many header timeouts: kenny's requests are small JSON and
 /// forms, so a body still arriving after that is a client holding the connection.
 pub const BODY_TIMEOUT_FACTOR: u32 = 3;
+/// A write that cannot make progress (the client's receive window and the socket's
+/// send buffer are full) for this many header timeouts ends the connection: otherwise
+/// a client that asks for something large and never reads it keeps its slot for ever.
+pub const WRITE_STALL_FACTOR: u32 = 3;
 
 impl Default for HttpLimits {
     fn default() -> Self {
@@ -88,11 +93,12 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
             continue;
         };
         let reads = ConnReads::default();
-        let io = TokioIo::new(LimitedIo {
+        let io = TokioIo::new(LimitedIo::new(
             tcp,
-            reads: reads.clone(),
-            _slot: slot,
-        });
+            reads.clone(),
+            slot,
+            limits.header_timeout * WRITE_STALL_FACTOR,
+        ));
         let app = app.clone();
         let body_timeout = limits.header_timeout * BODY_TIMEOUT_FACTOR;
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -252,13 +258,52 @@ impl http_body::Body for DeadlineBody {
     }
 }
 
-/// The server's side of a connection: the socket, its read budget, and its slot under
-/// the connection cap (given back when the socket is dropped).
+/// The server's side of a connection: the socket, its read budget, its slot under the
+/// connection cap (given back when the socket is dropped), and the deadline of a write
+/// that is waiting for the client to read.
 struct LimitedIo {
     tcp: TcpStream,
     reads: ConnReads,
     _slot: OwnedSemaphorePermit,
+    write_stall_limit: Duration,
+    /// Set when a write first finds the socket full, cleared by any progress.
+    write_stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
+
+impl LimitedIo {
+    fn new(tcp: TcpStream, reads: ConnReads, slot: OwnedSemaphorePermit, write_stall_limit: Duration) -> Self {
+        LimitedIo {
+            tcp,
+            reads,
+            _slot: slot,
+            write_stall_limit,
+            write_stall: None,
+        }
+    }
+
+    /// Passes a write's outcome on, timing how long it has been blocked: past the limit
+    /// the write fails, which ends the connection and frees its slot.
+    fn stall_checked<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.write_stall = None;
+            return polled;
+        }
+        let limit = self.write_stall_limit;
+        let stall = self
+            .write_stall
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        // Polled with the same context as the write: whichever comes first wakes it.
+        if stall.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, WriteStalled(limit))));
+        }
+        Poll::Pending
+    }
+}
+
+/// What a write the client has not let through for too long fails with.
+#[derive(Debug, thiserror::Error)]
+#[error("the client read nothing for {}s; closing its connection", .0.as_secs())]
+pub struct WriteStalled(Duration);
 
 /// What a read past the budget fails with.
 #[derive(Debug, thiserror::Error)]
@@ -291,7 +336,9 @@ impl AsyncRead for LimitedIo {
 
 impl AsyncWrite for LimitedIo {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, data)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write(cx, data);
+        this.stall_checked(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -299,7 +346,9 @@ impl AsyncWrite for LimitedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs);
+        this.stall_checked(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -324,11 +373,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
         let (tcp, _) = listener.accept().await.unwrap();
-        let io = LimitedIo {
+        let io = LimitedIo::new(
             tcp,
-            reads: ConnReads::default(),
-            _slot: slots.clone().try_acquire_owned().unwrap(),
-        };
+            ConnReads::default(),
+            slots.clone().try_acquire_owned().unwrap(),
+            Duration::from_secs(60),
+        );
         (io, client)
     }
 
@@ -354,6 +404,28 @@ mod tests {
         io.read_exact(&mut got[..4000]).await.unwrap();
         drop(io);
         assert_eq!(slots.available_permits(), 1, "the slot comes back with the socket");
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_reads_loses_its_connection_and_slot() {
+        let slots = Arc::new(Semaphore::new(1));
+        let (io, client) = pair(&slots).await;
+        let mut io = LimitedIo {
+            write_stall_limit: Duration::from_millis(200),
+            ..io
+        };
+        let chunk = vec![0u8; 64 * 1024];
+        // Writes go through until the socket buffers on both sides are full; then no
+        // progress is possible and the stalled write fails.
+        let err = loop {
+            if let Err(e) = io.write_all(&chunk).await {
+                break e;
+            }
+        };
+        assert!(err.get_ref().is_some_and(|e| e.is::<WriteStalled>()), "{err}");
+        drop(io);
+        assert_eq!(slots.available_permits(), 1, "the slot is free again");
+        drop(client);
     }
 
     #[test]

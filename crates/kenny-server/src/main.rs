@@ -80,7 +80,8 @@ enum Command {
         max_connections: u64,
         /// Seconds a client has to send a request's headers, counted from connecting or
         /// from the previous response: also how long an idle keep-alive connection stays.
-        /// A request's body must arrive within three times as long.
+        /// A request's body must arrive within three times as long, and a connection whose
+        /// client reads nothing of a response for three times as long is closed.
         #[arg(long, env = "KENNY_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=600))]
         http_header_timeout_secs: u64,
         /// Seconds an agent connection has to authenticate once it opened the tunnel.

@@ -8,7 +8,10 @@
 //!   browser that proves it signed in to this account before (a device cookie), or a
 //!   signed-in session; each caller's failures only ever block that caller;
 //! - the account-wide count (against guessing spread over many addresses) never blocks
-//!   a browser with a device cookie, nor an attempt that carries a valid second factor.
+//!   a browser with a device cookie, nor an attempt that carries a valid second factor;
+//! - wrong second-factor codes are counted per account whatever the caller (address,
+//!   device or session), but only from callers who got the password right, so only a
+//!   holder of the password can use up the account's code guesses.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -163,6 +166,15 @@ pub const ACCOUNT_LIMIT: Limit = Limit {
     window: Duration::from_secs(600),
 };
 
+/// Wrong authenticator or recovery codes an account may have, from anyone who had its
+/// password, whatever their addresses: with one step of clock skew each guess of a
+/// 6-digit code hits 3 in a million, so this keeps a password holder's odds of
+/// guessing the code under 0.3% a day.
+pub const SECOND_FACTOR_LIMIT: Limit = Limit {
+    max: 5,
+    window: Duration::from_secs(900),
+};
+
 /// The throttle of every password check; see the module documentation.
 pub struct SignInThrottle {
     failures: FailureLimiter,
@@ -196,6 +208,26 @@ impl SignInThrottle {
         self.failures.record(&[(&account_key(account), ACCOUNT_LIMIT)], now);
     }
 
+    /// Reserves a second-factor check against the account's count of wrong codes;
+    /// refused with how long to wait when the account is at its limit. Give it back
+    /// with [`Self::second_factor_forgiven`] when the code was right or the caller did
+    /// not have the password; [`Self::second_factor_succeeded`] restarts the count.
+    pub fn second_factor(&self, account: &str, now: Instant) -> Result<(), Duration> {
+        self.failures
+            .attempt_limited(&[(&second_factor_key(account), SECOND_FACTOR_LIMIT)], now)
+    }
+
+    /// Takes back a reservation of [`Self::second_factor`].
+    pub fn second_factor_forgiven(&self, account: &str) {
+        self.failures.succeeded(&[], &[&second_factor_key(account)]);
+    }
+
+    /// A sign-in with the password and a second factor succeeded: the account's count
+    /// of wrong codes restarts.
+    pub fn second_factor_succeeded(&self, account: &str) {
+        self.failures.succeeded(&[&second_factor_key(account)], &[]);
+    }
+
     /// The attempt was right: the caller's count for this account restarts, and the
     /// attempt is taken back from the address and account counts it was added to.
     pub fn succeeded(&self, caller: &Caller, account: &str, counted_account: bool) {
@@ -214,6 +246,10 @@ impl SignInThrottle {
 
 fn account_key(account: &str) -> String {
     format!("user:{}", account.to_lowercase())
+}
+
+fn second_factor_key(account: &str) -> String {
+    format!("2fa:{}", account.to_lowercase())
 }
 
 fn caller_keys(caller: &Caller, account: &str) -> Vec<(String, Limit)> {

@@ -138,11 +138,15 @@ pub async fn tokens(
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     label: Option<String>,
+    /// The caller's current password.
+    password: Option<String>,
 }
 
 /// Mints a personal access token; the token is in this response and nowhere else.
 /// Only a signed-in person mints tokens: a token cannot mint more of itself, so a
-/// leaked one can be revoked and stays revoked.
+/// leaked one can be revoked and stays revoked. The password is asked again, under the
+/// sign-in throttle, because a token outlives the session: a session left open or
+/// stolen must not be turned into a lasting credential.
 pub async fn create_token(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
@@ -155,6 +159,14 @@ pub async fn create_token(
     if body.label.as_ref().is_some_and(|l| l.chars().count() > 100) {
         return Err(ApiError::bad_request("label is at most 100 characters"));
     }
+    let password = body.password.filter(|p| !p.is_empty()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "password_required",
+            "enter your current password to create a token (\"password\" in the request)",
+        )
+    })?;
+    check_own_password(&state, &who, password).await?;
     let name = who.username.clone();
     let token = state
         .store
@@ -320,11 +332,11 @@ pub async fn totp_disable(
 
 /// Checks the caller's own password, under the same throttle as signing in (so a
 /// stolen session or token cannot be used to guess it), and only for a signed-in
-/// person: tokens do not change passwords or second factors.
+/// person: tokens do not mint tokens or change passwords or second factors.
 async fn check_own_password(state: &AppState, who: &Principal, password: String) -> Result<(), ApiError> {
     session_only(
         who,
-        "sign in to the dashboard to change your password or second factor; tokens cannot",
+        "sign in to the dashboard to change your password or second factor or to create a token; tokens cannot",
     )?;
     // The session is the caller: it proved the password when it signed in, so only
     // its own failures count here, and a stranger's flood cannot block it.
@@ -358,7 +370,7 @@ async fn check_own_password(state: &AppState, who: &Principal, password: String)
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "wrong_password",
-            "the password is wrong",
+            "the password is wrong; enter the password you sign in with",
         ))
     }
 }

@@ -48,13 +48,17 @@ pub struct ModelError {
     /// `model_unreachable`, `model_error` (the API said no), `model_protocol`.
     pub code: &'static str,
     pub message: String,
+    /// What the model reported using before the turn failed: billed all the same, so it
+    /// counts against the daily limit.
+    pub usage: Usage,
 }
 
 impl ModelError {
-    fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
         ModelError {
             code,
             message: message.into(),
+            usage: Usage::default(),
         }
     }
 }
@@ -78,6 +82,8 @@ pub async fn turn(
         "stream": true,
     });
     let url = format!("{}/v1/messages", settings.base_url.trim_end_matches('/'));
+    // Outside the work, so what it counted survives a failure or the time limit.
+    let mut assembler = Assembler::default();
     let work = async {
         let response = http
             .post(&url)
@@ -101,7 +107,6 @@ pub async fn turn(
             ));
         }
         let mut reader = EventReader::default();
-        let mut assembler = Assembler::default();
         let mut body = response.bytes_stream();
         while let Some(chunk) = body.next().await {
             let chunk = chunk.map_err(|e| ModelError::new("model_unreachable", format!("the stream broke: {e}")))?;
@@ -119,11 +124,15 @@ pub async fn turn(
             "the model's stream ended before message_stop",
         ))
     };
-    tokio::time::timeout(TURN_LIMIT, work).await.unwrap_or_else(|_| {
+    let result = tokio::time::timeout(TURN_LIMIT, work).await.unwrap_or_else(|_| {
         Err(ModelError::new(
             "model_unreachable",
             format!("no complete answer from the model within {}s", TURN_LIMIT.as_secs()),
         ))
+    });
+    result.map_err(|e| ModelError {
+        usage: assembler.usage,
+        ..e
     })
 }
 

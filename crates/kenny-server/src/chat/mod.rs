@@ -71,6 +71,30 @@ pub struct Chat {
     pub settings: ChatSettings,
     pub http: reqwest::Client,
     busy: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Taken to check the daily limit and reserve a turn's tokens as one step.
+    admission: tokio::sync::Mutex<()>,
+    /// Tokens reserved per user for turns in flight, not yet in the database.
+    reserved: Arc<Mutex<HashMap<i64, u64>>>,
+}
+
+/// Tokens reserved for one turn in flight; given back when dropped (after the turn's
+/// real use is recorded, or if the turn never finishes).
+pub struct Reservation {
+    reserved: Arc<Mutex<HashMap<i64, u64>>>,
+    user: i64,
+    tokens: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(left) = reserved.get_mut(&self.user) {
+            *left = left.saturating_sub(self.tokens);
+            if *left == 0 {
+                reserved.remove(&self.user);
+            }
+        }
+    }
 }
 
 impl Chat {
@@ -83,6 +107,30 @@ impl Chat {
             settings,
             http,
             busy: Mutex::new(HashMap::new()),
+            admission: tokio::sync::Mutex::new(()),
+            reserved: Arc::default(),
+        }
+    }
+
+    /// Serialises limit checks: hold it from reading a user's use to [`Self::reserve`].
+    pub async fn admission(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.admission.lock().await
+    }
+
+    /// Tokens reserved for `user`'s turns in flight.
+    pub fn reserved(&self, user: i64) -> u64 {
+        let reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        reserved.get(&user).copied().unwrap_or(0)
+    }
+
+    pub fn reserve(&self, user: i64, tokens: u64) -> Reservation {
+        let mut reserved = self.reserved.lock().unwrap_or_else(|e| e.into_inner());
+        let total = reserved.entry(user).or_default();
+        *total = total.saturating_add(tokens);
+        Reservation {
+            reserved: self.reserved.clone(),
+            user,
+            tokens,
         }
     }
 

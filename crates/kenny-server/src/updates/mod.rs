@@ -81,6 +81,7 @@ pub struct Updates {
     server_key: SigningKey,
     store: Arc<Store>,
     waiting: WaitList,
+    hashes: Arc<releases::HashCache>,
 }
 
 /// An order on its way to one agent: the wire arguments, and where its report arrives.
@@ -117,6 +118,7 @@ impl Updates {
             server_key,
             store,
             waiting: Arc::default(),
+            hashes: Arc::default(),
         }
     }
 
@@ -143,12 +145,17 @@ impl Updates {
         let choice = choose(who, &meta.version, wanted, downgrade)?;
         let (dir, os, arch2) = (self.releases_dir.clone(), meta.os.clone(), arch.clone());
         let running = meta.version.clone();
+        let hashes = self.hashes.clone();
         let found = tokio::task::spawn_blocking(move || {
             let release = match choice {
                 Choice::Newest => releases::newest_for(&dir, &os, &arch2, &running),
                 Choice::Exact(v) => releases::exact(&dir, &os, &arch2, v),
             }?;
-            Some(releases::size_and_sha256(&release.path).map(|(size, sha)| (release, size, sha)))
+            Some(
+                hashes
+                    .size_and_sha256(&release.path)
+                    .map(|(size, sha)| (release, size, sha)),
+            )
         })
         .await
         .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("looking for agent builds failed: {e}")))?;
@@ -195,7 +202,10 @@ impl Updates {
             file: release.file_name.clone(),
             size,
             sha256: sha256.clone(),
-            allow_downgrade: release.version < kenny_proto::results::parse_version(&meta.version).unwrap_or((0, 0, 0)),
+            // The agent judges downgrades by its own version: with one that cannot be
+            // read, choose() let this through only as a superuser's named downgrade.
+            allow_downgrade: kenny_proto::results::parse_version(&meta.version)
+                .map_or(downgrade, |running| release.version < running),
             issued_at: crate::clock::now(),
         };
         let (text, signature) = manifest.sign(&self.server_key);
@@ -352,10 +362,20 @@ enum Choice {
 }
 
 /// The rules on versions: the newest newer build by default; an exact newer version on
-/// request; an older one only for a superuser who names it and says so.
+/// request; an older one only for a superuser who names it and says so. When the agent
+/// reports a version that is not one (a hostile or broken agent), no build can be told
+/// newer than it, so every build is treated as a possible downgrade.
 fn choose(who: &Principal, running: &str, wanted: Option<&str>, downgrade: bool) -> Result<Choice, CallFailure> {
     let parse = kenny_proto::results::parse_version;
     let Some(wanted) = wanted.filter(|w| !w.is_empty()) else {
+        if parse(running).is_none() {
+            return Err(refuse(
+                ErrorCode::BadArgs,
+                format!(
+                    "the agent reports version {running:?}, which is not a version like 1.2.3, so no build can be told newer than it; a superuser may name the exact version in `version` with allow_downgrade: true"
+                ),
+            ));
+        }
         if downgrade {
             return Err(refuse(
                 ErrorCode::BadArgs,
@@ -370,11 +390,12 @@ fn choose(who: &Principal, running: &str, wanted: Option<&str>, downgrade: bool)
             format!("version must look like 1.2.3, got {wanted:?}"),
         ));
     };
-    let current = parse(running).unwrap_or((0, 0, 0));
-    if version == current {
+    let current = parse(running);
+    if current == Some(version) {
         return Err(refuse(ErrorCode::BadArgs, format!("the agent already runs {running}")));
     }
-    if version < current {
+    // `None < Some(_)`: a version nobody can read counts as newer than any build.
+    if Some(version) < current || current.is_none() {
         if who.role != Role::Superuser {
             return Err(refuse(
                 ErrorCode::Forbidden,

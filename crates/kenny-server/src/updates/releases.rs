@@ -100,6 +100,60 @@ pub fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
     Ok((size, hex::encode(hasher.finalize())))
 }
 
+/// Release hashes, so an update does not read a whole build (tens of MB) every time.
+/// An entry holds while the file's size and modification time are unchanged. A file
+/// replaced without either changing would be offered with its old hash; the agent then
+/// refuses the download (it checks size and hash), so a stale entry fails safe.
+#[derive(Default)]
+pub struct HashCache {
+    entries: std::sync::Mutex<std::collections::HashMap<PathBuf, Hashed>>,
+}
+
+#[derive(Clone)]
+struct Hashed {
+    len: u64,
+    modified: Option<std::time::SystemTime>,
+    sha256: String,
+}
+
+impl HashCache {
+    /// Like [`size_and_sha256`], from the cache when the file has not changed. Blocking.
+    pub fn size_and_sha256(&self, path: &Path) -> std::io::Result<(u64, String)> {
+        let meta = std::fs::metadata(path)?;
+        let (len, modified) = (meta.len(), meta.modified().ok());
+        let lock = || self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = lock().get(path)
+            && h.len == len
+            && h.modified == modified
+            && modified.is_some()
+        {
+            return Ok((h.len, h.sha256.clone()));
+        }
+        let (size, sha256) = size_and_sha256(path)?;
+        // Cached under the metadata read before hashing: if the file changed meanwhile,
+        // the next call sees other metadata and hashes again.
+        if size == len {
+            let mut entries = lock();
+            // Builds are few; entries of files that went away are dropped here.
+            entries.retain(|p, _| p.exists());
+            entries.insert(
+                path.to_owned(),
+                Hashed {
+                    len,
+                    modified,
+                    sha256: sha256.clone(),
+                },
+            );
+        }
+        Ok((size, sha256))
+    }
+
+    #[cfg(test)]
+    fn cached(&self, path: &Path) -> Option<String> {
+        self.entries.lock().unwrap().get(path).map(|h| h.sha256.clone())
+    }
+}
+
 /// `GET /d/agent/{file}`: a release file, by its exact name, streamed (a build may be
 /// large and this route needs no sign-in, so nothing here holds a whole file in memory).
 pub async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath<String>) -> Response {
@@ -132,6 +186,26 @@ pub async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hashes_are_cached_until_the_build_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kenny-agent-0.2.0-linux-x86_64");
+        std::fs::write(&path, b"first build").unwrap();
+        let cache = HashCache::default();
+        let first = cache.size_and_sha256(&path).unwrap();
+        assert_eq!(first, size_and_sha256(&path).unwrap());
+        assert_eq!(cache.cached(&path), Some(first.1.clone()), "kept after the first read");
+        // A cached hash is what is answered, without reading the file: planted here to
+        // tell the two apart.
+        cache.entries.lock().unwrap().get_mut(&path).unwrap().sha256 = "from-the-cache".into();
+        assert_eq!(cache.size_and_sha256(&path).unwrap().1, "from-the-cache");
+        // A replaced build (another size) is hashed again.
+        std::fs::write(&path, b"second, longer build").unwrap();
+        let second = cache.size_and_sha256(&path).unwrap();
+        assert_eq!(second, size_and_sha256(&path).unwrap());
+        assert_ne!(second.1, first.1);
+    }
 
     #[test]
     fn picks_the_newest_matching_build_or_an_exact_one() {

@@ -49,6 +49,33 @@ fn callers_name_at_most_a_version_and_only_superusers_go_back() {
     assert_eq!(code(choose(&su, "0.2.0", Some("0.1.0"), true)), "0.1.0");
 }
 
+#[test]
+fn a_running_version_that_is_not_one_allows_no_unasked_downgrade() {
+    let su = who(Role::Superuser);
+    let op = who(Role::Operator);
+    for running in ["", "garbage", "9.9", "1.2.3.4"] {
+        // Nothing can be told newer than it: neither "the newest" nor a named version
+        // goes unless a superuser names it as a downgrade.
+        assert_eq!(code(choose(&op, running, None, false)), "bad_args", "{running:?}");
+        assert_eq!(
+            code(choose(&op, running, Some("0.1.0"), false)),
+            "forbidden",
+            "{running:?}"
+        );
+        assert_eq!(
+            code(choose(&op, running, Some("0.1.0"), true)),
+            "forbidden",
+            "{running:?}"
+        );
+        assert_eq!(
+            code(choose(&su, running, Some("0.1.0"), false)),
+            "bad_args",
+            "{running:?}"
+        );
+        assert_eq!(code(choose(&su, running, Some("0.1.0"), true)), "0.1.0", "{running:?}");
+    }
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     updates: Updates,

@@ -224,6 +224,24 @@ async fn login_submit(
             remember_device(&state, &mut resp, done.user_id);
             resp
         }
+        Err(LoginError::SecondFactorThrottled { wait }) => {
+            let secs = wait.as_secs().max(1);
+            tracing::warn!(user = ?username, client = %addr.ip(), "second factor throttled: too many wrong codes");
+            let message = format!(
+                "Too many wrong authenticator or recovery codes for this account. Try again in {secs} seconds; \
+                 if you did not enter them, someone has your password: change it once you are in."
+            );
+            too_many(
+                login_page(
+                    &form.form_token,
+                    &next,
+                    &username,
+                    Some(&message),
+                    StatusCode::TOO_MANY_REQUESTS,
+                ),
+                secs,
+            )
+        }
         Err(LoginError::Throttled { wait, account }) => {
             let secs = wait.as_secs().max(1);
             tracing::warn!(user = ?username, client = %addr.ip(), account, "sign-in throttled");
@@ -235,15 +253,16 @@ async fn login_submit(
             } else {
                 format!("Too many failed attempts. Try again in {secs} seconds.")
             };
-            let mut resp = login_page(
-                &form.form_token,
-                &next,
-                &username,
-                Some(&message),
-                StatusCode::TOO_MANY_REQUESTS,
-            );
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-            resp
+            too_many(
+                login_page(
+                    &form.form_token,
+                    &next,
+                    &username,
+                    Some(&message),
+                    StatusCode::TOO_MANY_REQUESTS,
+                ),
+                secs,
+            )
         }
         Err(e @ (LoginError::BadCredentials | LoginError::SecondFactor)) => {
             tracing::warn!(user = ?username, client = %addr.ip(), reason = %e, "sign-in failed");
@@ -293,6 +312,12 @@ async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(for
 }
 
 // ---- helpers -----------------------------------------------------------------------
+
+fn too_many(mut resp: Response, retry_after_secs: u64) -> Response {
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+    resp
+}
 
 fn client_info(addr: SocketAddr, headers: &HeaderMap) -> ClientInfo {
     ClientInfo {

@@ -472,7 +472,9 @@
 
     forms['token-form'] = async (f) => {
       const label = f.label.value.trim();
-      const r = await api('POST', '/api/me/tokens', label ? { label } : {});
+      const body = { password: f.password.value };
+      if (label) body.label = label;
+      const r = await api('POST', '/api/me/tokens', body);
       const out = $('#tokens-result');
       if (!r.ok) return showStatus(out, errorText(r.error), 'error');
       f.reset();

@@ -140,6 +140,7 @@ fn tokens_section(tokens: &[TokenRecord]) -> String {
          <div id=\"tokens-result\" class=\"status\" role=\"status\" data-keep hidden></div>\
          <p class=\"muted\">Personal access tokens let MCP and API clients act as you. A new token is shown once.</p>{table}\
          <form id=\"token-form\" class=\"inline-form\"><label>Label<input name=\"label\" maxlength=\"100\" placeholder=\"laptop\" autocomplete=\"off\"></label>\
+         <label>Your password<input name=\"password\" type=\"password\" autocomplete=\"current-password\" required></label>\
          <button>Create token</button></form></section>"
     )
 }
