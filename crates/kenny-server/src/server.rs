@@ -119,6 +119,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         login_limiter: Default::default(),
         device_key,
         registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
+        pushed: Default::default(),
     });
 
     let app = router(state.clone());

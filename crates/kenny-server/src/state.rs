@@ -38,4 +38,6 @@ pub struct AppState {
     pub device_key: crate::device::DeviceKey,
     /// OAuth client registrations per client address (registration needs no account).
     pub registration_limiter: crate::ratelimit::FailureLimiter,
+    /// What each agent may still push (log lines, telemetry), kept across reconnects.
+    pub pushed: crate::tunnel::pushed::PushedBook,
 }

@@ -6,7 +6,7 @@
 //! bytes and has a deadline; nothing it does can make another connection wait.
 
 pub mod handshake;
-mod pushed;
+pub(crate) mod pushed;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -216,7 +216,7 @@ async fn run_session(
     let window = (beat * 3).as_secs().max(1) as i64;
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut pushed = Pushed::new(std::time::Instant::now());
+    let mut pushed = state.pushed.take(&link.agent_id, std::time::Instant::now());
     let reason = loop {
         // Biased: once the link is closed (replaced, shutting down) nothing more may be
         // written to this socket, even if requests are still queued. Queued requests
@@ -277,6 +277,7 @@ async fn run_session(
     if unreported > 0 {
         tracing::warn!(agent = %link.agent_id, dropped = unreported, "more frames from this connection were dropped than were logged");
     }
+    state.pushed.put_back(&link.agent_id, pushed);
     reason
 }
 

@@ -1,4 +1,4 @@
-//! What an agent sends unasked, limited per connection: log lines and telemetry each
+//! What an agent sends unasked, limited per agent (across its reconnections): log lines and telemetry each
 //! have a rate and a size, and warnings about dropped frames are capped per minute, so
 //! a hostile PC can flood neither the database nor the server's log. Everything here
 //! is a counter checked in the connection's read loop: dropping costs nothing and
@@ -120,6 +120,35 @@ impl WarnGate {
     }
 }
 
+/// Each agent's counters, kept between its connections: a PC that reconnects gets no
+/// fresh burst (a new connection costs it nothing, so it must not reset the rate).
+#[derive(Default)]
+pub struct PushedBook {
+    by_agent: std::sync::Mutex<std::collections::HashMap<String, Pushed>>,
+}
+
+impl PushedBook {
+    /// The counters for a new connection of `agent_id`: where its last one left them.
+    pub fn take(&self, agent_id: &str, now: Instant) -> Pushed {
+        let mut book = self.by_agent.lock().unwrap_or_else(|p| p.into_inner());
+        book.remove(agent_id).unwrap_or_else(|| Pushed::new(now))
+    }
+
+    /// Keeps a finished connection's counters for the agent's next one. Warnings held
+    /// back were reported when the connection ended.
+    pub fn put_back(&self, agent_id: &str, mut pushed: Pushed) {
+        for gate in [
+            &mut pushed.log_warnings,
+            &mut pushed.telemetry_warnings,
+            &mut pushed.frame_warnings,
+        ] {
+            gate.suppressed = 0;
+        }
+        let mut book = self.by_agent.lock().unwrap_or_else(|p| p.into_inner());
+        book.insert(agent_id.to_owned(), pushed);
+    }
+}
+
 /// Text from an agent made safe for one log line: control characters (newlines,
 /// terminal escapes) are escaped, so a PC cannot forge lines of the server's log, and
 /// the length is bounded.
@@ -142,6 +171,24 @@ pub fn clean(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reconnect_does_not_refill_the_burst() {
+        let t0 = Instant::now();
+        let book = PushedBook::default();
+        let mut first = book.take("pc-a", t0);
+        assert_eq!((0..1000).filter(|_| first.log_line(t0)).count(), LOG_BURST as usize);
+        book.put_back("pc-a", first);
+        let mut second = book.take("pc-a", t0);
+        assert_eq!(
+            (0..1000).filter(|_| second.log_line(t0)).count(),
+            0,
+            "no new burst on reconnect"
+        );
+        // Another agent has its own.
+        let mut other = book.take("pc-b", t0);
+        assert!(other.log_line(t0));
+    }
 
     #[test]
     fn log_lines_pass_at_the_rate_after_a_burst() {
