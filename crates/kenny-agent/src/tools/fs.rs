@@ -226,6 +226,7 @@ fn read_chunk(path: &Path, offset: u64, max_bytes: usize) -> ToolResult {
         OpenError::Swapped => ToolError::exec_failed(format!(
             "{name} changed while it was being opened (a symlink or file was swapped in); try again"
         )),
+        #[cfg(target_os = "linux")]
         OpenError::Blocked(why) => ToolError::new(kenny_proto::error::ErrorCode::Blocked, why),
     })?;
     if offset > 0 {
@@ -279,7 +280,8 @@ enum OpenError {
     /// What was opened is not the file that was checked.
     Swapped,
     /// What was opened is a file the guard protects (a directory on the way was
-    /// swapped for a symlink after the check).
+    /// swapped for a symlink after the check). Linux names an open file's path.
+    #[cfg(target_os = "linux")]
     Blocked(String),
 }
 
