@@ -91,6 +91,15 @@ def _own_marker(kenny, agent: str) -> str:
     return kenny.agents[agent].mark
 
 
+# A file whose text tells agent processes apart: their command lines name their own state
+# directories. (Their environment would too, but no tool reads a process's environment.)
+OWN_FILE = '{"path": "/proc/self/cmdline", "max_bytes": 65536}'
+
+
+def _own_cmdline_mark(kenny, agent: str) -> str:
+    return str(kenny.agents[agent].state_dir)
+
+
 async def test_without_a_key_the_chat_says_how_to_turn_it_on(kenny):
     with _http(kenny) as http:
         status = http.get("/api/chat/status").json()
@@ -136,13 +145,13 @@ async def test_read_only_runs_at_once_and_results_are_fenced(chat_kenny, model):
         listed = {t["name"] for t in model.requests[-1]["tools"]}
         assert {"list_agents", "shell_exec", "fs_read"} <= listed
         # Files are personal: reading one waits for the operator, then runs on the PC.
-        events = _say(http, session, 'call fs_read {"path": "/proc/self/environ", "max_bytes": 65536}')
+        events = _say(http, session, "call fs_read " + OWN_FILE)
         held = _only(events, "held")
         assert held["agent_id"] == "pc-a" and "personal data" in held["reason"], held
         events = _post_stream(http, f"/api/chat/calls/{held['id']}/approve")
         assert _only(events, "tool_result")["ok"] is True
         text = model.requests[-1]["messages"][-1]["content"][0]["content"][0]["text"]
-        assert _own_marker(kenny, "pc-a") in _fenced(text)
+        assert _own_cmdline_mark(kenny, "pc-a") in _fenced(text)
         # The conversation is kept and can be reopened.
         shown = http.get(f"/api/chat/sessions/{session}").json()
         assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "user", "assistant"] * 2, shown
@@ -219,7 +228,7 @@ async def test_concurrent_conversations_keep_to_their_own_pcs(chat_kenny):
         seen = []
         with _http(kenny) as http:
             for _ in range(6):
-                held = _only(_say(http, sessions[agent], 'call fs_read {"path": "/proc/self/environ", "max_bytes": 65536}'), "held")
+                held = _only(_say(http, sessions[agent], "call fs_read " + OWN_FILE), "held")
                 ran = _only(_post_stream(http, f"/api/chat/calls/{held['id']}/approve"), "tool_result")
                 seen.append(ran["agent_id"])
         return seen
@@ -229,10 +238,10 @@ async def test_concurrent_conversations_keep_to_their_own_pcs(chat_kenny):
     with _http(kenny) as http:
         for agent, session in sessions.items():
             calls = http.get(f"/api/chat/sessions/{session}").json()["calls"]
-            other = _own_marker(kenny, "pc-b" if agent == "pc-a" else "pc-a")
+            other = _own_cmdline_mark(kenny, "pc-b" if agent == "pc-a" else "pc-a")
             for c in calls:
                 text = c["result"][0]["text"]
-                assert _own_marker(kenny, agent) in text and other not in text, (agent, text[:200])
+                assert _own_cmdline_mark(kenny, agent) in text and other not in text, (agent, text[:200])
 
 
 async def test_targets_outside_the_users_scope_are_refused(chat_kenny, tmp_path):
