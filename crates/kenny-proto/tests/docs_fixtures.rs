@@ -75,3 +75,92 @@ fn documented_update_order_verifies() {
     };
     assert_eq!(tampered.verify(&server_key), Err(OrderError::BadSignature));
 }
+
+fn repo_file(name: &str) -> String {
+    let path = docs_wire().join("../..").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// README's tool list names every tool of the catalog.
+#[test]
+fn the_readme_names_every_tool() {
+    let readme = repo_file("README.md");
+    let missing: Vec<_> = kenny_proto::catalog::TOOLS
+        .iter()
+        .map(|t| t.name)
+        .filter(|name| !readme.contains(&format!("`{name}`")))
+        .collect();
+    assert!(missing.is_empty(), "README.md does not list {missing:?}");
+}
+
+/// Every word inside a `code span` of `text`.
+fn code_words(text: &str) -> std::collections::HashSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .flat_map(|span| span.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// ARCHITECTURE.md names every module of every crate (as a word in a code span), so a
+/// new module cannot go unmapped.
+#[test]
+fn the_architecture_map_names_every_module() {
+    let words = code_words(&repo_file("ARCHITECTURE.md"));
+    let crates = docs_wire().join("../../crates");
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&crates)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                // Test-only directories (`tests/`) are not modules of the map.
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let module = match stem.as_str() {
+                "lib" | "main" | "tests" => continue,
+                "mod" => dir.file_name().unwrap().to_string_lossy().into_owned(),
+                _ => stem,
+            };
+            seen += 1;
+            if !words.contains(&module) {
+                missing.push(path.strip_prefix(&crates).unwrap_or(&path).display().to_string());
+            }
+        }
+    }
+    assert!(seen > 100, "expected the workspace's modules, found {seen}");
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not name these modules: {missing:?}"
+    );
+}
+
+/// The e2e README's table lists every test file.
+#[test]
+fn the_e2e_readme_lists_every_test_file() {
+    let readme = repo_file("tests/e2e/README.md");
+    let dir = docs_wire().join("../../tests/e2e");
+    let mut missing: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("test_") && n.ends_with(".py"))
+        .filter(|n| !readme.contains(&format!("| `{n}` |")))
+        .collect();
+    missing.sort();
+    assert!(missing.is_empty(), "tests/e2e/README.md does not list {missing:?}");
+}
