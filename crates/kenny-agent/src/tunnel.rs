@@ -442,7 +442,10 @@ async fn run_call(
     operator: Arc<OperatorRules>,
 ) {
     let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
-        Ok(Ok(_slot)) => handle(req, &switch, &operator).await,
+        Ok(Ok(_slot)) => {
+            let (id, tool) = (req.id.clone(), req.tool.clone());
+            answer_even_if_it_panics(id, &tool, handle(req, &switch, &operator)).await
+        }
         _ => Response::failure(
             req.id,
             ErrorCode::Timeout.as_str(),
@@ -455,6 +458,34 @@ async fn run_call(
     let _ = out.send(Outgoing::Frame(Frame::Response(response))).await;
     if let Some(staged) = tools::update::take_staged() {
         let _ = out.send(Outgoing::Handover(staged)).await;
+    }
+}
+
+/// Runs a handler; if it panics (a bug), the call is answered `internal` at once
+/// instead of leaving the server waiting until its timeout.
+async fn answer_even_if_it_panics(
+    id: String,
+    tool: &str,
+    handler: impl std::future::Future<Output = Response>,
+) -> Response {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(response) => response,
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "no message".to_owned());
+            tracing::error!(%tool, %id, panic = %what, "a tool handler panicked");
+            Response::failure(
+                id,
+                ErrorCode::Internal.as_str(),
+                format!(
+                    "the agent hit a bug running {tool} (it panicked: {what}); the call did not finish, and what it had done on the PC is unknown. Please report it"
+                ),
+            )
+        }
     }
 }
 
@@ -480,4 +511,32 @@ fn now_rfc3339() -> String {
     time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_handler_that_panics_is_answered_internal_at_once() {
+        let response = answer_even_if_it_panics("call-1".to_owned(), "fs_read", async {
+            panic!("index out of bounds");
+        })
+        .await;
+        let text = serde_json::to_value(&response).unwrap();
+        assert_eq!(text["id"], "call-1");
+        assert_eq!(text["ok"], false, "{text}");
+        assert_eq!(text["error"]["code"], "internal", "{text}");
+        let message = text["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("fs_read") && message.contains("index out of bounds"),
+            "{message}"
+        );
+        // A handler that returns is answered as it said.
+        let fine = answer_even_if_it_panics("call-2".to_owned(), "fs_read", async {
+            Response::success("call-2", serde_json::json!({"ok": true}))
+        })
+        .await;
+        assert_eq!(serde_json::to_value(&fine).unwrap()["ok"], true);
+    }
 }
