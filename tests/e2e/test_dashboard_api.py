@@ -113,6 +113,12 @@ async def test_every_host_action_is_audited_with_who_and_where(kenny):
         assert row["credential_kind"] == "session", row
         assert row["error_code"] == code, row
 
+    # The target is the one in the URL: a body naming another PC is refused, not obeyed.
+    http, _ = _session(kenny, "dana")
+    with closing(http):
+        msg = _error(http.post("/api/agents/pc-a/update", json={"agent_id": "pc-b"}), 400, "bad_args")
+        assert "pc-b" in msg and "pc-a" in msg, msg
+
 
 async def test_a_capture_is_kept_and_served_as_png(kenny, xvfb):
     kenny.start_agent("pc-a", env={"DISPLAY": xvfb})

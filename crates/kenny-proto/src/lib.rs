@@ -10,6 +10,9 @@
 //! assert_eq!(frame, Frame::Ping);
 //! ```
 
+pub use agent_id::AgentId;
+
+pub mod agent_id;
 pub mod auth;
 pub mod catalog;
 pub mod error;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::principal::{CredentialKind, Role};
 use crate::secrets;
 use crate::store::Store;
-use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
+use kenny_proto::agent_id::{AGENT_ID_RULE, is_valid as valid_agent_id};
 
 /// What an agent needs to enroll: printed by `kenny-server agent add`.
 #[derive(Debug, Clone, Serialize)]

@@ -1,12 +1,15 @@
-//! The one path every forwarded call takes: resolve the target from the call's own
-//! `agent_id`, check scope, send it down that agent's connection, audit the outcome.
+//! The one path every forwarded call takes: check scope for the call's typed target,
+//! send it down that agent's connection, audit the outcome.
 //!
-//! Nothing here reads state that another session could have written: the target is a
-//! pure function of the call's arguments and the principal making it.
+//! The target arrives as an [`AgentId`] the caller already holds: the MCP edge took it
+//! out of the call's own `agent_id` (`mcp::target`), a dashboard route from its URL, the
+//! chat from the call it froze. Nothing here reads state that another session could
+//! have written.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kenny_proto::AgentId;
 use kenny_proto::catalog::{self, AGENT_ID_ARG};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
@@ -15,7 +18,6 @@ use crate::audit::{ArgsDigest, AuditLog};
 use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
-use crate::tunnel::handshake::{AGENT_ID_RULE, valid_agent_id};
 use crate::updates::{Order, Updates};
 
 /// Extra time the server waits beyond how long the agent may work on a call, so the
@@ -56,33 +58,6 @@ impl CallFailure {
 impl std::fmt::Display for CallFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.code, self.message)
-    }
-}
-
-/// Takes the routing argument out of `args`. Missing, non-string or blank is
-/// `no_agent`: there is no fallback target.
-pub fn take_target(args: &mut Map<String, Value>) -> Result<String, CallFailure> {
-    match args.remove(AGENT_ID_ARG) {
-        Some(Value::String(id)) if id.trim().is_empty() => Err(CallFailure::refusal(
-            ErrorCode::NoAgent,
-            "agent_id is blank; pass the id of the PC to run on (see list_agents)",
-        )),
-        Some(Value::String(id)) if valid_agent_id(&id) => Ok(id),
-        Some(Value::String(id)) => {
-            let shown: String = id.chars().take(64).collect();
-            Err(CallFailure::refusal(
-                ErrorCode::UnknownAgent,
-                format!("{shown:?} is not an agent id (ids are {AGENT_ID_RULE}); list_agents shows them"),
-            ))
-        }
-        Some(_) => Err(CallFailure::refusal(
-            ErrorCode::NoAgent,
-            "agent_id must be a string naming the PC to run on (see list_agents)",
-        )),
-        None => Err(CallFailure::refusal(
-            ErrorCode::NoAgent,
-            "agent_id is required on every call; pass the id of the PC to run on (see list_agents). Nothing is remembered between calls.",
-        )),
     }
 }
 
@@ -137,16 +112,13 @@ impl Forwarder {
     pub async fn forward(
         &self,
         who: &Principal,
+        target: &AgentId,
         tool: &str,
-        mut args: Map<String, Value>,
+        args: Map<String, Value>,
     ) -> Result<Value, CallFailure> {
         let started = Instant::now();
-        let target = take_target(&mut args);
         let digest = self.digest.of(&args);
-        let prepared = match &target {
-            Ok(agent_id) => self.prepare(who, agent_id, tool, args).await,
-            Err(e) => Err(e.clone()),
-        };
+        let prepared = self.prepare(who, target, tool, args).await;
         let Prepared {
             link,
             timeout,
@@ -155,7 +127,15 @@ impl Forwarder {
         } = match prepared {
             Ok(ready) => ready,
             Err(refusal) => {
-                let row = audit_row(who, None, target.ok(), tool, digest, Some(&refusal), started.elapsed());
+                let row = audit_row(
+                    who,
+                    None,
+                    Some(target.to_string()),
+                    tool,
+                    digest,
+                    Some(&refusal),
+                    started.elapsed(),
+                );
                 self.audit.record(row).await;
                 return Err(refusal);
             }
@@ -224,11 +204,22 @@ impl Forwarder {
     async fn prepare(
         &self,
         who: &Principal,
-        agent_id: &str,
+        target: &AgentId,
         tool: &str,
-        args: Map<String, Value>,
+        mut args: Map<String, Value>,
     ) -> Result<Prepared, CallFailure> {
+        let agent_id = target.as_str();
         self.check_reach(who, agent_id)?;
+        // The target is a parameter; an `agent_id` left in the arguments must agree with
+        // it, and never reaches the wire.
+        if let Some(named) = args.remove(AGENT_ID_ARG)
+            && named.as_str() != Some(agent_id)
+        {
+            return Err(CallFailure::refusal(
+                ErrorCode::BadArgs,
+                format!("the arguments name agent {named} but the call is for {agent_id}; pass one target"),
+            ));
+        }
         let Some(spec) = catalog::find(tool) else {
             return Err(CallFailure::refusal(
                 ErrorCode::Unsupported,
@@ -321,6 +312,27 @@ impl Forwarder {
         self.audit.record(row).await;
     }
 
+    /// Audits a call refused before it had a target (no `agent_id`, or not an id), with
+    /// the digest of its arguments like any other call.
+    pub async fn refuse_untargeted(
+        &self,
+        who: &Principal,
+        tool: &str,
+        args: &Map<String, Value>,
+        failure: &CallFailure,
+    ) {
+        let row = audit_row(
+            who,
+            None,
+            None,
+            tool,
+            self.digest.of(args),
+            Some(failure),
+            Duration::ZERO,
+        );
+        self.audit.record(row).await;
+    }
+
     /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
     pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
         let row = audit_row(
@@ -373,36 +385,5 @@ pub(crate) fn audit_row(
         outcome: outcome_name(failure),
         error_code: failure.map(|f| f.code.clone()),
         duration_ms: took.as_millis() as i64,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn target_of(v: Value) -> Result<String, String> {
-        let mut args = v.as_object().unwrap().clone();
-        let t = take_target(&mut args).map_err(|e| e.code);
-        assert!(!args.contains_key(AGENT_ID_ARG), "agent_id must always be consumed");
-        t
-    }
-
-    #[test]
-    fn target_comes_only_from_the_call() {
-        assert_eq!(
-            target_of(json!({"agent_id": "pc-a", "command": "x"})),
-            Ok("pc-a".into())
-        );
-        assert_eq!(target_of(json!({"command": "x"})), Err("no_agent".into()));
-        assert_eq!(target_of(json!({"agent_id": ""})), Err("no_agent".into()));
-        assert_eq!(target_of(json!({"agent_id": " \t "})), Err("no_agent".into()));
-        assert_eq!(target_of(json!({"agent_id": 7})), Err("no_agent".into()));
-        assert_eq!(target_of(json!({"agent_id": null})), Err("no_agent".into()));
-        assert_eq!(
-            target_of(json!({"agent_id": "x".repeat(65)})),
-            Err("unknown_agent".into())
-        );
-        assert_eq!(target_of(json!({"agent_id": "../pc"})), Err("unknown_agent".into()));
     }
 }

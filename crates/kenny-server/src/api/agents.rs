@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 use super::ApiError;
 use crate::principal::Principal;
 use crate::state::AppState;
-use crate::tunnel::handshake::{AGENT_ID_RULE, check_token, valid_agent_id};
+use crate::tunnel::handshake::check_token;
+use kenny_proto::agent_id::{AGENT_ID_RULE, is_valid as valid_agent_id};
 
 pub async fn list(
     State(state): State<Arc<AppState>>,

@@ -14,7 +14,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use kenny_proto::catalog::AGENT_ID_ARG;
+use kenny_proto::AgentId;
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
 
@@ -75,11 +75,10 @@ pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
 
 /// Runs `tool` (no arguments) on `agent_id` for `who`, through the forwarder.
 async fn run(state: &AppState, who: &Principal, agent_id: &str, tool: &str) -> Result<Value, ApiError> {
-    let mut args = Map::new();
-    args.insert(AGENT_ID_ARG.to_owned(), Value::String(agent_id.to_owned()));
+    let target = AgentId::parse(agent_id).map_err(|_| not_found(agent_id))?;
     state
         .forwarder
-        .forward(who, tool, args)
+        .forward(who, &target, tool, Map::new())
         .await
         .map_err(|f| call_error(agent_id, &f))
 }
@@ -100,7 +99,7 @@ async fn known_host(
     tool: &str,
 ) -> Result<crate::fleet::AgentSummary, ApiError> {
     // Only a well-formed id goes into the trail; anything else is just "unknown".
-    let shown = crate::tunnel::handshake::valid_agent_id(agent_id).then(|| agent_id.to_owned());
+    let shown = kenny_proto::agent_id::is_valid(agent_id).then(|| agent_id.to_owned());
     if let Err(refusal) = state.forwarder.check_reach(who, agent_id) {
         state.forwarder.audit_refusal(who, shown, tool, &refusal).await;
         return Err(not_found(agent_id));
@@ -269,7 +268,7 @@ pub async fn update(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let agent = known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
-    let mut args = if body.iter().all(u8::is_ascii_whitespace) {
+    let args = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
         serde_json::from_slice::<Map<String, Value>>(&body).map_err(|e| {
@@ -280,10 +279,10 @@ pub async fn update(
             )
         })?
     };
-    args.insert(AGENT_ID_ARG.to_owned(), Value::String(agent_id.clone()));
+    let target = AgentId::parse(&agent_id).map_err(|_| not_found(&agent_id))?;
     let result = state
         .forwarder
-        .forward(&who, UPDATE_TOOL, args)
+        .forward(&who, &target, UPDATE_TOOL, args)
         .await
         .map_err(|f| call_error(&agent_id, &f))?;
     Ok(Json(

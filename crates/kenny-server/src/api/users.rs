@@ -113,7 +113,7 @@ pub async fn update(
         .hosts
         .iter()
         .flatten()
-        .find(|h| !crate::tunnel::handshake::valid_agent_id(h))
+        .find(|h| !kenny_proto::agent_id::is_valid(h))
     {
         return Err(ApiError::bad_request(format!("host {bad:?} is not a valid agent id")));
     }

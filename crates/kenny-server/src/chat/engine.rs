@@ -371,12 +371,30 @@ async fn execute(state: &AppState, who: &Principal, call: &ChatCall, events: &Ev
             .map(|agents| json!({"agents": agents}))
             .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("cannot list PCs: {e}")))
     } else {
-        let mut args: Map<String, Value> = call.args.as_object().cloned().unwrap_or_default();
-        args.insert(
-            AGENT_ID_ARG.into(),
-            Value::from(call.agent_id.clone().unwrap_or_default()),
-        );
-        state.forwarder.forward(who, &call.tool, args).await
+        let args: Map<String, Value> = call.args.as_object().cloned().unwrap_or_default();
+        // The call was frozen on its target when it was made; it goes there, typed.
+        match call.agent_id.as_deref().map(kenny_proto::AgentId::parse) {
+            Some(Ok(target)) => state.forwarder.forward(who, &target, &call.tool, args).await,
+            Some(Err(e)) => {
+                let failure = CallFailure::refusal(ErrorCode::UnknownAgent, e.to_string());
+                state
+                    .forwarder
+                    .refuse_untargeted(who, &call.tool, &args, &failure)
+                    .await;
+                Err(failure)
+            }
+            None => {
+                let failure = CallFailure::refusal(
+                    ErrorCode::NoAgent,
+                    "no PC is selected in this conversation and the call named none; pick a PC or name one",
+                );
+                state
+                    .forwarder
+                    .refuse_untargeted(who, &call.tool, &args, &failure)
+                    .await;
+                Err(failure)
+            }
+        }
     };
     let (result, is_error) = tools::model_result(&call.tool, call.agent_id.as_deref(), &outcome);
     let id = call.id.clone();

@@ -3,6 +3,7 @@
 //! and forwarded calls, and their outcomes into tool results.
 
 mod results;
+mod target;
 mod tools;
 
 use std::sync::Arc;
@@ -17,10 +18,11 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
-use crate::forward::{CallFailure, take_target};
+use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::AppState;
 use kenny_proto::error::ErrorCode;
+use target::take_target;
 
 const INSTRUCTIONS: &str = "kenny runs administration tools on the PCs of a small fleet. \
 Every tool that acts on a PC takes a required `agent_id`; call list_agents to see the ids and which PCs are online. \
@@ -74,11 +76,20 @@ impl ServerHandler for KennyMcp {
             // The guard in front of /mcp makes this unreachable; fail closed anyway.
             return Ok(results::failure(&CallFailure::new(ErrorCode::Forbidden, "no authenticated principal")).into());
         };
-        let args = request.arguments.unwrap_or_default();
+        let mut args = request.arguments.unwrap_or_default();
         let result = match request.name.as_ref() {
             tools::LIST_AGENTS => self.list_agents(&who).await,
             tools::SELECT_AGENT => self.select_agent(&who, args).await,
-            name => results::outcome(self.state.forwarder.forward(&who, name, args).await),
+            name => match take_target(&mut args) {
+                Ok(target) => results::outcome(self.state.forwarder.forward(&who, &target, name, args).await),
+                Err(failure) => {
+                    self.state
+                        .forwarder
+                        .refuse_untargeted(&who, name, &args, &failure)
+                        .await;
+                    results::failure(&failure)
+                }
+            },
         };
         Ok(result.into())
     }
@@ -98,7 +109,7 @@ impl KennyMcp {
     /// Advisory only: reports on the id and changes nothing anywhere.
     async fn select_agent(&self, who: &Principal, mut args: serde_json::Map<String, Value>) -> CallToolResult {
         let agent_id = match take_target(&mut args) {
-            Ok(id) => id,
+            Ok(id) => id.into_string(),
             Err(f) => return results::failure(&f),
         };
         if let Err(f) = self.state.forwarder.check_reach(who, &agent_id) {
