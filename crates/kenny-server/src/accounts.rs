@@ -116,7 +116,7 @@ pub async fn login(
         throttle
             .second_factor(account, now)
             .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
-        if !second_factor_ok(store, id, &secret, code).await? {
+        if !second_factor_ok(store, id, secret.expose(), code).await? {
             // Only a wrong code from someone who had the password counts against the
             // account's code guesses: a stranger's guesses must not lock the owner's
             // authenticator out. The password is checked either way and the answer is
@@ -148,7 +148,7 @@ pub async fn login(
         throttle
             .second_factor(account, now)
             .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
-        if !second_factor_ok(store, user.id, secret, code).await? {
+        if !second_factor_ok(store, user.id, secret.expose(), code).await? {
             return Err(LoginError::SecondFactor);
         }
     }

@@ -192,7 +192,8 @@ fn main() -> anyhow::Result<()> {
             config.chat = kenny_server::chat::ChatSettings {
                 api_key: std::env::var("KENNY_ANTHROPIC_API_KEY")
                     .ok()
-                    .filter(|k| !k.trim().is_empty()),
+                    .filter(|k| !k.trim().is_empty())
+                    .map(kenny_server::secrets::Masked::new),
                 base_url: anthropic_base_url,
                 model: chat_model,
                 daily_tokens_per_user: chat_daily_tokens,

@@ -10,6 +10,29 @@ use rand::RngCore;
 use rand::rngs::OsRng;
 use sha2::{Digest, Sha256};
 
+/// A secret the server holds in memory (the model API key, a TOTP secret). It has no
+/// `Display`, and its `Debug` prints `Masked(***)`, so a struct that holds one can be
+/// logged or shown in an error without leaking it; [`Masked::expose`] is the one way to
+/// the text, at the place that uses it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Masked(String);
+
+impl Masked {
+    pub fn new(secret: impl Into<String>) -> Masked {
+        Masked(secret.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Masked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Masked(***)")
+    }
+}
+
 pub const PAT_PREFIX: &str = "kenny_pat_";
 pub const AGENT_TOKEN_PREFIX: &str = "kenny_agt_";
 pub const SERVER_KEY_FILE: &str = "server_ed25519.key";
@@ -59,6 +82,24 @@ pub use kenny_host::keyfile::write_new_owner_only as write_new_secret;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_masked_secret_never_prints() {
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct Settings {
+            api_key: Option<Masked>,
+        }
+        let shown = format!(
+            "{:?}",
+            Settings {
+                api_key: Some(Masked::new("sk-ant-very-secret"))
+            }
+        );
+        assert!(!shown.contains("very-secret"), "{shown}");
+        assert!(shown.contains("Masked(***)"), "{shown}");
+        assert_eq!(Masked::new("x").expose(), "x");
+    }
 
     #[test]
     fn tokens_are_prefixed_unique_and_hash_stably() {

@@ -194,7 +194,7 @@ async fn step_until_blocked(
             let result = anthropic::turn(
                 &chat.http,
                 &chat.settings,
-                &api_key,
+                api_key.expose(),
                 &system,
                 &history,
                 &tool_definitions,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 /// Where the model is and which one to use.
 #[derive(Debug, Clone)]
 pub struct ChatSettings {
-    pub api_key: Option<String>,
+    pub api_key: Option<crate::secrets::Masked>,
     pub base_url: String,
     pub model: String,
     pub max_tokens: u32,
@@ -51,7 +51,7 @@ impl ChatSettings {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let defaults = ChatSettings::default();
         ChatSettings {
-            api_key: var("KENNY_ANTHROPIC_API_KEY"),
+            api_key: var("KENNY_ANTHROPIC_API_KEY").map(crate::secrets::Masked::new),
             base_url: var("KENNY_ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url),
             model: var("KENNY_CHAT_MODEL").unwrap_or(defaults.model),
             max_tokens: defaults.max_tokens,

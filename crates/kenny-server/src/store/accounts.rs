@@ -131,7 +131,7 @@ impl Store {
                         username: r.get(1)?,
                         password_hash: r.get(2)?,
                         disabled: r.get(3)?,
-                        totp_secret: r.get(4)?,
+                        totp_secret: r.get::<_, Option<String>>(4)?.map(crate::secrets::Masked::new),
                         totp_last_step: r.get(5)?,
                     })
                 },

@@ -75,7 +75,7 @@ pub struct UserLogin {
     pub password_hash: String,
     pub disabled: bool,
     /// Base32 TOTP secret when the second factor is on.
-    pub totp_secret: Option<String>,
+    pub totp_secret: Option<crate::secrets::Masked>,
     /// The last TOTP time step accepted: a code is good once.
     pub totp_last_step: i64,
 }
