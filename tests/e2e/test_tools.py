@@ -75,3 +75,29 @@ async def test_shell_timeout_kills_process_group(kenny):
     while _cmdlines_containing(marker):
         assert time.monotonic() < deadline, f"processes of the timed-out command survive: {_cmdlines_containing(marker)}"
         await asyncio.sleep(0.1)
+
+
+async def test_the_existing_kennys_argument_names_still_work(kenny, tmp_path):
+    """Prompts written for the existing kenny use some other argument names; they are
+    read as ours, and two names for one argument that disagree are refused."""
+    # A log of our own (this machine runs no systemd): three recent lines.
+    log = tmp_path / "syslog"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() - 60))
+    log.write_text("".join(f"{stamp} pc-a app[{n}]: line {n}\n" for n in range(3)))
+    await kenny.start_agents(["pc-a"], env={"KENNY_SYSLOG_FILE": str(log)})
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    name = f"needle-{secrets.token_hex(4)}.txt"
+    (tree / name).write_text("x")
+    a = {"agent_id": "pc-a"}
+    async with kenny.mcp() as client:
+        found = expect_ok(await call(client, "fs_search", {**a, "root": str(tree), "pattern": "needle"}))
+        assert [m["path"] for m in found["matches"]] == [str(tree / name)], found
+        msg = expect_error(await call(client, "fs_search", {**a, "root": "/etc", "path": str(tree), "pattern": "x"}), "bad_args")
+        assert "`root` and `path`" in msg, msg
+        services = expect_ok(await call(client, "diag_services", {**a, "filter": "no-such-unit-here"}))
+        assert services["services"] == [], services
+        events = expect_ok(await call(client, "diag_eventlog", {**a, "count": 1, "priority": "info"}))
+        assert len(events["entries"]) == 1 and events["truncated"] is True, events
+        msg = expect_error(await call(client, "winget_update", a), "bad_args")
+        assert "all: true" in msg, msg

@@ -696,6 +696,14 @@ pub const TOOLS: &[ToolSpec] = &[
 /// the caller asked for; see [`crate::update`].
 pub const AGENT_UPDATE: &str = "agent_update";
 
+/// Argument names of the existing kenny (tool, its name, ours), accepted as aliases.
+pub const ALIASES: &[(&str, &str, &str)] = &[
+    ("fs_search", "root", "path"),
+    ("diag_services", "filter", "name"),
+    ("diag_eventlog", "count", "limit"),
+    ("net_adapter_reset", "name", "adapter"),
+];
+
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
 }
@@ -767,6 +775,31 @@ impl ToolSpec {
     }
 
     /// Checks agent-side arguments (without `agent_id`) against the parameters.
+    /// Rewrites the existing kenny's argument names into ours ([`ALIASES`]), so prompts
+    /// and clients written for it keep working. Both spellings given with different
+    /// values is an error, never a guess. (A bare `winget_update`, which the existing
+    /// kenny reads as "upgrade everything", stays an error that asks for `all: true`:
+    /// an empty call must not upgrade a whole PC.)
+    pub fn normalize_args(&self, args: &mut Map<String, Value>) -> Result<(), String> {
+        for (tool, old, ours) in ALIASES {
+            if *tool != self.name {
+                continue;
+            }
+            let Some(value) = args.remove(*old) else { continue };
+            match args.get(*ours) {
+                Some(existing) if *existing != value => {
+                    return Err(format!(
+                        "`{old}` and `{ours}` are two names for one argument of {tool} and they differ; pass `{ours}` only"
+                    ));
+                }
+                _ => {
+                    args.insert((*ours).to_owned(), value);
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn validate_args(&self, args: &Map<String, Value>) -> Result<(), String> {
         for key in args.keys() {
             if !self.params.iter().any(|p| p.name == key) {
@@ -844,6 +877,51 @@ fn check_value(param: &Param, v: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_existing_kennys_argument_names_are_accepted() {
+        let norm = |tool: &str, v: Value| {
+            let mut args = v.as_object().unwrap().clone();
+            find(tool)
+                .unwrap()
+                .normalize_args(&mut args)
+                .map(|()| Value::Object(args))
+        };
+        assert_eq!(
+            norm("fs_search", json!({"root": "/srv", "pattern": "*.log"})),
+            Ok(json!({"path": "/srv", "pattern": "*.log"}))
+        );
+        assert_eq!(
+            norm("diag_services", json!({"filter": "ssh"})),
+            Ok(json!({"name": "ssh"}))
+        );
+        assert_eq!(norm("diag_eventlog", json!({"count": 5})), Ok(json!({"limit": 5})));
+        assert_eq!(
+            norm("net_adapter_reset", json!({"name": "eth0"})),
+            Ok(json!({"adapter": "eth0"}))
+        );
+        assert_eq!(
+            norm("winget_update", json!({})),
+            Ok(json!({})),
+            "an empty call upgrades nothing"
+        );
+        assert_eq!(
+            norm("winget_update", json!({"id": "Git.Git"})),
+            Ok(json!({"id": "Git.Git"}))
+        );
+        // Ours stay as they are; the same value twice is fine; two values are refused.
+        assert_eq!(
+            norm("fs_search", json!({"path": "/srv", "root": "/srv"})),
+            Ok(json!({"path": "/srv"}))
+        );
+        let err = norm("fs_search", json!({"path": "/srv", "root": "/etc"})).unwrap_err();
+        assert!(err.contains("`root` and `path`"), "{err}");
+        // `name` is ours on diag_services, not an alias there.
+        assert_eq!(
+            norm("diag_services", json!({"name": "cron"})),
+            Ok(json!({"name": "cron"}))
+        );
+    }
 
     #[test]
     fn names_are_unique_and_schemas_require_agent_id() {

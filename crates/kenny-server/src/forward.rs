@@ -236,6 +236,8 @@ impl Forwarder {
                 ),
             ));
         }
+        spec.normalize_args(&mut args)
+            .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         spec.validate_args(&args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         let Some(link) = self.registry.get(agent_id) else {

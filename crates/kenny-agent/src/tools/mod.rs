@@ -107,7 +107,10 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
     }
     // An update order is built by the server, not typed by a caller: its handler decodes
     // and verifies it strictly instead.
+    // A server that speaks the existing kenny's argument names is understood too.
+    let mut args = args;
     if !spec.args_built_by_server() {
+        spec.normalize_args(&mut args).map_err(ToolError::bad_args)?;
         spec.validate_args(&args).map_err(ToolError::bad_args)?;
     }
     crate::guard::check_all(tool, &args, operator).map_err(|b| ToolError::new(ErrorCode::Blocked, b.message()))?;
