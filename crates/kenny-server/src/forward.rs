@@ -314,11 +314,13 @@ impl Forwarder {
         self.audit.record(row).await;
     }
 
-    /// Audits a call refused before it had a target (no `agent_id`, or not an id), with
-    /// the digest of its arguments like any other call.
-    pub async fn refuse_untargeted(
+    /// Audits a call refused before it reached the forwarder: one without a usable
+    /// target (`agent_id` = `None`), or a server-only tool refused (`select_agent` out of
+    /// scope, a dashboard action on an unknown host). `args` are digested like any call's.
+    pub async fn audit_refusal(
         &self,
         who: &Principal,
+        agent_id: Option<String>,
         tool: &str,
         args: &Map<String, Value>,
         failure: &CallFailure,
@@ -326,23 +328,9 @@ impl Forwarder {
         let row = audit_row(
             who,
             None,
-            None,
-            tool,
-            self.digest.of(args),
-            Some(failure),
-            Duration::ZERO,
-        );
-        self.audit.record(row).await;
-    }
-
-    /// Audits a refusal of a server-only tool (e.g. `select_agent` out of scope).
-    pub async fn audit_refusal(&self, who: &Principal, agent_id: Option<String>, tool: &str, failure: &CallFailure) {
-        let row = audit_row(
-            who,
-            None,
             agent_id,
             tool,
-            self.digest.of(&Map::new()),
+            self.digest.of(args),
             Some(failure),
             Duration::ZERO,
         );

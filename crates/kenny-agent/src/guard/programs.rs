@@ -1522,7 +1522,7 @@ fn agent(name: &str, args: &[Arg]) -> Result<(), Blocked> {
 fn journal_trim_keeps_enough(args: &[Arg]) -> bool {
     const MIN_BYTES: f64 = 100.0 * 1024.0 * 1024.0;
     const MIN_SECS: f64 = 7.0 * 86_400.0;
-    let mut words = args.iter().peekable();
+    let mut words = args.iter();
     while let Some(a) = words.next() {
         if may_be_option(a) {
             return false;

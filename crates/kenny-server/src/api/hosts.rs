@@ -101,14 +101,20 @@ async fn known_host(
     // Only a well-formed id goes into the trail; anything else is just "unknown".
     let shown = kenny_proto::agent_id::is_valid(agent_id).then(|| agent_id.to_owned());
     if let Err(refusal) = state.forwarder.check_reach(who, agent_id) {
-        state.forwarder.audit_refusal(who, shown, tool, &refusal).await;
+        state
+            .forwarder
+            .audit_refusal(who, shown, tool, &Map::new(), &refusal)
+            .await;
         return Err(not_found(agent_id));
     }
     match crate::fleet::one(state, who, agent_id).await? {
         Some(agent) => Ok(agent),
         None => {
             let refusal = CallFailure::refusal(ErrorCode::UnknownAgent, "no agent with that id");
-            state.forwarder.audit_refusal(who, shown, tool, &refusal).await;
+            state
+                .forwarder
+                .audit_refusal(who, shown, tool, &Map::new(), &refusal)
+                .await;
             Err(not_found(agent_id))
         }
     }

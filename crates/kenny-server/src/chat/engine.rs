@@ -373,24 +373,20 @@ async fn execute(state: &AppState, who: &Principal, call: &ChatCall, events: &Ev
     } else {
         let args: Map<String, Value> = call.args.as_object().cloned().unwrap_or_default();
         // The call was frozen on its target when it was made; it goes there, typed.
-        match call.agent_id.as_deref().map(kenny_proto::AgentId::parse) {
-            Some(Ok(target)) => state.forwarder.forward(who, &target, &call.tool, args).await,
-            Some(Err(e)) => {
-                let failure = CallFailure::refusal(ErrorCode::UnknownAgent, e.to_string());
+        let target = match call.agent_id.as_deref() {
+            Some(id) => kenny_proto::AgentId::parse(id)
+                .map_err(|e| CallFailure::refusal(ErrorCode::UnknownAgent, e.to_string())),
+            None => Err(CallFailure::refusal(
+                ErrorCode::NoAgent,
+                "no PC is selected in this conversation and the call named none; pick a PC or name one",
+            )),
+        };
+        match target {
+            Ok(target) => state.forwarder.forward(who, &target, &call.tool, args).await,
+            Err(failure) => {
                 state
                     .forwarder
-                    .refuse_untargeted(who, &call.tool, &args, &failure)
-                    .await;
-                Err(failure)
-            }
-            None => {
-                let failure = CallFailure::refusal(
-                    ErrorCode::NoAgent,
-                    "no PC is selected in this conversation and the call named none; pick a PC or name one",
-                );
-                state
-                    .forwarder
-                    .refuse_untargeted(who, &call.tool, &args, &failure)
+                    .audit_refusal(who, None, &call.tool, &args, &failure)
                     .await;
                 Err(failure)
             }

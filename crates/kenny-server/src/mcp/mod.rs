@@ -85,7 +85,7 @@ impl ServerHandler for KennyMcp {
                 Err(failure) => {
                     self.state
                         .forwarder
-                        .refuse_untargeted(&who, name, &args, &failure)
+                        .audit_refusal(&who, None, name, &args, &failure)
                         .await;
                     results::failure(&failure)
                 }
@@ -115,7 +115,7 @@ impl KennyMcp {
         if let Err(f) = self.state.forwarder.check_reach(who, &agent_id) {
             self.state
                 .forwarder
-                .audit_refusal(who, Some(agent_id), tools::SELECT_AGENT, &f)
+                .audit_refusal(who, Some(agent_id), tools::SELECT_AGENT, &args, &f)
                 .await;
             return results::failure(&f);
         }

@@ -217,6 +217,19 @@ async fn login_submit(
         client_key: crate::ratelimit::client_key(addr.ip()),
         device: &device,
     };
+    // The sign-in page again, answered 429 with when to retry.
+    let throttled = |message: &str, secs: u64| {
+        too_many(
+            login_page(
+                &form.form_token,
+                &next,
+                &username,
+                Some(message),
+                StatusCode::TOO_MANY_REQUESTS,
+            ),
+            secs,
+        )
+    };
     match accounts::login(&state.store, &state.login_limiter, attempt).await {
         Ok(done) => {
             tracing::info!(user = ?username, client = %addr.ip(), "signed in");
@@ -231,16 +244,7 @@ async fn login_submit(
                 "Too many wrong authenticator or recovery codes for this account. Try again in {secs} seconds; \
                  if you did not enter them, someone has your password: change it once you are in."
             );
-            too_many(
-                login_page(
-                    &form.form_token,
-                    &next,
-                    &username,
-                    Some(&message),
-                    StatusCode::TOO_MANY_REQUESTS,
-                ),
-                secs,
-            )
+            throttled(&message, secs)
         }
         Err(LoginError::Throttled { wait, account }) => {
             let secs = wait.as_secs().max(1);
@@ -253,16 +257,7 @@ async fn login_submit(
             } else {
                 format!("Too many failed attempts. Try again in {secs} seconds.")
             };
-            too_many(
-                login_page(
-                    &form.form_token,
-                    &next,
-                    &username,
-                    Some(&message),
-                    StatusCode::TOO_MANY_REQUESTS,
-                ),
-                secs,
-            )
+            throttled(&message, secs)
         }
         Err(e @ (LoginError::BadCredentials | LoginError::SecondFactor)) => {
             tracing::warn!(user = ?username, client = %addr.ip(), reason = %e, "sign-in failed");
