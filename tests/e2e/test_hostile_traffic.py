@@ -190,19 +190,24 @@ async def test_connections_over_the_cap_are_refused_at_once(kenny):
         _, first = held.pop(0)
         first.close()
         # Freeing one slot lets a new client in (bounded wait: the server notices the close).
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                async with httpx.AsyncClient(timeout=5) as http:
-                    if (await http.get(f"{kenny.base_url}/healthz")).status_code == 200:
-                        break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "a freed slot did not let a new connection in"
-            await asyncio.sleep(0.1)
+        await _until_a_new_client_is_served(kenny, time.monotonic() + 10, "a freed slot did not let a new connection in")
     finally:
         for _, w in held:
             w.close()
+
+
+async def _until_a_new_client_is_served(kenny, deadline: float, why: str) -> None:
+    """Retries `/healthz` on new connections until one is answered, failing with `why`
+    at `deadline` (a `time.monotonic()` value)."""
+    while True:
+        try:
+            async with httpx.AsyncClient(timeout=5) as http:
+                if (await http.get(f"{kenny.base_url}/healthz")).status_code == 200:
+                    return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, why
+        await asyncio.sleep(0.1)
 
 
 async def test_a_client_that_never_reads_a_large_response_loses_its_slot(kenny):
@@ -228,15 +233,7 @@ async def test_a_client_that_never_reads_a_large_response_loses_its_slot(kenny):
             held.append((reader, writer))
         # Every slot is taken by a reader that stopped; the server must take them back.
         deadline = time.monotonic() + 90
-        while True:
-            try:
-                async with httpx.AsyncClient(timeout=5) as http:
-                    if (await http.get(f"{kenny.base_url}/healthz")).status_code == 200:
-                        break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the stalled readers still hold every slot"
-            await asyncio.sleep(0.2)
+        await _until_a_new_client_is_served(kenny, deadline, "the stalled readers still hold every slot")
         # Every one of them is closed on the server's side (the kernel still holds what
         # was written, but no socket of the server's is open for it), not only the one
         # whose slot let the probe in.

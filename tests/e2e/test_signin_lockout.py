@@ -105,14 +105,22 @@ def test_a_flood_of_wrong_passwords_cannot_lock_out_a_browser_that_signed_in_bef
         assert _login(http, "other", PASSWORD).status_code == 429
 
 
-def test_a_valid_second_factor_gets_past_the_account_wide_throttle(kenny):
-    kenny.add_user("tina", "superuser", password=PASSWORD)
+def _turn_on_totp(kenny, user: str) -> tuple[pyotp.TOTP, list[str]]:
+    """Signs `user` in from 127.0.0.2 and turns its second factor on; returns the
+    authenticator and the recovery codes."""
     with _from(kenny, "127.0.0.2") as http:
-        assert _login(http, "tina", PASSWORD).status_code == 303
+        assert _login(http, user, PASSWORD).status_code == 303
         h = {"X-CSRF-Token": _csrf(http.get("/"))}
         secret = http.post("/api/me/totp", json={"password": PASSWORD}, headers=h).json()["secret"]
         totp = pyotp.TOTP(secret)
-        assert http.post("/api/me/totp/confirm", json={"code": totp.now()}, headers=h).status_code == 200
+        confirmed = http.post("/api/me/totp/confirm", json={"code": totp.now()}, headers=h)
+        assert confirmed.status_code == 200, confirmed.text
+        return totp, confirmed.json()["recovery_codes"]
+
+
+def test_a_valid_second_factor_gets_past_the_account_wide_throttle(kenny):
+    kenny.add_user("tina", "superuser", password=PASSWORD)
+    totp, _ = _turn_on_totp(kenny, "tina")
 
     _flood(kenny, "tina", first_octet=1)
     with _from(kenny, "127.0.9.1") as stranger:
@@ -134,14 +142,8 @@ SECOND_FACTOR_LIMIT = 5
 
 def test_the_password_alone_cannot_guess_the_code_from_many_addresses(kenny):
     kenny.add_user("uma", "operator", password=PASSWORD)
-    with _from(kenny, "127.0.0.2") as http:
-        assert _login(http, "uma", PASSWORD).status_code == 303
-        h = {"X-CSRF-Token": _csrf(http.get("/"))}
-        secret = http.post("/api/me/totp", json={"password": PASSWORD}, headers=h).json()["secret"]
-        totp = pyotp.TOTP(secret)
-        confirmed = http.post("/api/me/totp/confirm", json={"code": totp.now()}, headers=h)
-        assert confirmed.status_code == 200
-        recovery = confirmed.json()["recovery_codes"][0]
+    _, recovery_codes = _turn_on_totp(kenny, "uma")
+    recovery = recovery_codes[0]
 
     # Someone with the password guesses codes, each from an address of its own, so no
     # address reaches its own limit.

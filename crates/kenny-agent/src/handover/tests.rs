@@ -3,6 +3,15 @@ use std::time::Duration;
 
 use super::*;
 
+/// A temporary directory for the binaries, with the agent's state directory inside.
+#[cfg(unix)]
+fn dir_with_state() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    (dir, state)
+}
+
 #[cfg(unix)]
 fn staged_in(dir: &Path, new_build: &str) -> Staged {
     let exe = dir.join("kenny-agent");
@@ -32,9 +41,7 @@ fn previous_build() -> &'static [u8] {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_build_that_exits_before_logging_in_is_rolled_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     let staged = staged_in(dir.path(), "#!/bin/sh\nexit 3\n");
     let outcome = trial(&staged, &state, Duration::from_secs(20), vec!["run".into()]).await;
     let TrialOutcome::RolledBack(reason) = outcome else {
@@ -56,9 +63,7 @@ async fn a_build_that_exits_before_logging_in_is_rolled_back() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_build_that_never_logs_in_is_rolled_back_when_the_window_closes() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     let staged = staged_in(dir.path(), "#!/bin/sh\nexec sleep 600\n");
     let started = std::time::Instant::now();
     let outcome = trial(&staged, &state, Duration::from_secs(1), vec!["run".into()]).await;
@@ -78,9 +83,7 @@ async fn a_build_that_never_logs_in_is_rolled_back_when_the_window_closes() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_build_that_logs_in_on_trial_is_kept() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     // Stands in for a trial child: in trial mode, it marks the trial confirmed (as the
     // agent does after logging in) and exits.
     let script = format!(
@@ -139,9 +142,7 @@ fn a_service_hands_its_trial_child_a_foreground_run() {
 #[cfg(unix)]
 #[tokio::test]
 async fn a_staged_build_changed_after_its_check_is_never_swapped_in() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     let staged = staged_in(dir.path(), "#!/bin/sh\nexit 0\n");
     // Another program rewrites the staged file after the download was checked.
     std::fs::write(&staged.staged, "#!/bin/sh\necho replaced\n").unwrap();
@@ -157,9 +158,7 @@ async fn a_staged_build_changed_after_its_check_is_never_swapped_in() {
 #[cfg(unix)]
 #[tokio::test]
 async fn rollback_restores_the_previous_build_even_when_the_failed_name_is_taken() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     // A directory with something in it where the failed build would be kept.
     std::fs::create_dir_all(dir.path().join("kenny-agent.failed/x")).unwrap();
     let staged = staged_in(dir.path(), "#!/bin/sh\nexit 3\n");
@@ -174,9 +173,7 @@ async fn rollback_restores_the_previous_build_even_when_the_failed_name_is_taken
 #[cfg(unix)]
 #[test]
 fn an_interrupted_trial_puts_the_previous_build_back_at_the_next_start() {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir(&state).unwrap();
+    let (dir, state) = dir_with_state();
     let exe = dir.path().join("kenny-agent");
     std::fs::write(&exe, "the new build, never proven").unwrap();
     std::fs::write(dir.path().join("kenny-agent.old"), previous_build()).unwrap();
