@@ -224,7 +224,7 @@ class FakeAgent:
         self.ws_url = ws_url
         self.agent_id = agent_id
         self.token = token
-        self.meta = meta or {"hostname": "fake-host", "os": "linux", "version": "0.0.1", "arch": "x86_64"}
+        self.meta = meta or {"hostname": "fake-host", "os": "linux", "version": "0.0.1", "arch": "x86_64", "dialect": "2"}
         self.ws: Any = None
         self.requests: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.other_frames: list[Any] = []
@@ -325,9 +325,19 @@ class KeyedFakeAgent(FakeAgent):
     checks the server's signature, then signs the transcript), as a real agent does.
     `enroll` registers its key with the enrollment token first."""
 
-    def __init__(self, ws_url: str, agent_id: str, enroll_token: str, server_pubkey: str, meta: dict[str, Any] | None = None, key: Ed25519PrivateKey | None = None):
+    def __init__(
+        self,
+        ws_url: str,
+        agent_id: str,
+        enroll_token: str,
+        server_pubkey: str,
+        meta: dict[str, Any] | None = None,
+        key: Ed25519PrivateKey | None = None,
+        protocol: str = "0.8",
+    ):
         super().__init__(ws_url, agent_id, enroll_token, meta)
         self.key = key or Ed25519PrivateKey.generate()
+        self.protocol = protocol
         self.server_key = Ed25519PublicKey.from_public_bytes(base64.b64decode(server_pubkey))
 
     @property
@@ -350,7 +360,7 @@ class KeyedFakeAgent(FakeAgent):
             {
                 "type": "register",
                 "agent_id": self.agent_id,
-                "protocol": "0.8",
+                "protocol": self.protocol,
                 "client_nonce": base64.b64encode(client_nonce).decode(),
                 "meta": self.meta,
             }

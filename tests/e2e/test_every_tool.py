@@ -10,6 +10,8 @@ from __future__ import annotations
 import platform
 import subprocess
 
+import pytest
+
 from conftest import AGENT_BIN, call, expect_error, expect_ok
 
 NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
@@ -97,6 +99,34 @@ async def test_every_tool_answers_on_linux(kenny, tmp_path, netns, xvfb):
                     assert "windows" in message.lower(), (tool, message)
                 if tool.startswith("remotehelp_"):
                     assert "Quick Assist" in message, message
+
+
+async def test_every_tool_declares_what_it_returns(kenny, tmp_path, netns, xvfb):
+    """Every tool lists an `outputSchema`; the SDK then checks each successful result
+    against it (and raises on a mismatch), so the calls here prove the schemas true on
+    a real agent. A result that breaks its schema is shown to fail the same way."""
+    _start(kenny, tmp_path, netns, xvfb)
+    await kenny.wait_agents(["pc-a"])
+    async with kenny.mcp() as client:
+        listed = await client.list_tools()
+        for tool in listed.tools:
+            schema = tool.output_schema
+            assert isinstance(schema, dict) and schema.get("type") == "object", (tool.name, schema)
+            assert schema.get("required") or schema.get("anyOf"), f"{tool.name}: its schema promises no field"
+        ok = 0
+        for tool, (args, expected) in _cases(kenny, tmp_path).items():
+            if expected == "ok":
+                expect_ok(await call(client, tool, {"agent_id": "pc-a", **args}))
+                ok += 1
+        expect_ok(await call(client, "list_agents", {}))
+        expect_ok(await call(client, "select_agent", {"agent_id": "pc-a"}))
+        assert ok >= 20, ok
+        # The check is real: the same SDK refuses a result that does not match.
+        from mcp import types
+
+        bad = types.CallToolResult(content=[], structured_content={"stdout": 1}, is_error=False)
+        with pytest.raises(RuntimeError, match="Invalid structured content"):
+            await client.session.validate_tool_result("shell_exec", bad)
 
 
 async def test_remote_control_off_disables_every_state_changing_tool(kenny, tmp_path, netns, xvfb):

@@ -259,6 +259,7 @@ fn meta() -> AgentMeta {
         version: env!("CARGO_PKG_VERSION").into(),
         arch: Some(std::env::consts::ARCH.into()),
         channel: Some("stable".into()),
+        dialect: Some(kenny_proto::dialect::CURRENT.into()),
     }
 }
 

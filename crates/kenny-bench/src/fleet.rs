@@ -149,6 +149,7 @@ async fn connect(
             version: "bench".into(),
             arch: Some("x86_64".into()),
             channel: None,
+            dialect: Some(kenny_proto::dialect::CURRENT.into()),
         }),
     });
     ws.send(Message::text(encode(&register))).await?;

@@ -69,9 +69,85 @@ pub struct Param {
     pub description: &'static str,
 }
 
+/// Every forwarded tool, by name. A tool is added here and in [`TOOLS`]; the agent's
+/// dispatcher matches on this enum without a wildcard, so a catalog tool that no
+/// handler serves does not compile.
+macro_rules! tool_names {
+    ($($variant:ident => $name:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Tool {
+            $($variant,)*
+        }
+
+        impl Tool {
+            pub const ALL: &'static [Tool] = &[$(Tool::$variant,)*];
+
+            /// The name callers and the wire use.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(Tool::$variant => $name,)*
+                }
+            }
+
+            pub fn from_name(name: &str) -> Option<Tool> {
+                match name {
+                    $($name => Some(Tool::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+tool_names! {
+    ShellExec => "shell_exec",
+    PowershellExec => "powershell_exec",
+    FsList => "fs_list",
+    FsRead => "fs_read",
+    FsSearch => "fs_search",
+    FsDiskUsage => "fs_disk_usage",
+    DiagProcesses => "diag_processes",
+    NetConfig => "net_config",
+    DiagServices => "diag_services",
+    DiagEventlog => "diag_eventlog",
+    DiagAutostart => "diag_autostart",
+    NetDnsFlush => "net_dns_flush",
+    NetAdapterReset => "net_adapter_reset",
+    NetPing => "net_ping",
+    NetDnsLookup => "net_dns_lookup",
+    NetPortCheck => "net_port_check",
+    ScreenCapture => "screen_capture",
+    WingetList => "winget_list",
+    WingetInstall => "winget_install",
+    WingetUninstall => "winget_uninstall",
+    WingetUpdate => "winget_update",
+    WebfilterStatus => "webfilter_status",
+    WebfilterApply => "webfilter_apply",
+    WebfilterClear => "webfilter_clear",
+    RemotehelpStatus => "remotehelp_status",
+    RemotehelpStart => "remotehelp_start",
+    RemotehelpStop => "remotehelp_stop",
+    AgentUpdate => "agent_update",
+    TelemetryCollect => "telemetry_collect",
+}
+
+impl Tool {
+    /// This tool's catalog entry.
+    pub fn spec(self) -> &'static ToolSpec {
+        // Every variant has its entry: `every_tool_has_one_catalog_entry` checks it.
+        &TOOLS[self as usize]
+    }
+}
+
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug)]
 pub struct ToolSpec {
-    pub name: &'static str,
+    pub tool: Tool,
     pub title: &'static str,
     pub description: &'static str,
     pub class: ToolClass,
@@ -124,7 +200,7 @@ const PACKAGE_ID: Param = p(
 
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
-        name: "shell_exec",
+        tool: Tool::ShellExec,
         title: "Run a shell command",
         description: "Run a command with `sh -c` on a Linux or macOS PC. Returns stdout, stderr, exit_code and whether output was truncated. On Windows PCs use powershell_exec instead.",
         class: ToolClass::NormalChange,
@@ -143,7 +219,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "powershell_exec",
+        tool: Tool::PowershellExec,
         title: "Run a PowerShell script",
         description: "Run a PowerShell script on a Windows PC. Returns stdout, stderr, exit_code and whether output was truncated. On Linux or macOS PCs use shell_exec instead.",
         class: ToolClass::NormalChange,
@@ -162,7 +238,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "fs_list",
+        tool: Tool::FsList,
         title: "List a directory",
         description: "List the entries of a directory: name, kind (file, dir, symlink, other), size in bytes and modification time. Bounded; `truncated` says when entries were left out.",
         class: ToolClass::ReadOnly,
@@ -181,7 +257,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 90,
     },
     ToolSpec {
-        name: "fs_read",
+        tool: Tool::FsRead,
         title: "Read a file",
         description: "Read a text file, at most max_bytes from offset (default 65536, cap 1048576). Non-UTF-8 bytes are replaced. Returns content, size, offset, bytes_read and truncated.",
         class: ToolClass::ReadOnly,
@@ -206,7 +282,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 90,
     },
     ToolSpec {
-        name: "fs_search",
+        tool: Tool::FsSearch,
         title: "Find files by name",
         description: "Search a directory tree for files whose name contains `pattern` (case-insensitive) or matches it as a glob with * and ?. Bounded in results, depth and entries visited.",
         class: ToolClass::ReadOnly,
@@ -237,7 +313,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 90,
     },
     ToolSpec {
-        name: "fs_disk_usage",
+        tool: Tool::FsDiskUsage,
         title: "Disk usage",
         description: "Without a path: every mounted volume with total, free and percent used. With a path: the total size of that directory and its largest children.",
         class: ToolClass::ReadOnly,
@@ -256,7 +332,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 90,
     },
     ToolSpec {
-        name: "diag_processes",
+        tool: Tool::DiagProcesses,
         title: "Running processes",
         description: "Running processes with pid, name, CPU percent and memory, sorted by cpu or memory (default memory), top `limit` (default 25).",
         class: ToolClass::ReadOnly,
@@ -282,7 +358,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "net_config",
+        tool: Tool::NetConfig,
         title: "Network configuration",
         description: "Network interfaces with their addresses, MAC and traffic counters, plus the hostname, the DNS servers and the default gateway.",
         class: ToolClass::ReadOnly,
@@ -293,7 +369,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "diag_services",
+        tool: Tool::DiagServices,
         title: "System services",
         description: "System services with their state. Linux: systemd units (load, active and sub state, description). Windows: services (status, start type, display name). Filter by `state` (running, failed, stopped, all) and a name fragment; bounded by `limit`.",
         class: ToolClass::ReadOnly,
@@ -323,7 +399,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "diag_eventlog",
+        tool: Tool::DiagEventlog,
         title: "System event log",
         description: "Recent system log entries, newest first. Linux: the systemd journal (or /var/log/syslog where systemd does not run), filterable by `unit` and `priority`. Windows: the System or Application event log (`log`), filterable by source (`unit`) and level (`priority`). `since` is an RFC 3339 time or a span like 30m, 6h, 2d.",
         class: ToolClass::ReadOnly,
@@ -365,7 +441,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "diag_autostart",
+        tool: Tool::DiagAutostart,
         title: "Programs started at boot or login",
         description: "What starts by itself. Linux: enabled systemd units, XDG autostart entries (system and per user) and cron @reboot lines. Windows: startup commands (Run keys, Startup folders) and non-Microsoft scheduled tasks at logon/boot.",
         class: ToolClass::ReadOnly,
@@ -376,7 +452,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "net_dns_flush",
+        tool: Tool::NetDnsFlush,
         title: "Flush the DNS cache",
         description: "Flush this PC's DNS resolver cache. Linux: systemd-resolved (resolvectl flush-caches) or nscd; says unsupported when the PC keeps no local cache. Windows: Clear-DnsClientCache.",
         class: ToolClass::StandardChange,
@@ -387,7 +463,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "net_adapter_reset",
+        tool: Tool::NetAdapterReset,
         title: "Reset a network adapter",
         description: "Take one network adapter down and bring it back up (see net_config for names). The PC may drop off kenny for a few seconds if this is the adapter it talks through. Linux: ip link. Windows: Restart-NetAdapter.",
         class: ToolClass::NormalChange,
@@ -403,7 +479,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "net_ping",
+        tool: Tool::NetPing,
         title: "Ping a host",
         description: "Is a host reachable, and how fast: ICMP echo with round-trip times and loss. Where ICMP is not available it measures TCP connect time to port 443 instead and says so (`method`).",
         class: ToolClass::ReadOnly,
@@ -428,7 +504,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "net_dns_lookup",
+        tool: Tool::NetDnsLookup,
         title: "Resolve a host name",
         description: "Resolve a host name with this PC's own resolver (as its programs would): the addresses, how long it took, and the DNS servers configured.",
         class: ToolClass::ReadOnly,
@@ -447,7 +523,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 45,
     },
     ToolSpec {
-        name: "net_port_check",
+        tool: Tool::NetPortCheck,
         title: "Check a TCP port",
         description: "Try a TCP connection from this PC to host:port: `open` with the connect time, `refused`, `timeout` or `unresolved`.",
         class: ToolClass::ReadOnly,
@@ -472,7 +548,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 45,
     },
     ToolSpec {
-        name: "screen_capture",
+        tool: Tool::ScreenCapture,
         title: "Screenshot",
         description: "A PNG screenshot of the PC's screen, scaled down to at most `max_width` pixels wide (default 1280) so it fits in a tool result. Linux: the X11 display; Windows: the primary screen of the signed-in user.",
         class: ToolClass::ReadOnly,
@@ -496,7 +572,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "winget_list",
+        tool: Tool::WingetList,
         title: "Installed packages",
         description: "Installed packages with id, name, version and the newer version available (empty when up to date). Windows: winget. Linux: the system package manager (apt/dpkg or dnf/rpm). Filter with `query`; bounded by `limit`.",
         class: ToolClass::ReadOnly,
@@ -520,7 +596,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 120,
     },
     ToolSpec {
-        name: "winget_install",
+        tool: Tool::WingetInstall,
         title: "Install a package",
         description: "Install one package by id. Windows: winget id (e.g. `Mozilla.Firefox`). Linux: the distribution's package name for apt or dnf (e.g. `firefox-esr`).",
         class: ToolClass::NormalChange,
@@ -531,7 +607,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 900,
     },
     ToolSpec {
-        name: "winget_uninstall",
+        tool: Tool::WingetUninstall,
         title: "Uninstall a package",
         description: "Remove one package by id (winget id on Windows, apt/dnf package name on Linux). Configuration files are kept.",
         class: ToolClass::NormalChange,
@@ -542,7 +618,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 900,
     },
     ToolSpec {
-        name: "winget_update",
+        tool: Tool::WingetUpdate,
         title: "Update packages",
         description: "Upgrade one package by id, or every package with an update when `all` is true. Windows: winget upgrade. Linux: apt or dnf.",
         class: ToolClass::NormalChange,
@@ -566,7 +642,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 1800,
     },
     ToolSpec {
-        name: "webfilter_status",
+        tool: Tool::WebfilterStatus,
         title: "Web filter status",
         description: "Whether kenny's web filter is active in this PC's hosts file: blocked entry count, the list hash and when it was applied.",
         class: ToolClass::ReadOnly,
@@ -577,7 +653,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "webfilter_apply",
+        tool: Tool::WebfilterApply,
         title: "Apply a web filter",
         description: "Block a list of domains on this PC through its hosts file, replacing any list kenny applied before (entries outside kenny's marked block are kept). Domains are validated; reserved names such as localhost are refused. `doh_policy: disable` also turns off browsers' DNS-over-HTTPS where the OS allows, which would bypass the hosts file.",
         class: ToolClass::NormalChange,
@@ -607,7 +683,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "webfilter_clear",
+        tool: Tool::WebfilterClear,
         title: "Remove the web filter",
         description: "Remove kenny's block from this PC's hosts file (other entries are kept) and undo a DNS-over-HTTPS policy it set.",
         class: ToolClass::NormalChange,
@@ -618,7 +694,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 60,
     },
     ToolSpec {
-        name: "remotehelp_status",
+        tool: Tool::RemotehelpStatus,
         title: "Remote help status",
         description: "Windows only: whether Quick Assist is installed, its version, whether a user is signed in to accept a session, and whether the internet is reachable.",
         class: ToolClass::ReadOnly,
@@ -629,7 +705,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "remotehelp_start",
+        tool: Tool::RemotehelpStart,
         title: "Start remote help",
         description: "Windows only: open Quick Assist on the signed-in user's desktop. A helper then shares a security code and the person at the PC must accept; nothing connects without them.",
         class: ToolClass::StandardChange,
@@ -640,7 +716,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "remotehelp_stop",
+        tool: Tool::RemotehelpStop,
         title: "Stop remote help",
         description: "Windows only: close Quick Assist, ending any remote help session.",
         class: ToolClass::StandardChange,
@@ -651,7 +727,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 30,
     },
     ToolSpec {
-        name: "agent_update",
+        tool: Tool::AgentUpdate,
         title: "Update the agent",
         description: "Replace this PC's kenny-agent with a build the kenny server offers (newest newer one, or the `version` named). The server picks the file and signs a manifest of it (version, OS, architecture, size, SHA-256); the agent checks the signature against the server key it pinned, downloads only from its own server, checks size and hash, then restarts into the new build on trial: if that build does not reconnect in time, the previous one is restored and the failure reported. Older versions only for a superuser naming the exact version with allow_downgrade.",
         class: ToolClass::NormalChange,
@@ -675,7 +751,7 @@ pub const TOOLS: &[ToolSpec] = &[
         default_timeout_s: 600,
     },
     ToolSpec {
-        name: "telemetry_collect",
+        tool: Tool::TelemetryCollect,
         title: "Collect health telemetry",
         description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
         class: ToolClass::ReadOnly,
@@ -692,10 +768,6 @@ pub const TOOLS: &[ToolSpec] = &[
     },
 ];
 
-/// The tool whose wire arguments the server builds (a signed update order) from what
-/// the caller asked for; see [`crate::update`].
-pub const AGENT_UPDATE: &str = "agent_update";
-
 /// Argument names of the existing kenny (tool, its name, ours), accepted as aliases.
 pub const ALIASES: &[(&str, &str, &str)] = &[
     ("fs_search", "root", "path"),
@@ -705,10 +777,14 @@ pub const ALIASES: &[(&str, &str, &str)] = &[
 ];
 
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
-    TOOLS.iter().find(|t| t.name == name)
+    Tool::from_name(name).map(Tool::spec)
 }
 
 impl ToolSpec {
+    pub fn name(&self) -> &'static str {
+        self.tool.name()
+    }
+
     pub fn supports(&self, os: Os) -> bool {
         self.platforms.contains(&os)
     }
@@ -716,7 +792,7 @@ impl ToolSpec {
     /// The server turns the caller's arguments into different wire arguments, so the
     /// agent decodes them itself instead of checking them against `params`.
     pub fn args_built_by_server(&self) -> bool {
-        self.name == AGENT_UPDATE
+        self.tool == Tool::AgentUpdate
     }
 
     pub fn read_only(&self) -> bool {
@@ -726,7 +802,7 @@ impl ToolSpec {
     /// Needs at least the `operator` role, whatever hosts the caller may reach: the web
     /// filter's changes (a `user`, say a child's account, must not lift its own filter).
     pub fn needs_operator(&self) -> bool {
-        matches!(self.name, "webfilter_apply" | "webfilter_clear")
+        matches!(self.tool, Tool::WebfilterApply | Tool::WebfilterClear)
     }
 
     /// How long the agent may work on a call: its `timeout_s` when it has one, else the
@@ -782,7 +858,7 @@ impl ToolSpec {
     /// an empty call must not upgrade a whole PC.)
     pub fn normalize_args(&self, args: &mut Map<String, Value>) -> Result<(), String> {
         for (tool, old, ours) in ALIASES {
-            if *tool != self.name {
+            if *tool != self.name() {
                 continue;
             }
             let Some(value) = args.remove(*old) else { continue };
@@ -806,7 +882,7 @@ impl ToolSpec {
                 let known: Vec<_> = self.params.iter().map(|p| p.name).collect();
                 return Err(format!(
                     "unknown argument `{key}` for {}; it takes: {}",
-                    self.name,
+                    self.name(),
                     if known.is_empty() {
                         "no arguments".to_owned()
                     } else {
@@ -924,14 +1000,25 @@ mod tests {
     }
 
     #[test]
+    fn every_tool_has_one_catalog_entry() {
+        assert_eq!(TOOLS.len(), Tool::ALL.len());
+        for (i, tool) in Tool::ALL.iter().enumerate() {
+            assert_eq!(TOOLS[i].tool, *tool, "TOOLS[{i}] is out of order");
+            assert_eq!(Tool::from_name(tool.name()), Some(*tool));
+            assert_eq!(find(tool.name()).map(|s| s.tool), Some(*tool));
+        }
+        assert_eq!(find("no_such_tool").map(|s| s.tool), None);
+    }
+
+    #[test]
     fn names_are_unique_and_schemas_require_agent_id() {
-        let mut names: Vec<_> = TOOLS.iter().map(|t| t.name).collect();
+        let mut names: Vec<_> = TOOLS.iter().map(|t| t.name()).collect();
         names.sort();
         names.dedup();
         assert_eq!(names.len(), TOOLS.len());
         for tool in TOOLS {
             let schema = tool.mcp_input_schema();
-            assert_eq!(schema["required"][0], AGENT_ID_ARG, "{}", tool.name);
+            assert_eq!(schema["required"][0], AGENT_ID_ARG, "{}", tool.name());
             assert!(tool.args_schema()["properties"].get(AGENT_ID_ARG).is_none());
             assert!(!tool.platforms.is_empty());
         }

@@ -84,6 +84,16 @@ pub struct AgentMeta {
     pub arch: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<String>,
+    /// The tool dialect the agent speaks ([`crate::dialect`]); kenny's agent sends
+    /// [`crate::dialect::CURRENT`], the existing kenny's sends nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
+}
+
+impl AgentMeta {
+    pub fn dialect(&self) -> crate::dialect::Dialect {
+        crate::dialect::Dialect::from_meta(self.dialect.as_deref())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,7 +44,7 @@ fn the_agent_page_names_every_tool() {
     let page = std::fs::read_to_string(&page_path).expect("docs/agent.md");
     let missing: Vec<_> = kenny_proto::catalog::TOOLS
         .iter()
-        .map(|t| t.name)
+        .map(|t| t.name())
         .filter(|name| !page.contains(&format!("`{name}`")))
         .collect();
     assert!(missing.is_empty(), "docs/agent.md does not mention {missing:?}");
@@ -87,7 +87,7 @@ fn the_readme_names_every_tool() {
     let readme = repo_file("README.md");
     let missing: Vec<_> = kenny_proto::catalog::TOOLS
         .iter()
-        .map(|t| t.name)
+        .map(|t| t.name())
         .filter(|name| !readme.contains(&format!("`{name}`")))
         .collect();
     assert!(missing.is_empty(), "README.md does not list {missing:?}");

@@ -131,3 +131,59 @@ fn mutual_auth_vectors_reproduce_byte_for_byte() {
     };
     assert_eq!(a.agent_sig, s("agent_sig_b64"));
 }
+
+/// The existing agent's recorded answers, put into kenny's shapes, fit the
+/// `outputSchema` each tool declares; its telemetry push decodes, and its snapshot is
+/// what `telemetry_collect` returns once dated.
+#[test]
+fn the_existing_agents_recorded_answers_fit_our_schemas() {
+    use kenny_proto::catalog::Tool;
+    use kenny_proto::dialect::{Dialect, current_result};
+    use kenny_proto::outputs::{conforms, output_schema};
+
+    let Some(frames) = frames() else { return };
+    let mut checked = 0;
+    for (name, text) in &frames {
+        let Some(tool) = name
+            .strip_prefix("response_")
+            .and_then(|n| n.strip_suffix(".json"))
+            .and_then(Tool::from_name)
+        else {
+            continue;
+        };
+        let Ok(Frame::Response(response)) = decode(text, Limits::AUTHENTICATED) else {
+            panic!("{name} is not a response frame")
+        };
+        let Some(result) = response.result else { continue };
+        let ours = current_result(tool, &serde_json::Map::new(), result, "2026-12-01T00:00:00Z");
+        conforms(&output_schema(tool), &ours).unwrap_or_else(|e| panic!("{name}: {e}\n{ours}"));
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} recorded answers of catalog tools");
+
+    let (_, text) = frames
+        .iter()
+        .find(|(n, _)| n == "telemetry_snapshot.json")
+        .expect("telemetry_snapshot.json");
+    let Frame::Telemetry(push) = decode(text, Limits::AUTHENTICATED).unwrap() else {
+        panic!("telemetry_snapshot.json is not a telemetry frame")
+    };
+    let bare = Value::Object(push.snapshot);
+    let collected = current_result(
+        Tool::TelemetryCollect,
+        &serde_json::Map::new(),
+        bare,
+        "2026-12-01T00:00:00Z",
+    );
+    conforms(&output_schema(Tool::TelemetryCollect), &collected).unwrap();
+
+    // The agent that recorded them says nothing of a dialect: it is the existing kenny's.
+    let (_, text) = frames
+        .iter()
+        .find(|(n, _)| n == "register.json")
+        .expect("register.json");
+    let Frame::Register(reg) = decode(text, Limits::HANDSHAKE).unwrap() else {
+        panic!("register.json")
+    };
+    assert_eq!(reg.meta.map(|m| m.dialect()), Some(Dialect::Kenny017));
+}

@@ -10,11 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kenny_proto::AgentId;
-use kenny_proto::catalog::{self, AGENT_ID_ARG};
+use kenny_proto::catalog::{self, AGENT_ID_ARG, Tool};
+use kenny_proto::dialect::{self, Dialect};
 use kenny_proto::error::ErrorCode;
+use kenny_proto::frame::AgentMeta;
 use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
+use crate::clock;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
@@ -79,6 +82,9 @@ struct Prepared {
     timeout: Duration,
     args: Map<String, Value>,
     update: Option<Order>,
+    /// For an agent of the existing kenny, the call as the caller made it, to put its
+    /// answer back into our shape.
+    translate_back: Option<(Tool, Map<String, Value>)>,
 }
 
 impl Forwarder {
@@ -124,6 +130,7 @@ impl Forwarder {
             timeout,
             args,
             update,
+            translate_back,
         } = match prepared {
             Ok(ready) => ready,
             Err(refusal) => {
@@ -184,6 +191,10 @@ impl Forwarder {
         // An update is over when the agent says whether it kept the new build.
         let outcome = match (outcome, update) {
             (Ok(staged), Some(order)) => self.updates.settle(order, staged).await,
+            (outcome, _) => outcome,
+        };
+        let outcome = match (outcome, translate_back) {
+            (Ok(theirs), Some((tool, asked))) => Ok(dialect::current_result(tool, &asked, theirs, &clock::now())),
             (outcome, _) => outcome,
         };
         let failure = outcome.as_ref().err();
@@ -247,12 +258,26 @@ impl Forwarder {
             (false, Some(forced)) => forced,
             _ => spec.work_limit(&args) + TIMEOUT_GRACE,
         };
+        // The existing kenny's agents read other names and answer in other shapes.
+        if link.meta.as_ref().map(AgentMeta::dialect) != Some(Dialect::Current) {
+            let asked = args.clone();
+            let args =
+                dialect::legacy_args(spec, args).map_err(|why| CallFailure::refusal(ErrorCode::Unsupported, why.0))?;
+            return Ok(Prepared {
+                link,
+                timeout,
+                args,
+                update: None,
+                translate_back: Some((spec.tool, asked)),
+            });
+        }
         if !spec.args_built_by_server() {
             return Ok(Prepared {
                 link,
                 timeout,
                 args,
                 update: None,
+                translate_back: None,
             });
         }
         let order = self.updates.order(who, agent_id, link.meta.as_ref(), &args).await?;
@@ -261,6 +286,7 @@ impl Forwarder {
             timeout,
             args: order.args.clone(),
             update: Some(order),
+            translate_back: None,
         })
     }
 

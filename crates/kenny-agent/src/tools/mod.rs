@@ -21,7 +21,7 @@ mod telemetry;
 pub mod update;
 mod webfilter;
 
-use kenny_proto::catalog::{self, Os};
+use kenny_proto::catalog::{self, Os, Tool};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
@@ -118,7 +118,7 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
     // (package installs chain several): dropping it kills the programs it started. A
     // moment's slack lets a handler with its own timeout (shell_exec) report it first.
     let limit = spec.work_limit(&args);
-    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(tool, &args)).await {
+    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(spec.tool, &args)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(ToolError::new(
             ErrorCode::Timeout,
@@ -130,51 +130,41 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
     }
 }
 
-async fn dispatch(tool: &str, args: &Map<String, Value>) -> ToolResult {
+/// One arm per catalog tool and no wildcard: a tool added to [`catalog::Tool`] without
+/// a handler here is a compile error (E0004, non-exhaustive patterns), not an
+/// `unsupported` answer found at run time.
+async fn dispatch(tool: Tool, args: &Map<String, Value>) -> ToolResult {
     match tool {
-        "shell_exec" => shell::shell_exec(args).await,
-        "powershell_exec" => shell::powershell_exec(args).await,
-        "fs_list" => fs::list(args).await,
-        "fs_read" => fs::read(args).await,
-        "fs_search" => fs::search(args).await,
-        "fs_disk_usage" => fs::disk_usage(args).await,
-        "diag_processes" => diag::processes(args).await,
-        "diag_services" => services::list(args).await,
-        "diag_eventlog" => eventlog::query(args).await,
-        "diag_autostart" => autostart::list(args).await,
-        "net_config" => net::config(args).await,
-        "net_dns_flush" => netctl::dns_flush(args).await,
-        "net_adapter_reset" => netctl::adapter_reset(args).await,
-        "net_ping" => netprobe::ping(args).await,
-        "net_dns_lookup" => netprobe::dns_lookup(args).await,
-        "net_port_check" => netprobe::port_check(args).await,
-        "screen_capture" => screen::capture(args).await,
-        "winget_list" => packages::list(args).await,
-        "winget_install" => packages::install(args).await,
-        "winget_uninstall" => packages::uninstall(args).await,
-        "winget_update" => packages::update(args).await,
-        "webfilter_status" => webfilter::status(args).await,
-        "webfilter_apply" => webfilter::apply(args).await,
-        "webfilter_clear" => webfilter::clear(args).await,
-        "remotehelp_status" => remotehelp::status(args).await,
-        "remotehelp_start" => remotehelp::start(args).await,
-        "remotehelp_stop" => remotehelp::stop(args).await,
-        "telemetry_collect" => telemetry::collect_tool(args).await,
-        "agent_update" => update::update(args).await,
-        _ => Err(not_implemented(tool)),
+        Tool::ShellExec => shell::shell_exec(args).await,
+        Tool::PowershellExec => shell::powershell_exec(args).await,
+        Tool::FsList => fs::list(args).await,
+        Tool::FsRead => fs::read(args).await,
+        Tool::FsSearch => fs::search(args).await,
+        Tool::FsDiskUsage => fs::disk_usage(args).await,
+        Tool::DiagProcesses => diag::processes(args).await,
+        Tool::DiagServices => services::list(args).await,
+        Tool::DiagEventlog => eventlog::query(args).await,
+        Tool::DiagAutostart => autostart::list(args).await,
+        Tool::NetConfig => net::config(args).await,
+        Tool::NetDnsFlush => netctl::dns_flush(args).await,
+        Tool::NetAdapterReset => netctl::adapter_reset(args).await,
+        Tool::NetPing => netprobe::ping(args).await,
+        Tool::NetDnsLookup => netprobe::dns_lookup(args).await,
+        Tool::NetPortCheck => netprobe::port_check(args).await,
+        Tool::ScreenCapture => screen::capture(args).await,
+        Tool::WingetList => packages::list(args).await,
+        Tool::WingetInstall => packages::install(args).await,
+        Tool::WingetUninstall => packages::uninstall(args).await,
+        Tool::WingetUpdate => packages::update(args).await,
+        Tool::WebfilterStatus => webfilter::status(args).await,
+        Tool::WebfilterApply => webfilter::apply(args).await,
+        Tool::WebfilterClear => webfilter::clear(args).await,
+        Tool::RemotehelpStatus => remotehelp::status(args).await,
+        Tool::RemotehelpStart => remotehelp::start(args).await,
+        Tool::RemotehelpStop => remotehelp::stop(args).await,
+        Tool::TelemetryCollect => telemetry::collect_tool(args).await,
+        Tool::AgentUpdate => update::update(args).await,
     }
-}
-
-/// A catalog tool this agent build has no handler for (an older agent, or a tool still
-/// being built): the caller learns it plainly instead of getting a wrong answer.
-pub(crate) fn not_implemented(what: &str) -> ToolError {
-    ToolError::new(
-        ErrorCode::Unsupported,
-        format!(
-            "{what} is not implemented in kenny-agent {}; update the agent",
-            env!("CARGO_PKG_VERSION")
-        ),
-    )
 }
 
 fn why_not_here(tool: &str) -> Option<&'static str> {

@@ -157,13 +157,13 @@ mod tests {
                 assert!(
                     hold_reason(spec, &json!({}), "pc-a", Some("pc-a")).is_some(),
                     "{}",
-                    spec.name
+                    spec.name()
                 );
             }
             assert!(
                 hold_reason(spec, &json!({}), "pc-b", Some("pc-a")).is_some(),
                 "{}",
-                spec.name
+                spec.name()
             );
         }
     }
@@ -172,7 +172,7 @@ mod tests {
     fn every_tool_that_takes_a_path_waits_when_given_one() {
         for spec in TOOLS.iter().filter(|s| s.params.iter().any(|p| p.name == PATH_ARG)) {
             let reason = hold_reason(spec, &json!({"path": "/etc"}), "pc-a", Some("pc-a"));
-            assert!(reason.is_some(), "{}", spec.name);
+            assert!(reason.is_some(), "{}", spec.name());
         }
     }
 }

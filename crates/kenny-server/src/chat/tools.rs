@@ -39,7 +39,7 @@ fn definition(spec: &ToolSpec) -> Value {
         "Runs at once on the conversation's PC; on any other PC it is held for the operator."
     };
     json!({
-        "name": spec.name,
+        "name": spec.name(),
         "description": format!(
             "{} Runs on the conversation's selected PC unless agent_id names another. {gate} Runs on: {}.",
             spec.description,

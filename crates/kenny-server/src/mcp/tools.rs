@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use kenny_proto::catalog::{TOOLS, ToolClass, ToolSpec};
+use kenny_proto::outputs::{array, boolean, nullable, object, output_schema, string};
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
@@ -19,7 +20,8 @@ pub fn all() -> Vec<Tool> {
             ToolAnnotations::with_title("List PCs")
                 .read_only(true)
                 .destructive(false),
-        ),
+        )
+        .with_raw_output_schema(schema_object(list_agents_output())),
         tool(
             SELECT_AGENT,
             "Check a PC",
@@ -33,7 +35,8 @@ pub fn all() -> Vec<Tool> {
             ToolAnnotations::with_title("Check a PC")
                 .read_only(true)
                 .destructive(false),
-        ),
+        )
+        .with_raw_output_schema(schema_object(select_agent_output())),
     ];
     tools.extend(TOOLS.iter().map(forwarded));
     tools
@@ -49,19 +52,62 @@ fn forwarded(spec: &ToolSpec) -> Tool {
         .read_only(spec.read_only())
         .destructive(spec.class == ToolClass::NormalChange);
     tool(
-        spec.name,
+        spec.name(),
         spec.title,
         &description,
         spec.mcp_input_schema(),
         annotations,
     )
+    .with_raw_output_schema(schema_object(output_schema(spec.tool)))
 }
 
-fn tool(name: &'static str, title: &str, description: &str, schema: Value, annotations: ToolAnnotations) -> Tool {
+fn list_agents_output() -> Value {
+    object(
+        &[(
+            "agents",
+            array(json!({
+                "type": "object",
+                "properties": {
+                    "agent_id": {"type": "string"},
+                    "online": {"type": "boolean"},
+                    "os": {"type": ["string", "null"]},
+                    "hostname": {"type": ["string", "null"]},
+                    "version": {"type": ["string", "null"]},
+                    "last_seen": {"type": ["string", "null"]},
+                },
+                "required": ["agent_id", "online"],
+            })),
+        )],
+        &[],
+    )
+}
+
+fn select_agent_output() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC checked.")),
+            ("online", boolean("Whether it is connected now.")),
+        ],
+        &[
+            ("hostname", nullable(string("Its host name."))),
+            ("os", nullable(string("Its operating system."))),
+            (
+                "note",
+                string("That nothing is remembered: pass agent_id on every call."),
+            ),
+        ],
+    )
+}
+
+fn schema_object(schema: Value) -> Arc<serde_json::Map<String, Value>> {
     let Value::Object(schema) = schema else {
         unreachable!("tool schemas are objects")
     };
-    Tool::new(name, description.to_owned(), Arc::new(schema))
+    Arc::new(schema)
+}
+
+fn tool(name: &'static str, title: &str, description: &str, schema: Value, annotations: ToolAnnotations) -> Tool {
+    Tool::new(name, description.to_owned(), schema_object(schema))
         .with_title(title)
         .with_annotations(annotations)
 }
@@ -83,6 +129,13 @@ mod tests {
                 "{}",
                 t.name
             );
+        }
+        for t in &tools {
+            let output = t
+                .output_schema
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
+            assert_eq!(output.get("type"), Some(&json!("object")), "{}", t.name);
         }
         let shell = tools.iter().find(|t| t.name == "shell_exec").unwrap();
         assert_eq!(shell.annotations.as_ref().unwrap().destructive_hint, Some(true));

@@ -3,9 +3,9 @@
 //! whether an authenticated newcomer may replace the agent's live connection.
 
 use ed25519_dalek::SigningKey;
-use kenny_proto::MUTUAL_AUTH_PROTOCOL;
 use kenny_proto::auth;
 use kenny_proto::frame::{AgentMeta, Challenge, Register};
+use kenny_proto::{MUTUAL_AUTH_PROTOCOL, selects_mutual_auth};
 
 use crate::secrets;
 use crate::store::AgentRecord;
@@ -51,13 +51,14 @@ pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> 
         )));
     }
     match (&reg.protocol, &reg.client_nonce, &reg.token) {
-        (Some(p), Some(nonce), None) if p == MUTUAL_AUTH_PROTOCOL => {
+        (Some(p), Some(nonce), None) if selects_mutual_auth(p) => {
             let client_nonce = auth::decode_fixed::<32>("client_nonce", nonce)
                 .map_err(|e| Reject::bad_frame(format!("register: {e}")))?;
             Ok(Method::Mutual { client_nonce })
         }
-        (Some(p), _, _) if p != MUTUAL_AUTH_PROTOCOL => Err(Reject::bad_frame(format!(
-            "unsupported auth protocol {p:?}; this server speaks {MUTUAL_AUTH_PROTOCOL}"
+        (Some(p), _, _) if !selects_mutual_auth(p) => Err(Reject::bad_frame(format!(
+            "unsupported auth protocol {:?}; mutual auth needs protocol {MUTUAL_AUTH_PROTOCOL} or later",
+            p.chars().take(16).collect::<String>()
         ))),
         (None, None, Some(token)) if allow_token_auth => Ok(Method::Token(token.0.clone())),
         (None, None, Some(_)) => Err(Reject::unauthorized(
@@ -167,6 +168,7 @@ pub fn sanitize_meta(meta: Option<AgentMeta>) -> Option<AgentMeta> {
         version: cut(m.version),
         arch: m.arch.map(cut),
         channel: m.channel.map(cut),
+        dialect: m.dialect.map(cut),
     })
 }
 
@@ -204,12 +206,19 @@ mod tests {
             method(&register(None, None, None), true).unwrap_err().close_code,
             CLOSE_BAD_FRAME
         );
-        assert_eq!(
-            method(&register(Some("0.9"), Some(&nonce), None), true)
-                .unwrap_err()
-                .close_code,
-            CLOSE_BAD_FRAME
-        );
+        // The existing kenny's agents send their own version: any from 0.8 on.
+        for newer in ["0.9", "0.17", "0.8.1"] {
+            assert!(
+                matches!(
+                    method(&register(Some(newer), Some(&nonce), None), true),
+                    Ok(Method::Mutual { .. })
+                ),
+                "{newer}"
+            );
+        }
+        let old = method(&register(Some("0.7"), Some(&nonce), None), true).unwrap_err();
+        assert_eq!(old.close_code, CLOSE_BAD_FRAME);
+        assert!(old.reason.contains("\"0.7\""), "{}", old.reason);
         assert_eq!(
             method(&register(Some("0.8"), Some("short"), None), true)
                 .unwrap_err()

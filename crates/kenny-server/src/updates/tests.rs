@@ -105,6 +105,7 @@ fn meta(version: &str) -> AgentMeta {
         version: version.into(),
         arch: Some("x86_64".into()),
         channel: None,
+        dialect: Some(kenny_proto::dialect::CURRENT.into()),
     }
 }
 

@@ -95,7 +95,7 @@ fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> String {
     let host_options: String = hosts.iter().map(|h| format!("<option value=\"{}\">", esc(h))).collect();
     let tool_options: String = kenny_proto::catalog::TOOLS
         .iter()
-        .map(|t| t.name)
+        .map(|t| t.name())
         .chain(["agent_health", "agent_update", "select_agent", "list_agents"])
         .map(|t| format!("<option value=\"{t}\">"))
         .collect();
