@@ -1,6 +1,8 @@
 """kenny as its own OAuth 2.1 authorization server for /mcp: the official MCP SDK's OAuth
 client completes the whole flow (dynamic registration, PKCE, resource indicator, sign-in
-and consent driven over HTTP), and every way to misuse a grant is refused."""
+and consent driven over HTTP), and the consent pages refuse every misuse. Code and token
+exchange, lifetimes, rotation, revocation and registration limits are tested in Rust
+(`crates/kenny-server/tests/oauth.rs`, on a clock moved forward instead of sleeps)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import base64
 import hashlib
 import re
 import secrets
-import time
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import httpx
@@ -173,26 +174,6 @@ async def test_discovery_documents_and_the_401_challenge(fleet):
     assert f'resource_metadata="{kenny.base_url}/.well-known/oauth-protected-resource/mcp"' in r.headers["www-authenticate"]
 
 
-async def test_code_exchange_refusals(fleet):
-    kenny = fleet
-    cid = _register(kenny)
-    verifier, challenge = _pkce()
-
-    _refused(_exchange(kenny, cid, _code(kenny, cid, challenge), "x" * 43 + "wrong"))  # wrong PKCE verifier
-    _refused(_exchange(kenny, cid, _code(kenny, cid, challenge), verifier, redirect="http://127.0.0.1:1/other"))  # redirect mismatch
-
-    code = _code(kenny, cid, challenge)
-    first = _exchange(kenny, cid, code, verifier)
-    assert first.status_code == 200 and first.headers["cache-control"] == "no-store", first.text
-    access = first.json()["access_token"]
-    assert _mcp_status(kenny, access) == 200
-    _refused(_exchange(kenny, cid, code, verifier))  # reused code ...
-    assert _mcp_status(kenny, access) == 401, "... revokes what it was exchanged for"
-
-    other = _register(kenny)
-    _refused(_exchange(kenny, other, _code(kenny, cid, challenge), verifier))  # code of another client
-
-
 async def test_authorization_request_refusals(fleet):
     kenny = fleet
     cid = _register(kenny)
@@ -240,95 +221,18 @@ async def test_authorization_request_refusals(fleet):
     assert r.status_code == 303 and r.headers["location"].startswith("/login?next=%2Foauth%2Fauthorize")
 
 
-async def test_expired_code_and_expired_access_token(fleet):
-    kenny = fleet
-    port = kenny.port
-    kenny.stop_server()
-    kenny.start_server(port=port, extra_args=["--oauth-code-secs", "1", "--oauth-access-token-secs", "1"])
-    cid = _register(kenny)
-    verifier, challenge = _pkce()
-    code = _code(kenny, cid, challenge)
-    time.sleep(1.5)
-    _refused(_exchange(kenny, cid, code, verifier))
-    fresh = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier)
-    assert fresh.status_code == 200
-    access = fresh.json()["access_token"]
-    time.sleep(1.5)
-    assert _mcp_status(kenny, access) == 401
-
-
-async def test_refresh_rotation_and_reuse_revokes_the_family(fleet):
+async def test_a_token_for_another_resource_is_refused(fleet):
+    """The same data served under another public URL is another resource: tokens issued
+    for the first do not open the second."""
     kenny = fleet
     cid = _register(kenny)
     verifier, challenge = _pkce()
-    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
-    rotated = _token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid)
-    assert rotated.status_code == 200, rotated.text
-    new = rotated.json()
-    assert new["refresh_token"] != tokens["refresh_token"] and _mcp_status(kenny, new["access_token"]) == 200
-    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid))  # reused
-    _refused(_token(kenny, grant_type="refresh_token", refresh_token=new["refresh_token"], client_id=cid))  # family dead
-    assert _mcp_status(kenny, new["access_token"]) == 401
-
-
-async def test_revocation_disabled_user_and_another_resource(fleet):
-    kenny = fleet
-    cid = _register(kenny)
-    verifier, challenge = _pkce()
-    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
-    r = httpx.post(f"{kenny.base_url}/oauth/revoke", data={"token": tokens["refresh_token"]})
-    assert r.status_code == 200
-    assert _mcp_status(kenny, tokens["access_token"]) == 401, "revoking the grant ends its access token"
-    assert httpx.post(f"{kenny.base_url}/oauth/revoke", data={"token": "kenny_ort_unknown"}).status_code == 200
-
     tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
     assert _mcp_status(kenny, tokens["access_token"]) == 200
-    with httpx.Client(base_url=kenny.base_url, headers={"Authorization": f"Bearer {kenny.admin_pat}"}) as admin:
-        owner = next(u for u in admin.get("/api/users").json()["users"] if u["username"] == "owner")
-        admin.patch(f"/api/users/{owner['id']}", json={"disabled": True})
-        assert _mcp_status(kenny, tokens["access_token"]) == 401, "a disabled user's token is dead"
-        admin.patch(f"/api/users/{owner['id']}", json={"disabled": False})
-
-    # The same data, served as another resource (another public URL): old tokens do not fit.
-    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
     port = kenny.port
     kenny.stop_server()
     kenny.start_server(port=port, extra_args=["--public-url", f"http://localhost:{port}"])
     assert _mcp_status(kenny, tokens["access_token"]) == 401, "a token for another resource is refused"
-
-
-async def test_oauth_tokens_open_mcp_only(fleet):
-    """A token granted for the MCP endpoint is not a key to the rest of the API: it
-    cannot mint personal access tokens or manage accounts."""
-    kenny = fleet
-    cid = _register(kenny)
-    verifier, challenge = _pkce()
-    access = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()["access_token"]
-    assert _mcp_status(kenny, access) == 200
-    headers = {"Authorization": f"Bearer {access}"}
-    assert httpx.get(f"{kenny.base_url}/api/me", headers=headers).status_code == 401
-    assert httpx.post(f"{kenny.base_url}/api/me/tokens", json={}, headers=headers).status_code == 401
-    assert httpx.get(f"{kenny.base_url}/api/users", headers=headers).status_code == 401
-
-
-async def test_a_mismatched_refresh_does_not_burn_the_token_and_registration_is_bounded(fleet):
-    kenny = fleet
-    cid = _register(kenny)
-    verifier, challenge = _pkce()
-    tokens = _exchange(kenny, cid, _code(kenny, cid, challenge), verifier).json()
-    other = _register(kenny)
-    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=other))
-    _refused(_token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid, resource="https://elsewhere.example/mcp"))
-    ok = _token(kenny, grant_type="refresh_token", refresh_token=tokens["refresh_token"], client_id=cid)
-    assert ok.status_code == 200, "the mismatched attempts did not use the token up nor revoke the grant"
-
-    big = httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [REDIRECT + "?" + "x" * 3000]}, timeout=10)
-    assert big.status_code == 400
-    statuses = [
-        httpx.post(f"{kenny.base_url}/oauth/register", json={"redirect_uris": [REDIRECT]}, timeout=10).status_code
-        for _ in range(25)
-    ]
-    assert statuses.count(201) < 25 and statuses[-1] == 429, statuses
 
 
 # ---- issue 9: loopback ports, consent names, metadata fetches, owners' grants --------

@@ -4,18 +4,15 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use ed25519_dalek::SigningKey;
-use futures_util::{SinkExt, StreamExt};
 use kenny_proto::auth;
-use kenny_proto::frame::{Auth, Frame, Limits, Register, decode, encode};
 use kenny_server::store::Store;
 use serde_json::json;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use kenny_testkit::{AgentOptions, TestAgent};
 
 use crate::harness::{provision, start_server};
-use crate::mcp_client::Mcp;
+use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
 
 const CONNECT_PARALLELISM: usize = 200;
@@ -35,14 +32,14 @@ pub async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> {
             .verifying_key()
             .as_bytes(),
     ))?;
-    let mcp = Mcp::new(reqwest::Client::new(), &server.base, &server.token);
+    let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
     mcp.initialize().await?;
     // Warm up every path an agent takes (handshake, registry, listing, disconnect) so
     // the baseline includes the one-off costs: runtime threads, SQLite cache.
     keys.extend(register_agents(&store, 0, 1)?);
     let warm = connect(ws_url.clone(), "sim-00000".into(), keys[0].clone(), server_pub).await?;
     mcp.call("list_agents", json!({})).await?;
-    warm.abort();
+    drop(warm);
     settle().await;
     let baseline = server.rss_bytes()?;
     println!(
@@ -126,54 +123,16 @@ fn register_agents(store: &Store, from: usize, to: usize) -> anyhow::Result<Vec<
         .collect()
 }
 
-/// One simulated agent: handshake, then a task that answers pings until dropped.
+/// One simulated agent: the test kit's, which logs in with mutual auth and then
+/// answers the server's pings until dropped.
 async fn connect(
     url: String,
     agent_id: String,
     key: SigningKey,
     server_pub: ed25519_dalek::VerifyingKey,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let config = WebSocketConfig::default().read_buffer_size(4096).write_buffer_size(0);
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(&url, Some(config), true)
-        .await
-        .context("connect")?;
-    let client_nonce = kenny_server::secrets::random_nonce();
-    let register = Frame::Register(Register {
-        agent_id: agent_id.clone(),
-        token: None,
-        protocol: Some(kenny_proto::MUTUAL_AUTH_PROTOCOL.into()),
-        client_nonce: Some(auth::encode_b64(&client_nonce)),
-        meta: Some(kenny_proto::frame::AgentMeta {
-            hostname: agent_id.clone(),
-            os: "linux".into(),
-            version: "bench".into(),
-            arch: Some("x86_64".into()),
-            channel: None,
-            dialect: Some(kenny_proto::dialect::CURRENT.into()),
-        }),
-    });
-    ws.send(Message::text(encode(&register))).await?;
-    let Some(Ok(Message::Text(text))) = ws.next().await else {
-        bail!("{agent_id}: no challenge")
-    };
-    let Frame::Challenge(ch) = decode(text.as_str(), Limits::HANDSHAKE)? else {
-        bail!("{agent_id}: expected a challenge")
-    };
-    let server_nonce: [u8; 32] = auth::decode_fixed("server_nonce", &ch.server_nonce)?;
-    let transcript = auth::transcript(&agent_id, &client_nonce, &server_nonce);
-    auth::verify(&server_pub, &transcript, &ch.server_sig)?;
-    ws.send(Message::text(encode(&Frame::Auth(Auth {
-        agent_sig: auth::sign(&key, &transcript),
-    }))))
-    .await?;
-    Ok(tokio::spawn(async move {
-        while let Some(Ok(msg)) = ws.next().await {
-            if let Message::Text(t) = msg
-                && t.as_str().contains("\"ping\"")
-                && ws.send(Message::text(encode(&Frame::Pong))).await.is_err()
-            {
-                return;
-            }
-        }
-    }))
+) -> anyhow::Result<TestAgent> {
+    let mut options = AgentOptions::default();
+    options.meta.hostname = agent_id.clone();
+    options.meta.version = "bench".into();
+    TestAgent::connect(&url, &agent_id, &key, &server_pub, options).await
 }

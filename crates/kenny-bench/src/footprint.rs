@@ -11,7 +11,7 @@ use kenny_server::store::Store;
 use serde_json::json;
 
 use crate::harness::{provision, spawn_agent, start_server, status_kib, wait_online};
-use crate::mcp_client::Mcp;
+use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
 
 pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::Result<()> {
@@ -22,7 +22,7 @@ pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::
     let server = start_server(bin_dir, &data_dir, token).await?;
     let agent = spawn_agent(bin_dir, &server, &enrollment, &dir.path().join("agent"))?;
     let pid = agent.id().context("agent pid")?;
-    let mcp = Mcp::new(reqwest::Client::new(), &server.base, &server.token);
+    let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
     wait_online(&mcp, "bench-pc", Duration::from_secs(15)).await?;
 
     let binary = bin_dir.join("kenny-agent");

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::mcp_client::Mcp;
+use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
 
 /// A `kenny-server serve` child on 127.0.0.1, killed when dropped.
@@ -167,7 +167,7 @@ pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration, workload
     std::fs::write(&file, "sixteen bytes!!\n")?;
 
     let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
-    let probe = Mcp::new(http.clone(), &server.base, &server.token);
+    let probe = Mcp::with_client(http.clone(), &server.base, &server.token);
     wait_online(&probe, "bench-pc", Duration::from_secs(15)).await?;
     let args = workload.args(&file);
     let check = probe.call(workload.tool(), args.clone()).await?;
@@ -210,7 +210,7 @@ async fn run_level(
     let end = warmup_end + seconds;
     let mut tasks = Vec::new();
     for _ in 0..c {
-        let mcp = Mcp::new(http.clone(), &server.base, &server.token);
+        let mcp = Mcp::with_client(http.clone(), &server.base, &server.token);
         let args = args.clone();
         let errors = errors.clone();
         tasks.push(tokio::spawn(async move {

@@ -11,7 +11,6 @@
 mod fleet;
 mod footprint;
 mod harness;
-mod mcp_client;
 mod stats;
 
 use std::path::PathBuf;

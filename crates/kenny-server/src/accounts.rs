@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
 
+use crate::clock::Clock;
 use crate::principal::{Principal, Role};
 use crate::ratelimit::{Caller, SignInThrottle};
 use crate::secrets;
@@ -90,6 +91,7 @@ pub struct SignedIn {
 /// alone cannot be used to guess the code from many addresses.
 pub async fn login(
     store: &Arc<Store>,
+    clock: &Clock,
     throttle: &SignInThrottle,
     attempt: Attempt<'_>,
 ) -> Result<SignedIn, LoginError> {
@@ -116,7 +118,7 @@ pub async fn login(
         throttle
             .second_factor(account, now)
             .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
-        if !second_factor_ok(store, id, secret.expose(), code).await? {
+        if !second_factor_ok(store, clock, id, secret.expose(), code).await? {
             // Only a wrong code from someone who had the password counts against the
             // account's code guesses: a stranger's guesses must not lock the owner's
             // authenticator out. The password is checked either way and the answer is
@@ -148,7 +150,7 @@ pub async fn login(
         throttle
             .second_factor(account, now)
             .map_err(|wait| LoginError::SecondFactorThrottled { wait })?;
-        if !second_factor_ok(store, user.id, secret.expose(), code).await? {
+        if !second_factor_ok(store, clock, user.id, secret.expose(), code).await? {
             return Err(LoginError::SecondFactor);
         }
     }
@@ -156,7 +158,7 @@ pub async fn login(
         throttle.second_factor_succeeded(account);
     }
     throttle.succeeded(&caller, account, counted_account);
-    let issued = open_session(store, user.id, attempt.client).await?;
+    let issued = open_session(store, clock, user.id, attempt.client).await?;
     Ok(SignedIn {
         issued,
         user_id: user.id,
@@ -164,15 +166,20 @@ pub async fn login(
 }
 
 /// A TOTP code for a step not used before, or an unused recovery code.
-async fn second_factor_ok(store: &Arc<Store>, user_id: i64, secret: &str, code: &str) -> Result<bool, StoreError> {
-    let now = crate::clock::unix_secs();
+async fn second_factor_ok(
+    store: &Arc<Store>,
+    clock: &Clock,
+    user_id: i64,
+    secret: &str,
+    code: &str,
+) -> Result<bool, StoreError> {
+    let now = clock.unix_secs();
     if let Some(step) = crate::totp::matching_step(secret, code, now) {
         return store.blocking(move |s| s.advance_totp_step(user_id, step)).await;
     }
     let hash = crate::totp::recovery_hash(code);
-    store
-        .blocking(move |s| s.use_recovery_code(user_id, &hash, &crate::clock::now()))
-        .await
+    let now = clock.now();
+    store.blocking(move |s| s.use_recovery_code(user_id, &hash, &now)).await
 }
 
 /// A real hash to check unknown user names against, so they cost what a wrong password
@@ -189,10 +196,15 @@ async fn dummy_hash() -> String {
         .clone()
 }
 
-pub async fn open_session(store: &Arc<Store>, user_id: i64, client: ClientInfo) -> Result<Issued, LoginError> {
+pub async fn open_session(
+    store: &Arc<Store>,
+    clock: &Clock,
+    user_id: i64,
+    client: ClientInfo,
+) -> Result<Issued, LoginError> {
     let token = secrets::new_token(SESSION_PREFIX);
     let csrf_token = secrets::new_password();
-    let now = OffsetDateTime::now_utc();
+    let now = clock.now_utc();
     let expires_at = now + SESSION_LIFETIME;
     let (hash, csrf, created, expires) = (
         secrets::token_hash(&token),
@@ -221,12 +233,12 @@ pub async fn open_session(store: &Arc<Store>, user_id: i64, client: ClientInfo) 
 }
 
 /// The principal and CSRF token behind a session cookie, if it is live.
-pub async fn session(store: &Arc<Store>, token: &str) -> Option<(Principal, String)> {
+pub async fn session(store: &Arc<Store>, clock: &Clock, token: &str) -> Option<(Principal, String)> {
     if !token.starts_with(SESSION_PREFIX) {
         return None;
     }
     let hash = secrets::token_hash(token);
-    let now = crate::clock::now();
+    let now = clock.now();
     store
         .blocking(move |s| s.session_principal(&hash, &now))
         .await
@@ -274,28 +286,30 @@ mod tests {
             client_key: "ip:127.0.0.1".into(),
             device: &no_device,
         };
-        let issued = login(&store, &throttle, attempt("correct horse", "root"))
+        let issued = login(&store, &Clock::system(), &throttle, attempt("correct horse", "root"))
             .await
             .unwrap()
             .issued;
-        let (who, csrf) = session(&store, &issued.token).await.expect("live session");
+        let (who, csrf) = session(&store, &Clock::system(), &issued.token)
+            .await
+            .expect("live session");
         assert_eq!((who.username.as_str(), who.role), ("root", Role::Superuser));
         assert_eq!(csrf, issued.csrf_token);
         assert!(matches!(
-            login(&store, &throttle, attempt("wrong", "root")).await,
+            login(&store, &Clock::system(), &throttle, attempt("wrong", "root")).await,
             Err(LoginError::BadCredentials)
         ));
         assert!(matches!(
-            login(&store, &throttle, attempt("x", "nobody")).await,
+            login(&store, &Clock::system(), &throttle, attempt("x", "nobody")).await,
             Err(LoginError::BadCredentials)
         ));
-        assert!(session(&store, "kenny_ses_forged").await.is_none());
-        assert!(session(&store, "kenny_pat_wrongkind").await.is_none());
+        assert!(session(&store, &Clock::system(), "kenny_ses_forged").await.is_none());
+        assert!(session(&store, &Clock::system(), "kenny_pat_wrongkind").await.is_none());
 
         let id: i64 = who.credential_id.parse().unwrap();
         assert!(store.revoke_session(id, &crate::clock::now()).unwrap());
         assert!(
-            session(&store, &issued.token).await.is_none(),
+            session(&store, &Clock::system(), &issued.token).await.is_none(),
             "revoked sessions are dead"
         );
     }
@@ -332,7 +346,7 @@ mod tests {
             client_key,
             device: &no_device,
         };
-        login(store, throttle, attempt).await
+        login(store, &Clock::system(), throttle, attempt).await
     }
 
     #[tokio::test]

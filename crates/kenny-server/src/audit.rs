@@ -137,7 +137,12 @@ const PRUNE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Deletes audit rows older than `retention` at start-up and then every hour, in small
 /// batches, until `shutdown`.
-pub async fn prune_loop(store: Arc<Store>, retention: Duration, shutdown: CancellationToken) {
+pub async fn prune_loop(
+    store: Arc<Store>,
+    clock: crate::clock::Clock,
+    retention: Duration,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(PRUNE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -145,7 +150,7 @@ pub async fn prune_loop(store: Arc<Store>, retention: Duration, shutdown: Cancel
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
         }
-        let cutoff = crate::clock::format(time::OffsetDateTime::now_utc() - retention);
+        let cutoff = crate::clock::format(clock.now_utc() - retention);
         let mut pruned = 0usize;
         loop {
             let at = cutoff.clone();

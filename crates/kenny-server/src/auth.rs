@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use axum::http::{HeaderMap, header};
 
 use crate::audit::AuditLog;
+use crate::clock::Clock;
 use crate::principal::{CredentialKind, Principal};
 use crate::secrets;
 use crate::store::Store;
@@ -26,15 +27,17 @@ pub struct Authenticator {
     resource: String,
     cache: RwLock<HashMap<String, (Principal, Instant)>>,
     touched: Mutex<HashMap<i64, String>>,
+    clock: Clock,
 }
 
 impl Authenticator {
-    pub fn new(store: Arc<Store>, resource: String) -> Self {
+    pub fn new(store: Arc<Store>, resource: String, clock: Clock) -> Self {
         Authenticator {
             store,
             resource,
             cache: RwLock::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
+            clock,
         }
     }
 
@@ -70,7 +73,7 @@ impl Authenticator {
             self.touched
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(id, crate::clock::now());
+                .insert(id, self.clock.now());
         }
         Some(principal)
     }
@@ -78,7 +81,7 @@ impl Authenticator {
     /// OAuth access tokens are looked up every time (no cache): they expire and are
     /// revoked by grant, and either must take effect at once.
     async fn oauth_principal(&self, token: &str) -> Option<Principal> {
-        let (hash, resource, now) = (secrets::token_hash(token), self.resource.clone(), crate::clock::now());
+        let (hash, resource, now) = (secrets::token_hash(token), self.resource.clone(), self.clock.now());
         self.store
             .blocking(move |s| s.oauth_principal(&hash, &resource, &now))
             .await

@@ -2,24 +2,56 @@
 //! fractional digits, so that stored timestamps order correctly as plain strings (expiry
 //! checks in SQL compare them that way).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
 use time::OffsetDateTime;
 use time::macros::format_description;
 
+/// The server's clock: the system's, moved forward by however much [`Clock::advance`]
+/// was asked to. Everything in the server that decides by time (token and session
+/// expiry, OAuth codes, audit retention, the chat's daily limit) reads this clock from
+/// the state, so a test can move time on instead of sleeping through it.
+#[derive(Clone, Debug, Default)]
+pub struct Clock {
+    skipped_ms: Arc<AtomicI64>,
+}
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock::default()
+    }
+
+    pub fn now_utc(&self) -> OffsetDateTime {
+        OffsetDateTime::now_utc() + time::Duration::milliseconds(self.skipped_ms.load(Ordering::Relaxed))
+    }
+
+    /// Now, as stored and shown (see [`format`]).
+    pub fn now(&self) -> String {
+        format(self.now_utc())
+    }
+
+    /// Today's date in UTC, `YYYY-MM-DD`.
+    pub fn today(&self) -> String {
+        self.now().chars().take(10).collect()
+    }
+
+    /// Seconds since the Unix epoch (0 before it).
+    pub fn unix_secs(&self) -> u64 {
+        u64::try_from(self.now_utc().unix_timestamp()).unwrap_or(0)
+    }
+
+    /// Moves this clock (and every copy of it) forward by `by`: what a test does
+    /// instead of waiting for something to expire.
+    pub fn advance(&self, by: std::time::Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.skipped_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+}
+
+/// Now on the system clock, for what runs outside a server (the admin CLI).
 pub fn now() -> String {
-    format(OffsetDateTime::now_utc())
-}
-
-/// Today's date in UTC, `YYYY-MM-DD` (the first ten characters of [`now`]).
-pub fn today() -> String {
-    now().chars().take(10).collect()
-}
-
-/// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    Clock::system().now()
 }
 
 pub fn format(t: OffsetDateTime) -> String {
@@ -34,6 +66,16 @@ pub fn format(t: OffsetDateTime) -> String {
 mod tests {
     use super::*;
     use time::Duration;
+
+    #[test]
+    fn an_advanced_clock_is_ahead_for_every_copy() {
+        let clock = Clock::system();
+        let copy = clock.clone();
+        let before = copy.unix_secs();
+        clock.advance(std::time::Duration::from_secs(3600));
+        assert!(copy.unix_secs() >= before + 3600);
+        assert!(copy.now() > Clock::system().now());
+    }
 
     #[test]
     fn fixed_width_so_strings_order_like_times() {

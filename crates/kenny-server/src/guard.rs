@@ -7,6 +7,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::api::ApiError;
 use crate::state::AppState;
 
 pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
@@ -41,11 +42,7 @@ pub fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
             "authentication required: send Authorization: Bearer <token> (OAuth, or a personal access token)",
         )
     };
-    let mut response = (
-        StatusCode::UNAUTHORIZED,
-        axum::Json(serde_json::json!({"error": {"code": "unauthorized", "message": message}})),
-    )
-        .into_response();
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
     if let Ok(value) = HeaderValue::from_str(&challenge) {
         response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
     }
@@ -79,13 +76,7 @@ pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Req
         "this server does not answer for host {host:?}; start kenny-server with --public-url set to the URL clients use (allowed now: {})",
         allowed.join(", ")
     );
-    closing(
-        (
-            StatusCode::FORBIDDEN,
-            axum::Json(serde_json::json!({"error": {"code": "forbidden_host", "message": message}})),
-        )
-            .into_response(),
-    )
+    closing(ApiError::new(StatusCode::FORBIDDEN, "forbidden_host", message).into_response())
 }
 
 /// `/api`: a bearer token, or a dashboard session cookie. Cookie-authenticated requests
@@ -110,11 +101,12 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
         .unwrap_or("");
     if changes_state && !crate::secrets::constant_time_eq(&csrf, header_token) {
         return closing(
-            (
+            ApiError::new(
                 StatusCode::FORBIDDEN,
-                axum::Json(serde_json::json!({"error": {"code": "csrf", "message": "missing or wrong X-CSRF-Token header for a signed-in request; reload the page"}})),
+                "csrf",
+                "missing or wrong X-CSRF-Token header for a signed-in request; reload the page",
             )
-                .into_response(),
+            .into_response(),
         );
     }
     let mut principal = principal;

@@ -240,7 +240,7 @@ impl Registry {
 }
 
 pub fn unix_now() -> i64 {
-    crate::clock::unix_secs() as i64
+    crate::clock::Clock::system().unix_secs() as i64
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::{ArgsDigest, AuditLog};
 use crate::auth::Authenticator;
+use crate::clock::Clock;
 use crate::config::ServeConfig;
 use crate::forward::Forwarder;
 use crate::guard::{require_bearer, require_known_host, require_principal};
@@ -44,6 +45,16 @@ impl RunningServer {
 
 /// Opens storage, binds the listener and starts serving until `shutdown` fires.
 pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::Result<RunningServer> {
+    start_with_clock(config, shutdown, Clock::system()).await
+}
+
+/// [`start`] on a given clock: a test moves it forward to see tokens, sessions and
+/// codes expire without waiting.
+pub async fn start_with_clock(
+    config: ServeConfig,
+    shutdown: CancellationToken,
+    clock: Clock,
+) -> anyhow::Result<RunningServer> {
     let data_dir = config.data_dir.clone();
     let store = tokio::task::spawn_blocking(move || Store::open(&data_dir))
         .await?
@@ -59,7 +70,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
         );
     }
     let unfinished = store
-        .end_unfinished_chat_calls(&crate::clock::now())
+        .end_unfinished_chat_calls(&clock.now())
         .context("closing chat calls that were running when the server stopped")?;
     if unfinished > 0 {
         tracing::warn!(
@@ -104,7 +115,8 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             config.call_timeout,
             updates,
         ),
-        auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url)),
+        auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url), clock.clone()),
+        clock,
         oauth: config.oauth,
         client_documents: Default::default(),
         base_url,
@@ -133,6 +145,7 @@ pub async fn start(config: ServeConfig, shutdown: CancellationToken) -> anyhow::
             );
             tokio::spawn(crate::audit::prune_loop(
                 state.store.clone(),
+                state.clock.clone(),
                 retention,
                 shutdown.clone(),
             ));

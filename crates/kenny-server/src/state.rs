@@ -28,6 +28,8 @@ pub struct AppState {
     pub policy: crate::policy::PolicyBook,
     pub forwarder: Forwarder,
     pub auth: Authenticator,
+    /// What time it is for every decision by time; see [`crate::clock::Clock`].
+    pub clock: crate::clock::Clock,
     pub audit: AuditLog,
     pub server_key: SigningKey,
     /// Fires when the server shuts down; every agent session watches it.

@@ -2,23 +2,18 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
-use crate::principal::Principal;
+use super::{ApiError, BodyShape, JsonBody, SignedIn, Superuser};
 use crate::state::AppState;
 use crate::tunnel::handshake::check_token;
 use kenny_proto::agent_id::{AGENT_ID_RULE, is_valid as valid_agent_id};
 
-pub async fn list(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let agents = crate::fleet::list(&state, &who).await?;
     Ok(Json(json!({ "agents": agents })))
 }
@@ -29,22 +24,18 @@ pub struct NewAgent {
     agent_id: String,
 }
 
+impl BodyShape for NewAgent {
+    const SHAPE: &'static str = r#"{"agent_id": "..."}"#;
+}
+
 /// `POST /api/agents` (superusers): registers an agent as `kenny-server agent add` does
 /// and answers with its enrollment values and the command that installs it on the PC.
 /// The token is in this response and nowhere else.
 pub async fn create(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    body: Result<Json<NewAgent>, axum::extract::rejection::JsonRejection>,
+    Superuser(who): Superuser,
+    JsonBody(body): JsonBody<NewAgent>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    if who.role != crate::principal::Role::Superuser {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "only superusers add agents",
-        ));
-    }
-    let Json(body) = body.map_err(|e| ApiError::bad_request(format!("body must be {{\"agent_id\": \"...\"}}: {e}")))?;
     let store = state.store.clone();
     let data_dir = state.config.data_dir.clone();
     let id = body.agent_id.trim().to_owned();
@@ -72,7 +63,7 @@ pub async fn create(
 /// then every `--telemetry-interval-secs`).
 pub async fn telemetry(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     // Out of scope and unknown look the same, so a `user` learns nothing about other hosts.
@@ -111,12 +102,16 @@ pub struct EnrollBody {
     public_key: String,
 }
 
+impl BodyShape for EnrollBody {
+    const SHAPE: &'static str = r#"{"public_key": "<base64>"}"#;
+}
+
 /// The agent proves it holds the enrollment token and registers its Ed25519 key.
 pub async fn enroll(
     State(state): State<Arc<AppState>>,
     Path(agent_id): Path<String>,
     headers: HeaderMap,
-    body: Result<Json<EnrollBody>, axum::extract::rejection::JsonRejection>,
+    body: Result<JsonBody<EnrollBody>, ApiError>,
 ) -> Result<Json<Value>, ApiError> {
     let unauthorized = || {
         ApiError::new(
@@ -129,8 +124,7 @@ pub async fn enroll(
         return Err(ApiError::bad_request(format!("agent id must be {AGENT_ID_RULE}")));
     }
     let token = crate::auth::bearer(&headers).ok_or_else(unauthorized)?.to_owned();
-    let Json(body) =
-        body.map_err(|e| ApiError::bad_request(format!("body must be {{\"public_key\": \"<base64>\"}}: {e}")))?;
+    let JsonBody(body) = body?;
     kenny_proto::auth::parse_public_key(&body.public_key)
         .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
 
@@ -139,9 +133,10 @@ pub async fn enroll(
     check_token(hash.as_deref(), &token).map_err(|_| unauthorized())?;
 
     let id = agent_id.clone();
+    let now = state.clock.now();
     state
         .store
-        .blocking(move |s| s.enroll_agent(&id, &body.public_key, &crate::clock::now()))
+        .blocking(move |s| s.enroll_agent(&id, &body.public_key, &now))
         .await?;
     tracing::info!(agent = %agent_id, "agent enrolled its key");
     Ok(Json(json!({ "agent_id": agent_id, "enrolled": true })))

@@ -3,14 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
-use crate::principal::{Principal, Role};
+use super::{ApiError, SignedIn};
+use crate::principal::Role;
 use crate::state::AppState;
 use crate::store::AuditFilter;
 
@@ -30,7 +29,7 @@ pub struct Params {
 
 pub async fn list(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Query(p): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
     let limit = p.limit.unwrap_or(100);

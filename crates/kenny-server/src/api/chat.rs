@@ -5,9 +5,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -17,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::ApiError;
+use super::{ApiError, BodyShape, JsonBody, SignedIn};
 use crate::chat::{ChatEvent, NO_KEY_MESSAGE, engine};
 use crate::principal::Principal;
 use crate::state::AppState;
@@ -26,20 +24,17 @@ use crate::store::{ChatCall, ChatSession, call_status};
 const MAX_MESSAGE_CHARS: usize = 20_000;
 const NEW_TITLE: &str = "New conversation";
 
-pub async fn status(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn status(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let settings = &state.chat.settings;
     let enabled = settings.api_key.is_some();
-    let (user, day) = (who.user_id, crate::clock::today());
+    let (user, day) = (who.user_id, state.clock.today());
     let used = state.store.blocking(move |s| s.chat_usage(user, &day)).await?;
     Ok(Json(json!({
         "enabled": enabled,
         "model": enabled.then(|| settings.model.clone()),
         "message": (!enabled).then_some(NO_KEY_MESSAGE),
         "usage": {
-            "day": crate::clock::today(),
+            "day": state.clock.today(),
             "tokens": used.tokens(),
             "turns": used.turns,
             "daily_limit": (settings.daily_tokens_per_user > 0).then_some(settings.daily_tokens_per_user),
@@ -47,10 +42,7 @@ pub async fn status(
     })))
 }
 
-pub async fn list(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let user = who.user_id;
     let sessions = state.store.blocking(move |s| s.chat_sessions(user)).await?;
     Ok(Json(json!({ "sessions": sessions })))
@@ -62,17 +54,19 @@ pub struct NewSession {
     selected_agent: Option<String>,
 }
 
+impl BodyShape for NewSession {
+    const SHAPE: &'static str = r#"{"selected_agent"?: "<agent id>"}"#;
+}
+
 pub async fn create(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    body: Result<Json<NewSession>, JsonRejection>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<NewSession>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let Json(body) =
-        body.map_err(|e| ApiError::bad_request(format!("body must be {{\"selected_agent\"?: \"<agent id>\"}}: {e}")))?;
     if let Some(agent) = &body.selected_agent {
         check_selectable(&state, &who, agent).await?;
     }
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let session = ChatSession {
         id: uuid::Uuid::new_v4().to_string(),
         user_id: who.user_id,
@@ -88,7 +82,7 @@ pub async fn create(
 
 pub async fn show(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let session = own_session(&state, &who, &id).await?;
@@ -102,7 +96,7 @@ pub async fn show(
 
 pub async fn delete(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     // Whose it is comes first: someone else's conversation is "not found" whether or not
@@ -123,21 +117,23 @@ pub struct Selection {
     agent_id: Option<String>,
 }
 
+impl BodyShape for Selection {
+    const SHAPE: &'static str = r#"{"agent_id": "<agent id>" or null}"#;
+}
+
 /// Changes which PC the conversation works on from now on. Calls already proposed
 /// (held ones included) keep the target they were frozen with.
 pub async fn select(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(id): Path<String>,
-    body: Result<Json<Selection>, JsonRejection>,
+    JsonBody(body): JsonBody<Selection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Json(body) =
-        body.map_err(|e| ApiError::bad_request(format!("body must be {{\"agent_id\": \"<agent id>\" or null}}: {e}")))?;
     let session = own_session(&state, &who, &id).await?;
     if let Some(agent) = &body.agent_id {
         check_selectable(&state, &who, agent).await?;
     }
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let (sid, title, agent) = (session.id.clone(), session.title.clone(), body.agent_id.clone());
     state
         .store
@@ -152,13 +148,16 @@ pub struct UserText {
     text: String,
 }
 
+impl BodyShape for UserText {
+    const SHAPE: &'static str = r#"{"text": "..."}"#;
+}
+
 pub async fn message(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(id): Path<String>,
-    body: Result<Json<UserText>, JsonRejection>,
+    JsonBody(body): JsonBody<UserText>,
 ) -> Result<Response, ApiError> {
-    let Json(body) = body.map_err(|e| ApiError::bad_request(format!("body must be {{\"text\": \"...\"}}: {e}")))?;
     let text = body.text.trim().to_owned();
     if text.is_empty() || text.chars().count() > MAX_MESSAGE_CHARS {
         return Err(ApiError::bad_request(format!(
@@ -189,7 +188,7 @@ pub async fn message(
     }
     if session.title == NEW_TITLE {
         let title: String = text.chars().take(60).collect();
-        let (sid, agent, now) = (session.id.clone(), session.selected_agent.clone(), crate::clock::now());
+        let (sid, agent, now) = (session.id.clone(), session.selected_agent.clone(), state.clock.now());
         state
             .store
             .blocking(move |s| s.update_chat_session(&sid, &title, agent.as_deref(), &now))
@@ -204,7 +203,7 @@ pub async fn message(
 /// `approve` or `deny` a held call.
 pub async fn decide(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path((call_id, decision)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let approve = match decision.as_str() {

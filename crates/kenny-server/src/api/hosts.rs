@@ -8,7 +8,6 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -18,7 +17,7 @@ use kenny_proto::AgentId;
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
 
-use super::ApiError;
+use super::{ApiError, SignedIn};
 use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::AppState;
@@ -123,7 +122,7 @@ async fn known_host(
 /// `GET /api/agent/{id}`: what the server knows about one host.
 pub async fn facts(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = known_host(&state, &who, &agent_id, FACTS_TOOL).await?;
@@ -150,7 +149,7 @@ pub async fn facts(
 /// snapshot and returns it.
 pub async fn refresh(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let tool = "telemetry_collect";
@@ -199,7 +198,7 @@ fn png_of(result: &Value) -> Result<Vec<u8>, ApiError> {
 /// latest screenshot; answers with its metadata.
 pub async fn capture(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let result = run(&state, &who, &agent_id, "screen_capture").await?;
@@ -210,7 +209,7 @@ pub async fn capture(
         width: dimension("width"),
         height: dimension("height"),
         bytes: png.len() as i64,
-        taken_at: crate::clock::now(),
+        taken_at: state.clock.now(),
         taken_by: who.username.clone(),
     };
     let stored = meta.clone();
@@ -225,7 +224,7 @@ pub async fn capture(
 /// it and when in `X-Kenny-Taken-By` / `X-Kenny-Taken-At`.
 pub async fn screenshot(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let none = || {
@@ -257,7 +256,7 @@ pub async fn screenshot(
 /// `POST /api/agent/{id}/remotehelp`: starts remote help (Quick Assist) on the host.
 pub async fn remote_help(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let result = run(&state, &who, &agent_id, "remotehelp_start").await?;
@@ -269,7 +268,7 @@ pub async fn remote_help(
 /// `version` and `allow_downgrade`; empty means the newest build the server has.
 pub async fn update(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -299,7 +298,7 @@ pub async fn update(
 /// `GET /api/agents/{id}/updates`: how the agent's updates ended, newest first.
 pub async fn updates(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;

@@ -3,22 +3,18 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
+use super::{ApiError, BodyShape, JsonBody, SignedIn};
 use crate::principal::{CredentialKind, Principal};
 use crate::ratelimit::Caller;
 use crate::state::AppState;
 
-pub async fn show(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn show(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let user = state.store.blocking(move |s| s.user(id)).await?;
     Ok(Json(json!({ "user": user, "credential_kind": who.credential_kind })))
@@ -59,21 +55,26 @@ pub struct PasswordChange {
     revoke_tokens: bool,
 }
 
+impl BodyShape for PasswordChange {
+    const SHAPE: &'static str = r#"{"current_password": "...", "new_password": "...", "revoke_tokens"?: true}"#;
+}
+
 /// Changes one's own password, from a signed-in dashboard session only, with the
 /// current password checked under the sign-in throttle. Every other session of the
 /// user and every OAuth grant end; with `revoke_tokens`, every personal access token
 /// too.
 pub async fn change_password(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<PasswordChange>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<PasswordChange>,
 ) -> Result<StatusCode, ApiError> {
     check_own_password(&state, &who, body.current_password).await?;
     let new_hash = hash_new_password(body.new_password).await?;
     let (id, keep, revoke) = (who.user_id, current_session(&who), body.revoke_tokens);
+    let now = state.clock.now();
     let revoked = state
         .store
-        .blocking(move |s| s.set_password(id, &new_hash, keep, revoke, &crate::clock::now()))
+        .blocking(move |s| s.set_password(id, &new_hash, keep, revoke, &now))
         .await?;
     if revoked > 0 {
         state.auth.forget_cached();
@@ -82,15 +83,10 @@ pub async fn change_password(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn sessions(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn sessions(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let list = state
-        .store
-        .blocking(move |s| s.user_sessions(id, &crate::clock::now()))
-        .await?;
+    let now = state.clock.now();
+    let list = state.store.blocking(move |s| s.user_sessions(id, &now)).await?;
     let current = current_session(&who);
     let list: Vec<Value> = list
         .into_iter()
@@ -106,13 +102,14 @@ pub async fn sessions(
 
 pub async fn revoke_session(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(session_id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
+    let now = state.clock.now();
     let done = state
         .store
-        .blocking(move |s| s.revoke_user_session(id, session_id, &crate::clock::now()))
+        .blocking(move |s| s.revoke_user_session(id, session_id, &now))
         .await?;
     if done {
         Ok(StatusCode::NO_CONTENT)
@@ -125,10 +122,7 @@ pub async fn revoke_session(
     }
 }
 
-pub async fn tokens(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn tokens(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let list = state.store.blocking(move |s| s.user_tokens(id)).await?;
     Ok(Json(json!({ "tokens": list })))
@@ -142,6 +136,10 @@ pub struct NewToken {
     password: Option<String>,
 }
 
+impl BodyShape for NewToken {
+    const SHAPE: &'static str = r#"{"label"?: "...", "password": "..."}"#;
+}
+
 /// Mints a personal access token; the token is in this response and nowhere else.
 /// Only a signed-in person mints tokens: a token cannot mint more of itself, so a
 /// leaked one can be revoked and stays revoked. The password is asked again, under the
@@ -149,8 +147,8 @@ pub struct NewToken {
 /// stolen must not be turned into a lasting credential.
 pub async fn create_token(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<NewToken>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<NewToken>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     session_only(
         &who,
@@ -180,13 +178,14 @@ pub async fn create_token(
 
 pub async fn revoke_token(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(token_id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
+    let now = state.clock.now();
     let done = state
         .store
-        .blocking(move |s| s.revoke_token(id, token_id, &crate::clock::now()))
+        .blocking(move |s| s.revoke_token(id, token_id, &now))
         .await?;
     if !done {
         return Err(ApiError::new(
@@ -200,29 +199,25 @@ pub async fn revoke_token(
 }
 
 /// The apps (OAuth clients) the user has let act as them, with live grants.
-pub async fn grants(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
+pub async fn grants(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let list = state
-        .store
-        .blocking(move |s| s.user_grants(id, &crate::clock::now()))
-        .await?;
+    let now = state.clock.now();
+    let list = state.store.blocking(move |s| s.user_grants(id, &now)).await?;
     Ok(Json(json!({ "grants": list })))
 }
 
 /// Ends one of the user's own grants: its access and refresh tokens stop at once.
 pub async fn revoke_grant(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    SignedIn(who): SignedIn,
     Path(grant_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
     let gid = grant_id.clone();
+    let now = state.clock.now();
     let done = state
         .store
-        .blocking(move |s| s.revoke_user_grant(id, &gid, &crate::clock::now()))
+        .blocking(move |s| s.revoke_user_grant(id, &gid, &now))
         .await?;
     if done {
         tracing::info!(user = %who.username, grant = %grant_id, "OAuth grant revoked by its owner");
@@ -242,13 +237,17 @@ pub struct TotpStart {
     password: String,
 }
 
+impl BodyShape for TotpStart {
+    const SHAPE: &'static str = r#"{"password": "..."}"#;
+}
+
 /// Starts TOTP set-up: a new secret (not active until confirmed with a code). Needs the
 /// password, and TOTP must be off: replacing a second factor goes through turning it
 /// off, which needs the password too.
 pub async fn totp_start(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<TotpStart>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<TotpStart>,
 ) -> Result<Json<Value>, ApiError> {
     check_own_password(&state, &who, body.password).await?;
     let id = who.user_id;
@@ -283,11 +282,15 @@ pub struct TotpConfirm {
     code: String,
 }
 
+impl BodyShape for TotpConfirm {
+    const SHAPE: &'static str = r#"{"code": "123456"}"#;
+}
+
 /// Turns TOTP on once the app shows a valid code; returns recovery codes, once.
 pub async fn totp_confirm(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<TotpConfirm>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<TotpConfirm>,
 ) -> Result<Json<Value>, ApiError> {
     session_only(&who, "sign in to the dashboard to turn on TOTP")?;
     let id = who.user_id;
@@ -299,7 +302,7 @@ pub async fn totp_confirm(
             "start TOTP set-up first (POST /api/me/totp)",
         )
     })?;
-    let now = crate::clock::unix_secs();
+    let now = state.clock.unix_secs();
     let step = crate::totp::matching_step(&pending, &body.code, now).ok_or_else(|| {
         ApiError::bad_request("that code does not match; check the app's clock and try the current code")
     })?;
@@ -318,11 +321,15 @@ pub struct TotpDisable {
     password: String,
 }
 
+impl BodyShape for TotpDisable {
+    const SHAPE: &'static str = r#"{"password": "..."}"#;
+}
+
 /// Turns TOTP off; needs the account's password.
 pub async fn totp_disable(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<TotpDisable>,
+    SignedIn(who): SignedIn,
+    JsonBody(body): JsonBody<TotpDisable>,
 ) -> Result<StatusCode, ApiError> {
     check_own_password(&state, &who, body.password).await?;
     let id = who.user_id;

@@ -5,6 +5,7 @@ mod audit;
 pub mod audited;
 mod chat;
 mod error;
+mod extract;
 mod hosts;
 mod me;
 mod policy;
@@ -18,6 +19,7 @@ use axum::routing::{delete, get, post, put};
 use crate::state::AppState;
 
 pub use error::ApiError;
+pub use extract::{BodyShape, JsonBody, SignedIn, Superuser};
 pub use hosts::call_error;
 
 /// Routes that need a principal (mounted behind `guard::require_principal`).

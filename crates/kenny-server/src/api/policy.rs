@@ -4,18 +4,15 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::State;
-use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use kenny_proto::frame::PolicyRule;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
-use crate::policy::{Current, SCOPES, push_to_all, validate};
-use crate::principal::{Principal, Role};
+use super::{ApiError, BodyShape, JsonBody, Superuser};
+use crate::policy::{Current, push_to_all, validate};
 use crate::state::AppState;
 use crate::store::StoredPolicy;
 
@@ -25,28 +22,20 @@ pub struct PolicyBody {
     rules: Vec<PolicyRule>,
 }
 
+impl BodyShape for PolicyBody {
+    const SHAPE: &'static str =
+        r#"{"rules": [{"id", "applies_to" (shell|powershell|command|path|any), "pattern", "reason"}]}"#;
+}
+
 pub async fn show(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(render(&state.policy.current(), None))
 }
 
 pub async fn replace(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    body: Result<Json<PolicyBody>, JsonRejection>,
+    Superuser(who): Superuser,
+    JsonBody(body): JsonBody<PolicyBody>,
 ) -> Result<Json<Value>, ApiError> {
-    if who.role != Role::Superuser {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "only superusers change the operator policy",
-        ));
-    }
-    let Json(body) = body.map_err(|e| {
-        ApiError::bad_request(format!(
-            "body must be {{\"rules\": [{{\"id\", \"applies_to\" ({}), \"pattern\", \"reason\"}}]}}: {e}",
-            SCOPES.join("|")
-        ))
-    })?;
     let policy = validate(body.rules).map_err(|e| ApiError::bad_request(format!("policy not changed: {e}")))?;
     let stored = StoredPolicy {
         rules_json: serde_json::to_string(&policy.rules).map_err(|e| {
@@ -57,7 +46,7 @@ pub async fn replace(
             )
         })?,
         updated_by: who.username.clone(),
-        updated_at: crate::clock::now(),
+        updated_at: state.clock.now(),
     };
     let saved = stored.clone();
     state.store.blocking(move |s| s.save_operator_policy(&saved)).await?;

@@ -2,50 +2,32 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::ApiError;
-use crate::principal::{Principal, Role};
+use super::{ApiError, BodyShape, JsonBody, Superuser};
+use crate::principal::Role;
 use crate::state::AppState;
 use crate::store::UserPatch;
-
-fn superuser_only(who: &Principal) -> Result<(), ApiError> {
-    if who.role == Role::Superuser {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "only superusers manage accounts",
-        ))
-    }
-}
 
 fn parse_role(role: &str) -> Result<Role, ApiError> {
     Role::parse(role)
         .ok_or_else(|| ApiError::bad_request(format!("unknown role {role:?}: use superuser, operator or user")))
 }
 
-pub async fn list(
-    State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-) -> Result<Json<Value>, ApiError> {
-    superuser_only(&who)?;
+pub async fn list(State(state): State<Arc<AppState>>, _: Superuser) -> Result<Json<Value>, ApiError> {
     let users = state.store.blocking(|s| s.users()).await?;
     Ok(Json(json!({ "users": users })))
 }
 
 pub async fn get_one(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    _: Superuser,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    superuser_only(&who)?;
     let user = state.store.blocking(move |s| s.user(id)).await?;
     let user =
         user.ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no user with id {id}")))?;
@@ -63,12 +45,16 @@ pub struct NewUser {
     hosts: Vec<String>,
 }
 
+impl BodyShape for NewUser {
+    const SHAPE: &'static str =
+        r#"{"username": "...", "role": "superuser|operator|user", "password"?: "...", "hosts"?: ["<agent id>"]}"#;
+}
+
 pub async fn create(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
-    Json(body): Json<NewUser>,
+    _: Superuser,
+    JsonBody(body): JsonBody<NewUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    superuser_only(&who)?;
     let role = parse_role(&body.role)?;
     let generated = body.password.is_none().then(crate::secrets::new_password);
     let password = body.password.or(generated.clone()).unwrap_or_default();
@@ -76,9 +62,10 @@ pub async fn create(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let hash = super::me::hash_new_password(password).await?;
     let (name, hosts) = (body.username, body.hosts);
+    let now = state.clock.now();
     let id = state
         .store
-        .blocking(move |s| s.create_user(&name, &hash, role, &hosts, &crate::clock::now()))
+        .blocking(move |s| s.create_user(&name, &hash, role, &hosts, &now))
         .await?;
     let user = state.store.blocking(move |s| s.user(id)).await?;
     Ok((
@@ -100,15 +87,19 @@ pub struct Patch {
     revoke_tokens: bool,
 }
 
+impl BodyShape for Patch {
+    const SHAPE: &'static str =
+        r#"{"role"?: "...", "disabled"?: true, "hosts"?: ["<agent id>"], "revoke_tokens"?: true}"#;
+}
+
 /// Changes a user. Disabling ends its sessions and OAuth grants at once; its tokens stop
 /// working while it is disabled, and with `revoke_tokens` are revoked for good.
 pub async fn update(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    _: Superuser,
     Path(id): Path<i64>,
-    Json(body): Json<Patch>,
+    JsonBody(body): JsonBody<Patch>,
 ) -> Result<Json<Value>, ApiError> {
-    superuser_only(&who)?;
     if let Some(bad) = body
         .hosts
         .iter()
@@ -123,11 +114,11 @@ pub async fn update(
         hosts: body.hosts,
     };
     let revoke = body.revoke_tokens;
+    let now = state.clock.now();
     let (user, revoked) = state
         .store
         .blocking(move |s| {
             let user = s.update_user(id, &patch)?;
-            let now = crate::clock::now();
             let revoked = if user.disabled {
                 s.end_sessions(id, revoke, &now)?
             } else if revoke {
@@ -147,10 +138,9 @@ pub async fn update(
 
 pub async fn delete(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    _: Superuser,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    superuser_only(&who)?;
     state.store.blocking(move |s| s.delete_user(id)).await?;
     state.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
@@ -166,22 +156,26 @@ pub struct PasswordReset {
     revoke_tokens: bool,
 }
 
+impl BodyShape for PasswordReset {
+    const SHAPE: &'static str = r#"{"password"?: "...", "revoke_tokens"?: true}"#;
+}
+
 /// Sets a new password for a user: every session and OAuth grant of theirs ends, and
 /// with `revoke_tokens` every personal access token too.
 pub async fn reset_password(
     State(state): State<Arc<AppState>>,
-    Extension(who): Extension<Principal>,
+    _: Superuser,
     Path(id): Path<i64>,
-    Json(body): Json<PasswordReset>,
+    JsonBody(body): JsonBody<PasswordReset>,
 ) -> Result<Json<Value>, ApiError> {
-    superuser_only(&who)?;
     let generated = body.password.is_none().then(crate::secrets::new_password);
     let password = body.password.or(generated.clone()).unwrap_or_default();
     let hash = super::me::hash_new_password(password).await?;
     let revoke = body.revoke_tokens;
+    let now = state.clock.now();
     let revoked = state
         .store
-        .blocking(move |s| s.set_password(id, &hash, None, revoke, &crate::clock::now()))
+        .blocking(move |s| s.set_password(id, &hash, None, revoke, &now))
         .await?;
     if revoked > 0 {
         state.auth.forget_cached();

@@ -43,7 +43,7 @@ pub async fn user_message(
 ) {
     let content = json!([{"type": "text", "text": text}]);
     let id = session.id.clone();
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let stored = state
         .store
         .blocking(move |s| s.append_chat_message(&id, "user", &content, &now))
@@ -64,7 +64,7 @@ pub async fn decide(
     approve: bool,
     events: &Events,
 ) {
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let by = who.username.clone();
     let id = call.id.clone();
     let (to, result) = if approve {
@@ -163,7 +163,7 @@ async fn step_until_blocked(
                 })
                 .collect();
             let id = session.id.clone();
-            let now = crate::clock::now();
+            let now = state.clock.now();
             state
                 .store
                 .blocking(move |s| s.append_chat_message(&id, "user", &Value::Array(results), &now))
@@ -217,7 +217,7 @@ async fn step_until_blocked(
         let turn = turn.map_err(EngineError::Model)?;
         let content = Value::Array(turn.content.clone());
         let id = session.id.clone();
-        let now = crate::clock::now();
+        let now = state.clock.now();
         let message_id = state
             .store
             .blocking(move |s| s.append_chat_message(&id, "assistant", &content, &now))
@@ -261,7 +261,7 @@ async fn propose(
         status: call_status::RUNNING.into(),
         result: None,
         is_error: false,
-        created_at: crate::clock::now(),
+        created_at: state.clock.now(),
         decided_by: None,
         decided_at: None,
         hold_reason: None,
@@ -453,7 +453,7 @@ async fn reserve_turn(
         return Ok(None);
     }
     let _admission = chat.admission().await;
-    let (user, day) = (who.user_id, crate::clock::today());
+    let (user, day) = (who.user_id, state.clock.today());
     let used = state.store.blocking(move |s| s.chat_usage(user, &day)).await?.tokens();
     let in_flight = chat.reserved(user);
     if used.saturating_add(in_flight) < limit {
@@ -484,7 +484,7 @@ async fn record_usage(state: &AppState, who: &Principal, usage: anthropic::Usage
     if usage == anthropic::Usage::default() {
         return Ok(());
     }
-    let (user, day) = (who.user_id, crate::clock::today());
+    let (user, day) = (who.user_id, state.clock.today());
     state
         .store
         .blocking(move |s| s.add_chat_usage(user, &day, usage.input_tokens, usage.output_tokens))

@@ -89,7 +89,7 @@ pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form
         return redirect_error(&state, &checked, "access_denied", "the user declined");
     }
     let code = crate::secrets::new_token(CODE_PREFIX);
-    let expires_at = crate::clock::format(time::OffsetDateTime::now_utc() + state.oauth.code_ttl);
+    let expires_at = crate::clock::format(state.clock.now_utc() + state.oauth.code_ttl);
     let grant = CodeGrant {
         client_id: checked.client.client_id.clone(),
         user_id: who.user_id,

@@ -166,7 +166,7 @@ pub async fn register(
         client_name: reg.client_name.map(|n| n.chars().take(100).collect()),
         redirect_uris: reg.redirect_uris,
     };
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let stored = client.clone();
     if let Err(e) = state
         .store
@@ -185,7 +185,7 @@ pub async fn register(
         StatusCode::CREATED,
         Json(json!({
             "client_id": client.client_id,
-            "client_id_issued_at": time::OffsetDateTime::now_utc().unix_timestamp(),
+            "client_id_issued_at": state.clock.now_utc().unix_timestamp(),
             "client_name": client.client_name,
             "redirect_uris": client.redirect_uris,
             "token_endpoint_auth_method": "none",

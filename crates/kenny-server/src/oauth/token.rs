@@ -97,7 +97,7 @@ impl Minted {
     fn new(state: &AppState) -> Self {
         let access = crate::secrets::new_token(ACCESS_TOKEN_PREFIX);
         let refresh = crate::secrets::new_token(REFRESH_TOKEN_PREFIX);
-        let now = time::OffsetDateTime::now_utc();
+        let now = state.clock.now_utc();
         let stored = StoredPair {
             access_hash: crate::secrets::token_hash(&access),
             refresh_hash: crate::secrets::token_hash(&refresh),
@@ -134,7 +134,7 @@ async fn from_code(state: &AppState, req: &TokenRequest, minted: &Minted) -> Res
     let verifier = required(&req.code_verifier, "code_verifier (PKCE)")?.to_owned();
     let resource = req.resource.clone();
     let hash = crate::secrets::token_hash(code);
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let check = move |grant: &crate::store::CodeGrant| -> Result<(), Refusal> {
         if grant.client_id != client_id {
             return Err(("invalid_grant", "the code was issued to another client".into()));
@@ -175,7 +175,7 @@ async fn from_refresh(state: &AppState, req: &TokenRequest, minted: &Minted) -> 
     let token = required(&req.refresh_token, "refresh_token")?;
     let client_id = required(&req.client_id, "client_id")?.to_owned();
     let hash = crate::secrets::token_hash(token);
-    let now = crate::clock::now();
+    let now = state.clock.now();
     let resource = req.resource.clone();
     let check = move |g: &RefreshGrant| -> Result<(), Refusal> {
         let fits = g.client_id == client_id
@@ -239,7 +239,7 @@ pub async fn revoke(
         return oauth_error("invalid_request", "token is required");
     };
     let hash = crate::secrets::token_hash(&token);
-    let now = crate::clock::now();
+    let now = state.clock.now();
     if let Err(e) = state.store.blocking(move |s| s.revoke_oauth_token(&hash, &now)).await {
         let (error, description) = server_error(e);
         return oauth_error(error, &description);

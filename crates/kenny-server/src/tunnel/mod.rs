@@ -72,7 +72,7 @@ async fn serve(state: Arc<AppState>, mut socket: WebSocket, reads: ConnReads) {
         return;
     }
     let conn_id = state.registry.next_conn_id();
-    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), crate::clock::now());
+    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), state.clock.now());
     if let Some(old) = state.registry.insert(link.clone()) {
         old.close("replaced by a newer connection from the same agent");
     }
@@ -379,9 +379,10 @@ fn fail_malformed_response(link: &AgentLink, text: &str, reason: &str) {
 
 async fn record_seen(state: &AppState, agent_id: &str, meta: Option<AgentMeta>) {
     let id = agent_id.to_owned();
+    let now = state.clock.now();
     let res = state
         .store
-        .blocking(move |s| s.record_agent_seen(&id, meta.as_ref(), &crate::clock::now()))
+        .blocking(move |s| s.record_agent_seen(&id, meta.as_ref(), &now))
         .await;
     if let Err(e) = res {
         tracing::warn!(agent = %agent_id, error = %e, "could not record agent metadata");

@@ -33,7 +33,7 @@ pub fn routes() -> Router<Arc<AppState>> {
 /// The signed-in principal and its session's CSRF token, from the session cookie.
 pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
     let token = cookies::get(headers, cookies::SESSION)?;
-    accounts::session(&state.store, &token).await
+    accounts::session(&state.store, &state.clock, &token).await
 }
 
 fn secure(state: &AppState) -> bool {
@@ -131,7 +131,7 @@ async fn setup_submit(
         Ok(id) => id,
         Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
     };
-    match accounts::open_session(&state.store, user_id, client_info(addr, &headers)).await {
+    match accounts::open_session(&state.store, &state.clock, user_id, client_info(addr, &headers)).await {
         Ok(issued) => {
             let mut resp = signed_in_redirect(&state, &issued.token, "/");
             remember_device(&state, &mut resp, user_id);
@@ -204,7 +204,7 @@ async fn login_submit(
     }
     let next = safe_next(form.next.as_deref());
     let username = form.username.trim().to_owned();
-    let unix_now = crate::clock::unix_secs();
+    let unix_now = state.clock.unix_secs();
     let device = |user_id: i64| {
         cookies::get(&headers, &crate::device::cookie_name(user_id))
             .and_then(|v| state.device_key.verify(user_id, &v, unix_now))
@@ -230,7 +230,7 @@ async fn login_submit(
             secs,
         )
     };
-    match accounts::login(&state.store, &state.login_limiter, attempt).await {
+    match accounts::login(&state.store, &state.clock, &state.login_limiter, attempt).await {
         Ok(done) => {
             tracing::info!(user = ?username, client = %addr.ip(), "signed in");
             let mut resp = signed_in_redirect(&state, &done.issued.token, &next);
@@ -293,10 +293,8 @@ async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(for
         return forbidden_form();
     }
     if let Ok(id) = who.credential_id.parse::<i64>() {
-        let _ = state
-            .store
-            .blocking(move |s| s.revoke_session(id, &crate::clock::now()))
-            .await;
+        let now = state.clock.now();
+        let _ = state.store.blocking(move |s| s.revoke_session(id, &now)).await;
     }
     let mut resp = Redirect::to("/login").into_response();
     resp.headers_mut().append(
@@ -358,7 +356,7 @@ fn remember_device(state: &AppState, resp: &mut Response, user_id: i64) {
         header::SET_COOKIE,
         cookies::set_device(
             &crate::device::cookie_name(user_id),
-            &state.device_key.issue(user_id, crate::clock::unix_secs()),
+            &state.device_key.issue(user_id, state.clock.unix_secs()),
             crate::device::LIFETIME_SECS,
             secure(state),
         ),

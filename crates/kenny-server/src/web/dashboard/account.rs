@@ -21,9 +21,10 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
         Err(redirect) => return redirect,
     };
     let user_id = who.user_id;
+    let now = state.clock.now();
     let read = state
         .store
-        .blocking(move |s| Ok((s.user_tokens(user_id)?, s.user_grants(user_id, &crate::clock::now())?)))
+        .blocking(move |s| Ok((s.user_tokens(user_id)?, s.user_grants(user_id, &now)?)))
         .await;
     let (tokens, grants) = match read {
         Ok(r) => r,
