@@ -8,12 +8,12 @@ use anyhow::bail;
 use ed25519_dalek::SigningKey;
 use kenny_proto::auth;
 use kenny_server::store::Store;
-use serde_json::json;
 use kenny_testkit::{AgentOptions, TestAgent};
+use serde_json::json;
 
 use crate::harness::{provision, start_server};
-use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
+use kenny_testkit::Mcp;
 
 const CONNECT_PARALLELISM: usize = 200;
 

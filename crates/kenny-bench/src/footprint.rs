@@ -11,8 +11,8 @@ use kenny_server::store::Store;
 use serde_json::json;
 
 use crate::harness::{provision, spawn_agent, start_server, status_kib, wait_online};
-use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
+use kenny_testkit::Mcp;
 
 pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;

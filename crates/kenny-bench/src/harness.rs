@@ -14,8 +14,8 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use kenny_testkit::Mcp;
 use crate::stats::{ms, summarize};
+use kenny_testkit::Mcp;
 
 /// A `kenny-server serve` child on 127.0.0.1, killed when dropped.
 pub struct ServerProcess {

@@ -43,7 +43,7 @@ impl Authenticator {
 
     /// The principal a bearer token stands for, or `None` if it is not a live token.
     pub async fn principal(&self, token: &str) -> Option<Principal> {
-        if token.starts_with(crate::oauth::ACCESS_TOKEN_PREFIX) {
+        if token.starts_with(secrets::ACCESS_TOKEN_PREFIX) {
             return self.oauth_principal(token).await;
         }
         if !token.starts_with(secrets::PAT_PREFIX) {

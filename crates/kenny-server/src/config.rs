@@ -27,7 +27,7 @@ pub struct ServeConfig {
     pub http: crate::listener::HttpLimits,
     /// Time an agent connection has, from its upgrade, to authenticate.
     pub agent_handshake_timeout: Duration,
-    pub oauth: crate::oauth::OAuthSettings,
+    pub oauth: OAuthSettings,
     /// The dashboard chat's model API.
     pub chat: crate::chat::ChatSettings,
 }
@@ -88,6 +88,24 @@ fn url_host(url: &str) -> Option<String> {
         authority.split(':').next()?
     };
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// Lifetimes, configurable per server.
+#[derive(Debug, Clone, Copy)]
+pub struct OAuthSettings {
+    pub code_ttl: Duration,
+    pub access_ttl: Duration,
+    pub refresh_ttl: Duration,
+}
+
+impl Default for OAuthSettings {
+    fn default() -> Self {
+        OAuthSettings {
+            code_ttl: Duration::from_secs(60),
+            access_ttl: Duration::from_secs(3600),
+            refresh_ttl: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
 }
 
 #[cfg(test)]

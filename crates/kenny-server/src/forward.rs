@@ -17,6 +17,7 @@ use kenny_proto::frame::AgentMeta;
 use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
+pub use crate::call_failure::CallFailure;
 use crate::clock;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};
@@ -28,41 +29,6 @@ use crate::updates::{Order, Updates};
 const TIMEOUT_GRACE: Duration = Duration::from_secs(5);
 /// Longest tool name written to the audit trail; anything longer is not a tool.
 const MAX_AUDITED_TOOL_NAME: usize = 64;
-
-/// A call that did not succeed, as callers see it: `code: message`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CallFailure {
-    /// A server code, or an agent's code passed through unchanged.
-    pub code: String,
-    pub message: String,
-    /// The server turned the call away before any agent saw it.
-    pub refused: bool,
-}
-
-impl CallFailure {
-    /// A failure while or after the call was forwarded.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CallFailure {
-            code: code.as_str().to_owned(),
-            message: message.into(),
-            refused: false,
-        }
-    }
-
-    /// The server refuses the call; no agent sees it.
-    pub fn refusal(code: ErrorCode, message: impl Into<String>) -> Self {
-        CallFailure {
-            refused: true,
-            ..Self::new(code, message)
-        }
-    }
-}
-
-impl std::fmt::Display for CallFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code, self.message)
-    }
-}
 
 pub struct Forwarder {
     registry: Arc<Registry>,

@@ -90,7 +90,7 @@ pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: 
         }
         return require_bearer(State(state), request, next).await;
     }
-    let Some((principal, csrf)) = crate::web::signed_in(&state, request.headers()).await else {
+    let Some((principal, csrf)) = crate::session::signed_in(&state, request.headers()).await else {
         return unauthorized(&state, false);
     };
     let changes_state = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);

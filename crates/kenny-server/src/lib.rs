@@ -4,35 +4,37 @@
 //! Start at [`server::start`]; the path of a forwarded call is
 //! [`mcp`] → [`forward::Forwarder::forward`] → [`registry::AgentLink::call`] → [`tunnel`].
 
-pub mod accounts;
+pub(crate) mod accounts;
 pub mod admin;
-pub mod api;
-pub mod audit;
-pub mod auth;
+pub(crate) mod api;
+pub(crate) mod audit;
+pub(crate) mod auth;
+pub(crate) mod call_failure;
 pub mod chat;
 pub mod clock;
 pub mod config;
-pub mod device;
-pub mod fleet;
-pub mod forward;
-pub mod guard;
-pub mod health;
+pub(crate) mod device;
+pub(crate) mod fleet;
+pub(crate) mod forward;
+pub(crate) mod guard;
+pub(crate) mod health;
 pub mod listener;
-pub mod mcp;
+pub(crate) mod mcp;
 pub mod oauth;
-pub mod passwords;
-pub mod policy;
+pub(crate) mod passwords;
+pub(crate) mod policy;
 pub mod principal;
-pub mod ratelimit;
+pub(crate) mod ratelimit;
 pub mod registry;
 pub mod secrets;
 pub mod server;
+pub(crate) mod session;
 pub mod state;
 pub mod store;
-pub mod totp;
-pub mod tunnel;
-pub mod updates;
-pub mod web;
+pub(crate) mod totp;
+pub(crate) mod tunnel;
+pub(crate) mod updates;
+pub(crate) mod web;
 
 pub use config::ServeConfig;
 pub use server::{RunningServer, start};

@@ -34,6 +34,10 @@ impl std::fmt::Debug for Masked {
 }
 
 pub const PAT_PREFIX: &str = "kenny_pat_";
+/// OAuth access tokens, refresh tokens and authorization codes kenny issues.
+pub const ACCESS_TOKEN_PREFIX: &str = "kenny_oat_";
+pub const REFRESH_TOKEN_PREFIX: &str = "kenny_ort_";
+pub const CODE_PREFIX: &str = "kenny_oac_";
 pub const AGENT_TOKEN_PREFIX: &str = "kenny_agt_";
 pub const SERVER_KEY_FILE: &str = "server_ed25519.key";
 

@@ -17,7 +17,7 @@ pub struct AppState {
     pub config: ServeConfig,
     /// How clients reach this server: the public URL, or `http://<bound address>`.
     pub base_url: String,
-    pub oauth: crate::oauth::OAuthSettings,
+    pub oauth: crate::config::OAuthSettings,
     /// Client ID metadata documents fetched for `https` client ids.
     pub client_documents: crate::oauth::cimd::DocumentCache,
     pub store: Arc<Store>,

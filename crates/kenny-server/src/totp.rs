@@ -49,10 +49,6 @@ pub fn matching_step(secret_b32: &str, code: &str, unix_now: u64) -> Option<i64>
         .map(|s| s as i64)
 }
 
-pub fn current_step(unix_now: u64) -> i64 {
-    (unix_now / STEP_SECS) as i64
-}
-
 /// Fresh recovery codes, like `k7q2-9xwd`.
 pub fn new_recovery_codes() -> Vec<String> {
     (0..RECOVERY_CODES)
@@ -79,6 +75,10 @@ pub fn recovery_hash(code: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn current_step(unix_now: u64) -> i64 {
+        (unix_now / STEP_SECS) as i64
+    }
 
     #[test]
     fn codes_match_their_step_with_one_step_of_skew() {

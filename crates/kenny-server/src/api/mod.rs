@@ -20,7 +20,6 @@ use crate::state::AppState;
 
 pub use error::ApiError;
 pub use extract::{BodyShape, JsonBody, SignedIn, Superuser};
-pub use hosts::call_error;
 
 /// Routes that need a principal (mounted behind `guard::require_principal`).
 pub fn authenticated() -> Router<Arc<AppState>> {

@@ -153,7 +153,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
         client
             .redirect_uris
             .iter()
-            .any(|registered| super::register::redirect_matches(registered, r))
+            .any(|registered| super::redirect_uris::matches(registered, r))
     }) else {
         return Err(error_page(
             StatusCode::BAD_REQUEST,

@@ -112,7 +112,7 @@ pub fn parse_document(client_id: &str, body: &[u8]) -> Result<OAuthClient, CimdE
     }
     if let Some((u, why)) = uris
         .iter()
-        .find_map(|u| super::register::redirect_uri_problem(u).map(|w| (u, w)))
+        .find_map(|u| super::redirect_uris::problem(u).map(|w| (u, w)))
     {
         return Err(CimdError::Document(format!("redirect URI {u:?} {why}")));
     }

@@ -6,41 +6,22 @@ mod authorize;
 pub mod cimd;
 mod metadata;
 pub mod pkce;
+pub mod redirect_uris;
 pub mod register;
 mod token;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
 
 use crate::state::AppState;
 
-pub const ACCESS_TOKEN_PREFIX: &str = "kenny_oat_";
-pub const REFRESH_TOKEN_PREFIX: &str = "kenny_ort_";
-pub const CODE_PREFIX: &str = "kenny_oac_";
+pub use crate::config::OAuthSettings;
+pub use crate::secrets::{ACCESS_TOKEN_PREFIX, CODE_PREFIX, REFRESH_TOKEN_PREFIX};
 pub const SCOPE: &str = "mcp";
 /// Client metadata is small; a registration body larger than this is refused.
 const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
-
-/// Lifetimes, configurable per server.
-#[derive(Debug, Clone, Copy)]
-pub struct OAuthSettings {
-    pub code_ttl: Duration,
-    pub access_ttl: Duration,
-    pub refresh_ttl: Duration,
-}
-
-impl Default for OAuthSettings {
-    fn default() -> Self {
-        OAuthSettings {
-            code_ttl: Duration::from_secs(60),
-            access_ttl: Duration::from_secs(3600),
-            refresh_ttl: Duration::from_secs(30 * 24 * 3600),
-        }
-    }
-}
 
 pub fn routes() -> Router<Arc<AppState>> {
     Router::new()

@@ -22,7 +22,7 @@ use kenny_proto::update::{MANIFEST_PURPOSE, Manifest, UpdateOrder, verify_manife
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use crate::forward::CallFailure;
+use crate::call_failure::CallFailure;
 use crate::principal::{Principal, Role};
 use crate::store::{Store, UpdateRecord};
 

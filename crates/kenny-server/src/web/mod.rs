@@ -1,7 +1,7 @@
 //! The dashboard: sign-in pages (first-run set-up, sign in, sign out) here, the
 //! signed-in pages in [`dashboard`]. Server-rendered HTML; forms carry CSRF tokens.
 
-mod cookies;
+pub(crate) mod cookies;
 mod dashboard;
 pub mod html;
 
@@ -17,7 +17,6 @@ use serde::Deserialize;
 
 use self::html::{esc, page};
 use crate::accounts::{self, ClientInfo, LoginError, SESSION_LIFETIME};
-use crate::principal::Principal;
 use crate::state::AppState;
 
 const FORM_TOKEN_LIFETIME_SECS: u64 = 3600;
@@ -30,11 +29,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/logout", post(logout))
 }
 
-/// The signed-in principal and its session's CSRF token, from the session cookie.
-pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
-    let token = cookies::get(headers, cookies::SESSION)?;
-    accounts::session(&state.store, &state.clock, &token).await
-}
+pub use crate::session::signed_in;
 
 fn secure(state: &AppState) -> bool {
     state
