@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from conftest import call, expect_ok, shell_stdout
-from test_signin import PASSWORD, _client, _login
+from signin_helpers import PASSWORD, _client, _login
 
 REDIRECT = "http://127.0.0.1:53682/callback"
 

@@ -39,6 +39,8 @@ pub struct AgentConfig {
     /// Directories no tool may read or write at all: for `kenny up`, the server's data
     /// directory (database, server key).
     pub private_dirs: Vec<PathBuf>,
+    /// Where the tools act: the system's places, or a test's stand-ins.
+    pub tools: crate::tools::ToolContext,
 }
 
 impl AgentConfig {
@@ -56,6 +58,7 @@ impl AgentConfig {
             update_trial: Duration::from_secs(90),
             settings_file: None,
             private_dirs: Vec::new(),
+            tools: Default::default(),
         }
     }
 

@@ -214,6 +214,8 @@ fn main() -> anyhow::Result<()> {
     config.allow_plaintext = args.allow_plaintext;
     config.switch_dir = args.switch_dir;
     config.settings_file = settings_file;
+    // The one place the agent reads where its tools should act from the environment.
+    config.tools = kenny_agent::tools::ToolContext::from_env();
     if as_service {
         return run_as_service(config);
     }

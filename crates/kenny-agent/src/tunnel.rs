@@ -70,10 +70,10 @@ enum Outgoing {
 }
 
 /// Runs the agent until `shutdown` fires.
-pub async fn run(config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(mut config: AgentConfig, shutdown: CancellationToken) -> anyhow::Result<()> {
     let ws_url = config.ws_url().map_err(|e| anyhow!(e))?;
     // The web filter must never block the server this agent reports to.
-    tools::protect_server_host(&config.server);
+    config.tools = std::mem::take(&mut config.tools).protecting_server(&config.server);
     let (key, pinned) = match &config.auth {
         AuthMode::Mutual { server_pubkey, .. } => {
             let pinned =
@@ -344,6 +344,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
     // Operator rules live as long as the connection: a reconnect starts from the built-in
     // guard alone until the server pushes its policy again.
     let mut operator = Arc::new(OperatorRules::default());
+    let tools = Arc::new(config.tools.clone());
     let (mut sink, mut stream) = socket.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Outgoing>(64);
     // Dropping the set aborts calls still running: their connection is gone.
@@ -369,7 +370,7 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 last_heard = Instant::now();
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
-                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone(), operator.clone()));
+                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone(), operator.clone(), tools.clone()));
                         None
                     }
                     Ok(Frame::Ping {}) => Some(Frame::Pong),
@@ -441,11 +442,12 @@ async fn run_call(
     out: mpsc::Sender<Outgoing>,
     switch: KillSwitch,
     operator: Arc<OperatorRules>,
+    tools: Arc<tools::ToolContext>,
 ) {
     let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
         Ok(Ok(_slot)) => {
             let (id, tool) = (req.id.clone(), req.tool.clone());
-            answer_even_if_it_panics(id, &tool, handle(req, &switch, &operator)).await
+            answer_even_if_it_panics(id, &tool, handle(req, &switch, &operator, &tools)).await
         }
         _ => Response::failure(
             req.id,
@@ -490,7 +492,7 @@ async fn answer_even_if_it_panics(
     }
 }
 
-async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules) -> Response {
+async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules, ctx: &tools::ToolContext) -> Response {
     let started = Instant::now();
     let changes_state = kenny_proto::catalog::find(&req.tool).is_some_and(|s| !s.read_only());
     let outcome = if changes_state && switch.is_off() {
@@ -499,7 +501,7 @@ async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules) -> 
             "remote control is disabled at the endpoint: the person at this PC turned it off; read-only tools still work",
         ))
     } else {
-        tools::execute_with(&req.tool, req.args, operator).await
+        tools::execute_with(&req.tool, req.args, operator, ctx).await
     };
     tracing::info!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
     match outcome {

@@ -58,13 +58,6 @@ impl PolicyBook {
     pub fn set(&self, current: Current) {
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(current);
     }
-
-    /// The frame a newly connected agent gets; none while no rule exists, since a
-    /// fresh connection starts without operator rules anyway.
-    pub fn frame_for_new_agent(&self) -> Option<Frame> {
-        let current = self.current();
-        (!current.policy.rules.is_empty()).then(|| Frame::Policy(current.policy.clone()))
-    }
 }
 
 /// Sends the policy to every connected agent: how many it was queued for, and the
@@ -186,6 +179,6 @@ mod tests {
             updated_at: "now".into(),
         };
         assert!(PolicyBook::load(Some(stored)).is_err());
-        assert!(PolicyBook::load(None).unwrap().frame_for_new_agent().is_none());
+        assert!(PolicyBook::load(None).unwrap().current().policy.rules.is_empty());
     }
 }

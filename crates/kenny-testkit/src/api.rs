@@ -14,6 +14,11 @@ pub struct Reply {
 }
 
 impl Reply {
+    pub(crate) fn parse(status: u16, headers: reqwest::header::HeaderMap, text: String) -> Self {
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Reply { status, headers, body }
+    }
+
     /// The `error.code` of an error body, if it is one.
     pub fn error_code(&self) -> Option<&str> {
         self.body.pointer("/error/code").and_then(Value::as_str)
@@ -71,6 +76,11 @@ impl Api {
         self.send(Method::DELETE, path, None).await
     }
 
+    /// A POST with no body at all, as the dashboard's action buttons send it.
+    pub async fn post_empty(&self, path: &str) -> anyhow::Result<Reply> {
+        read(self.request(Method::POST, path).send().await?).await
+    }
+
     /// A body sent as it is, with its content type (malformed JSON, a form...).
     pub async fn post_raw(&self, path: &str, content_type: &str, body: &'static str) -> anyhow::Result<Reply> {
         let request = self
@@ -101,6 +111,5 @@ async fn read(response: reqwest::Response) -> anyhow::Result<Reply> {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let text = response.text().await?;
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Ok(Reply { status, headers, body })
+    Ok(Reply::parse(status, headers, text))
 }

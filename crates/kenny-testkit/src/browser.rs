@@ -1,10 +1,15 @@
 //! A browser as the server's pages see one: it keeps the cookies it is given, follows
-//! no redirect by itself (tests look at where they point), and posts forms.
+//! no redirect by itself (tests look at where they point), posts forms, and calls
+//! `/api` with its session cookie as the dashboard's script does.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use reqwest::Method;
 use reqwest::header::{COOKIE, HeaderMap, LOCATION, SET_COOKIE};
+use serde_json::Value;
+
+use crate::Reply;
 
 /// One page or redirect.
 #[derive(Debug, Clone)]
@@ -36,6 +41,13 @@ impl Page {
             fields.insert(name.to_owned(), unescape(value.0));
         }
         fields
+    }
+
+    /// The session's CSRF token, where a dashboard page hands it to its script
+    /// (`<meta name="csrf-token">`), unescaped.
+    pub fn csrf_token(&self) -> Option<String> {
+        let after = self.text.split("<meta name=\"csrf-token\" content=\"").nth(1)?;
+        Some(unescape(after.split('"').next()?))
     }
 
     /// The `form_token` a sign-in or set-up form carries.
@@ -89,6 +101,27 @@ impl Browser {
     ) -> anyhow::Result<Page> {
         let request = self.http.post(self.url(path)).headers(headers).form(fields);
         self.send(request).await
+    }
+
+    /// A JSON request with the session cookie, as the dashboard's script sends it: the
+    /// CSRF token goes in `X-CSRF-Token` when given (`None` shows what a request forged
+    /// from another site gets); no body at all when `body` is `None`.
+    pub async fn send_json(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        csrf: Option<&str>,
+    ) -> anyhow::Result<Reply> {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        if let Some(csrf) = csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        let page = self.send(request).await?;
+        Ok(Reply::parse(page.status, page.headers, page.text))
     }
 
     /// Signs in through `/login`; the page it answers is the redirect that follows.

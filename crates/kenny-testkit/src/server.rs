@@ -21,12 +21,21 @@ type Tweak = Box<dyn FnOnce(&mut ServeConfig) + Send>;
 #[derive(Default)]
 pub struct TestServerBuilder {
     tweaks: Vec<Tweak>,
+    without_users: bool,
 }
 
 impl TestServerBuilder {
     /// Changes the server's configuration (timeouts, OAuth lifetimes, chat) before start.
     pub fn configure(mut self, tweak: impl FnOnce(&mut ServeConfig) + Send + 'static) -> Self {
         self.tweaks.push(Box::new(tweak));
+        self
+    }
+
+    /// Starts with no account at all, as a fresh install is before its first-run
+    /// set-up (`/setup`). There is no superuser then, so [`TestServer::admin_token`]
+    /// panics; [`TestServer::user`] still adds accounts.
+    pub fn without_users(mut self) -> Self {
+        self.without_users = true;
         self
     }
 
@@ -38,9 +47,14 @@ impl TestServerBuilder {
         for tweak in self.tweaks {
             tweak(&mut config);
         }
-        let (admin_token, _) = tokio::task::spawn_blocking(move || provision(&data_dir, "admin", Role::Superuser, &[]))
-            .await
-            .context("creating the superuser")??;
+        let admin_token = if self.without_users {
+            None
+        } else {
+            let (token, _) = tokio::task::spawn_blocking(move || provision(&data_dir, "admin", Role::Superuser, &[]))
+                .await
+                .context("creating the superuser")??;
+            Some(token)
+        };
         let clock = Clock::system();
         let shutdown = CancellationToken::new();
         let running = kenny_server::server::start_with_clock(config, shutdown.clone(), clock.clone()).await?;
@@ -72,7 +86,8 @@ pub struct TestServer {
     shutdown: CancellationToken,
     _stop_on_drop: tokio_util::sync::DropGuard,
     clock: Clock,
-    admin_token: String,
+    /// `None` for a server started [`TestServerBuilder::without_users`].
+    admin_token: Option<String>,
     dir: tempfile::TempDir,
 }
 
@@ -110,9 +125,12 @@ impl TestServer {
         self.dir.path().join("data")
     }
 
-    /// The superuser `admin`'s personal access token.
+    /// The superuser `admin`'s personal access token. Panics on a server started
+    /// [`TestServerBuilder::without_users`], which has no `admin`.
     pub fn admin_token(&self) -> &str {
-        &self.admin_token
+        self.admin_token
+            .as_deref()
+            .expect("this server was started without users: there is no admin token")
     }
 
     pub fn api(&self, token: &str) -> Api {

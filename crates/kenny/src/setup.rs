@@ -41,6 +41,7 @@ impl Prepared {
         );
         // The agent's commands must never reach the server's database or key.
         config.private_dirs.push(data_dir.to_path_buf());
+        config.tools = kenny_agent::tools::ToolContext::from_env();
         config
     }
 }

@@ -1,8 +1,10 @@
 //! Tool execution: looks a call up in the shared catalog, checks that this OS supports
-//! it and that its arguments fit the schema, then runs the handler.
+//! it and that its arguments fit the schema, then runs the handler with the agent's
+//! [`ToolContext`] (where the tools act).
 
 mod autostart;
 mod bounded;
+mod context;
 mod diag;
 mod eventlog;
 mod fs;
@@ -25,10 +27,10 @@ use kenny_proto::catalog::{self, Os, Tool};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
+pub use context::ToolContext;
 /// The install plan quotes paths for PowerShell the same way the tools do.
 pub(crate) use shell::{powershell_encoded_args, powershell_literal};
 pub use telemetry::collect as collect_telemetry;
-pub use webfilter::protect_server_host;
 
 /// A failed call as the agent reports it on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,11 +77,22 @@ const HANDLER_SLACK: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Runs one call. Never panics on bad input: every problem becomes a `ToolError`.
 pub async fn execute(tool: &str, args: Map<String, Value>) -> ToolResult {
-    execute_with(tool, args, &crate::guard::OperatorRules::default()).await
+    execute_with(
+        tool,
+        args,
+        &crate::guard::OperatorRules::default(),
+        &ToolContext::default(),
+    )
+    .await
 }
 
 /// Runs one call under the operator's rules as well as the built-in guard.
-pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate::guard::OperatorRules) -> ToolResult {
+pub async fn execute_with(
+    tool: &str,
+    args: Map<String, Value>,
+    operator: &crate::guard::OperatorRules,
+    ctx: &ToolContext,
+) -> ToolResult {
     let Some(spec) = catalog::find(tool) else {
         return Err(ToolError::new(
             ErrorCode::Unsupported,
@@ -118,7 +131,7 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
     // (package installs chain several): dropping it kills the programs it started. A
     // moment's slack lets a handler with its own timeout (shell_exec) report it first.
     let limit = spec.work_limit(&args);
-    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(spec.tool, &args)).await {
+    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(spec.tool, &args, ctx)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(ToolError::new(
             ErrorCode::Timeout,
@@ -133,7 +146,7 @@ pub async fn execute_with(tool: &str, args: Map<String, Value>, operator: &crate
 /// One arm per catalog tool and no wildcard: a tool added to [`catalog::Tool`] without
 /// a handler here is a compile error (E0004, non-exhaustive patterns), not an
 /// `unsupported` answer found at run time.
-async fn dispatch(tool: Tool, args: &Map<String, Value>) -> ToolResult {
+async fn dispatch(tool: Tool, args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     match tool {
         Tool::ShellExec => shell::shell_exec(args).await,
         Tool::PowershellExec => shell::powershell_exec(args).await,
@@ -143,11 +156,11 @@ async fn dispatch(tool: Tool, args: &Map<String, Value>) -> ToolResult {
         Tool::FsDiskUsage => fs::disk_usage(args).await,
         Tool::DiagProcesses => diag::processes(args).await,
         Tool::DiagServices => services::list(args).await,
-        Tool::DiagEventlog => eventlog::query(args).await,
-        Tool::DiagAutostart => autostart::list(args).await,
+        Tool::DiagEventlog => eventlog::query(args, ctx).await,
+        Tool::DiagAutostart => autostart::list(args, ctx).await,
         Tool::NetConfig => net::config(args).await,
         Tool::NetDnsFlush => netctl::dns_flush(args).await,
-        Tool::NetAdapterReset => netctl::adapter_reset(args).await,
+        Tool::NetAdapterReset => netctl::adapter_reset(args, ctx).await,
         Tool::NetPing => netprobe::ping(args).await,
         Tool::NetDnsLookup => netprobe::dns_lookup(args).await,
         Tool::NetPortCheck => netprobe::port_check(args).await,
@@ -156,9 +169,9 @@ async fn dispatch(tool: Tool, args: &Map<String, Value>) -> ToolResult {
         Tool::WingetInstall => packages::install(args).await,
         Tool::WingetUninstall => packages::uninstall(args).await,
         Tool::WingetUpdate => packages::update(args).await,
-        Tool::WebfilterStatus => webfilter::status(args).await,
-        Tool::WebfilterApply => webfilter::apply(args).await,
-        Tool::WebfilterClear => webfilter::clear(args).await,
+        Tool::WebfilterStatus => webfilter::status(args, ctx).await,
+        Tool::WebfilterApply => webfilter::apply(args, ctx).await,
+        Tool::WebfilterClear => webfilter::clear(args, ctx).await,
         Tool::RemotehelpStatus => remotehelp::status(args).await,
         Tool::RemotehelpStart => remotehelp::start(args).await,
         Tool::RemotehelpStop => remotehelp::stop(args).await,

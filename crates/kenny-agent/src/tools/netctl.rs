@@ -11,10 +11,6 @@ use super::{ToolError, ToolResult, arg_str};
 const COMMAND_TIME: Duration = Duration::from_secs(20);
 /// Long enough for DHCP clients and link watchers to see the link go down.
 const DOWN_TIME: Duration = Duration::from_secs(1);
-/// Set to a network namespace name to act on that namespace's adapters instead of the
-/// PC's own (`ip -n NAME`): how the tests reset an adapter without touching the host.
-const NETNS_ENV: &str = "KENNY_NETNS";
-
 pub async fn dns_flush(_args: &Map<String, Value>) -> ToolResult {
     if cfg!(windows) {
         powershell_output("Clear-DnsClientCache -ErrorAction Stop", COMMAND_TIME)
@@ -61,15 +57,14 @@ fn linux_dns_cache() -> Option<LinuxCache> {
     }
 }
 
-pub async fn adapter_reset(args: &Map<String, Value>) -> ToolResult {
+pub async fn adapter_reset(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
     let adapter = adapter_arg(args)?;
     if cfg!(windows) {
         let out = powershell_output(&windows_reset_script(adapter), Duration::from_secs(45)).await?;
         return windows_reset_result(adapter, out);
     }
-    let netns = std::env::var(NETNS_ENV).ok().filter(|n| !n.is_empty());
     let ip = Ip {
-        netns: netns.as_deref(),
+        netns: ctx.netns.as_deref(),
     };
     let before = ip.link(adapter).await?;
     if before.loopback {

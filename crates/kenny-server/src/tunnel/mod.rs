@@ -73,17 +73,21 @@ async fn serve(state: Arc<AppState>, mut socket: WebSocket, reads: ConnReads) {
     }
     let conn_id = state.registry.next_conn_id();
     let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), state.clock.now());
+    // Queued before the link is in the registry, where calls find it: the outbox is
+    // FIFO, so the agent holds the operator's rules before its first request arrives.
+    let queued = state.policy.current().policy.clone();
+    if !queued.rules.is_empty() && !link.try_send(&Frame::Policy(queued.clone())) {
+        tracing::warn!(agent = %agent_id, "operator policy could not be queued for a new connection");
+    }
     if let Some(old) = state.registry.insert(link.clone()) {
         old.close("replaced by a newer connection from the same agent");
     }
-    tracing::info!(agent = %agent_id, conn_id, "agent connected");
-    // Queued before any call can be: the outbox is FIFO, so the agent holds the
-    // operator's rules before its first request arrives.
-    if let Some(frame) = state.policy.frame_for_new_agent()
-        && !link.try_send(&frame)
-    {
-        tracing::warn!(agent = %agent_id, "operator policy could not be queued for a new connection");
+    // A change made in between was pushed to the registry without this link.
+    let current = state.policy.current().policy.clone();
+    if current != queued && !link.try_send(&Frame::Policy(current)) {
+        tracing::warn!(agent = %agent_id, "a newer operator policy could not be queued for a new connection");
     }
+    tracing::info!(agent = %agent_id, conn_id, "agent connected");
     record_seen(&state, &agent_id, meta).await;
 
     let reason = run_session(&state, &link, socket, outbox).await;

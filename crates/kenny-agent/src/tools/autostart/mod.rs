@@ -3,7 +3,6 @@
 mod linux;
 mod windows;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -11,9 +10,6 @@ use serde_json::{Map, Value, json};
 use super::ToolResult;
 use super::bounded::blocking;
 
-/// For tests: a directory used as `/` when looking for XDG autostart files, home
-/// directories and crontabs.
-const ROOT_ENV: &str = "KENNY_AUTOSTART_ROOT";
 const MAX_ENTRIES: usize = 2000;
 const BACKSTOP: Duration = Duration::from_secs(50);
 
@@ -48,7 +44,7 @@ impl Entry {
     }
 }
 
-pub async fn list(_args: &Map<String, Value>) -> ToolResult {
+pub async fn list(_args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
     let (entries, notes) = if cfg!(windows) {
         windows::list().await?
     } else {
@@ -62,9 +58,7 @@ pub async fn list(_args: &Map<String, Value>) -> ToolResult {
             ));
             Vec::new()
         };
-        let root = std::env::var_os(ROOT_ENV)
-            .filter(|r| !r.is_empty())
-            .map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let root = ctx.autostart_root();
         let (files, file_notes) = blocking("diag_autostart", BACKSTOP, move || linux::scan_files(&root)).await?;
         entries.extend(files);
         notes.extend(file_notes);

@@ -20,8 +20,6 @@ const DEFAULT_LIMIT: u64 = 100;
 const DEFAULT_SPAN: time::Duration = time::Duration::hours(24);
 /// A log line longer than this is cut, with a marker saying so.
 const MESSAGE_CHARS: usize = 2000;
-/// For tests, and for PCs whose syslog file is somewhere else: read this file as the log.
-const SYSLOG_FILE_ENV: &str = "KENNY_SYSLOG_FILE";
 const BACKSTOP: Duration = Duration::from_secs(50);
 
 /// The most verbose level a caller wants, as syslog severities (0 emergency .. 7 debug).
@@ -164,13 +162,13 @@ pub(super) fn render(source: &str, entries: Vec<Entry>, truncated: bool, notes: 
     result
 }
 
-pub async fn query(args: &Map<String, Value>) -> ToolResult {
+pub async fn query(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
     let query = Query::parse(args, OffsetDateTime::now_utc())?;
     if cfg!(windows) {
         return windows::query(&query).await;
     }
-    if let Some(file) = std::env::var_os(SYSLOG_FILE_ENV).filter(|f| !f.is_empty()) {
-        return from_syslog(PathBuf::from(file), query, Vec::new()).await;
+    if let Some(file) = ctx.syslog_file.clone() {
+        return from_syslog(file, query, Vec::new()).await;
     }
     let why_not_journal = if super::systemd::is_running() {
         match journal::query(&query).await? {

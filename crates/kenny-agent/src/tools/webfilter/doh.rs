@@ -49,13 +49,6 @@ pub(super) fn firefox_policy() -> Value {
     json!({"policies": {"DNSOverHTTPS": {"Enabled": false, "Locked": true}}})
 }
 
-/// Where the policy paths are rooted: `/`, or `KENNY_POLICY_ROOT` for tests.
-pub(super) fn policy_root() -> PathBuf {
-    std::env::var_os("KENNY_POLICY_ROOT")
-        .filter(|p| !p.is_empty())
-        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
-}
-
 fn pretty(value: &Value) -> Vec<u8> {
     let mut text = serde_json::to_vec_pretty(value).unwrap_or_default();
     text.push(b'\n');
@@ -271,7 +264,7 @@ pub(super) fn parse_windows_status(value: &Value) -> DohState {
 
 // ---- per OS ------------------------------------------------------------------------------
 
-pub(super) async fn apply() -> Result<Option<String>, ToolError> {
+pub(super) async fn apply(ctx: &crate::tools::ToolContext) -> Result<Option<String>, ToolError> {
     if cfg!(windows) {
         powershell_json(
             "setting the DNS-over-HTTPS policies",
@@ -281,11 +274,11 @@ pub(super) async fn apply() -> Result<Option<String>, ToolError> {
         .await?;
         return Ok(None);
     }
-    let root = policy_root();
+    let root = ctx.policy_root();
     super::run_blocking("writing the DNS-over-HTTPS policies", move || linux_apply(&root)).await
 }
 
-pub(super) async fn clear() -> Result<bool, ToolError> {
+pub(super) async fn clear(ctx: &crate::tools::ToolContext) -> Result<bool, ToolError> {
     if cfg!(windows) {
         let out = powershell_json(
             "removing the DNS-over-HTTPS policies",
@@ -295,11 +288,11 @@ pub(super) async fn clear() -> Result<bool, ToolError> {
         .await?;
         return Ok(out.get("removed").and_then(Value::as_u64).unwrap_or(0) > 0);
     }
-    let root = policy_root();
+    let root = ctx.policy_root();
     super::run_blocking("removing the DNS-over-HTTPS policies", move || linux_clear(&root)).await
 }
 
-pub(super) async fn status() -> Result<DohState, ToolError> {
+pub(super) async fn status(ctx: &crate::tools::ToolContext) -> Result<DohState, ToolError> {
     if cfg!(windows) {
         let out = powershell_json(
             "reading the DNS-over-HTTPS policies",
@@ -309,7 +302,7 @@ pub(super) async fn status() -> Result<DohState, ToolError> {
         .await?;
         return Ok(parse_windows_status(&out));
     }
-    let root = policy_root();
+    let root = ctx.policy_root();
     super::run_blocking("reading the DNS-over-HTTPS policies", move || Ok(linux_status(&root))).await
 }
 

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::sync::RwLock;
 
 use crate::tools::ToolError;
 
@@ -30,36 +29,15 @@ const RESERVED_EXACT: &[&str] = &[
 ];
 const RESERVED_SUFFIXES: &[&str] = &[".localhost", ".localdomain"];
 
-/// Hosts this agent must keep reaching: the kenny server from its configuration.
-static PROTECTED: RwLock<Vec<String>> = RwLock::new(Vec::new());
-
-/// Records the server URL's host name so no filter can block it.
-pub fn protect_server_host(server_url: &str) {
-    let Some(host) = reqwest::Url::parse(server_url)
-        .ok()
-        .and_then(|u| u.host_str().map(str::to_owned))
-    else {
-        return;
-    };
-    // IP literals are refused anyway; only names need remembering.
-    if let Ok(name) = normalize(&host)
-        && let Ok(mut protected) = PROTECTED.write()
-        && !protected.contains(&name)
-    {
-        protected.push(name);
-    }
-}
-
-fn protected() -> Vec<String> {
-    PROTECTED.read().map(|p| p.clone()).unwrap_or_default()
+/// The host name of the server URL, normalised, when it is a name (IP literals are
+/// refused anyway, so only names need protecting).
+pub fn server_host_name(server_url: &str) -> Option<String> {
+    let host = reqwest::Url::parse(server_url).ok()?.host_str()?.to_owned();
+    normalize(&host).ok()
 }
 
 /// The distinct names, normalised and sorted; or one `bad_args` error listing every
 /// refused name with its reason (then nothing is applied).
-pub(super) fn validate_all(raw: &[String]) -> Result<Vec<String>, ToolError> {
-    validate_with(raw, &protected())
-}
-
 pub(super) fn validate_with(raw: &[String], protected: &[String]) -> Result<Vec<String>, ToolError> {
     let mut accepted = BTreeSet::new();
     let mut refused: Vec<String> = Vec::new();
@@ -302,12 +280,13 @@ mod tests {
 
     #[test]
     fn the_server_host_is_protected() {
-        protect_server_host("https://Kenny.Example.org:8443/base");
-        protect_server_host("http://127.0.0.1:7420");
-        protect_server_host("not a url");
-        assert!(protected().contains(&"kenny.example.org".to_owned()));
-        assert!(!protected().iter().any(|p| p.starts_with("127.")));
-        let err = validate_all(&list(&["kenny.example.org"])).unwrap_err();
+        let ctx = crate::tools::ToolContext::default()
+            .protecting_server("https://Kenny.Example.org:8443/base")
+            .protecting_server("http://127.0.0.1:7420")
+            .protecting_server("not a url")
+            .protecting_server("https://kenny.example.org/again");
+        assert_eq!(ctx.protected_hosts, vec!["kenny.example.org".to_owned()]);
+        let err = validate_with(&list(&["kenny.example.org"]), &ctx.protected_hosts).unwrap_err();
         assert!(err.message.contains("the kenny server"), "{}", err.message);
     }
 }

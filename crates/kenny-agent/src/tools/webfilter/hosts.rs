@@ -175,10 +175,10 @@ pub(super) fn with_block(base: &[u8], domains: &[String], meta: &Meta) -> Vec<u8
     out
 }
 
-/// The hosts file: `KENNY_HOSTS_FILE` when set (tests), else the system's.
-pub(super) fn hosts_path() -> PathBuf {
-    if let Some(path) = std::env::var_os("KENNY_HOSTS_FILE").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
+/// The hosts file: the context's stand-in (tests), else the system's.
+pub(super) fn hosts_path(ctx: &crate::tools::ToolContext) -> PathBuf {
+    if let Some(path) = &ctx.hosts_file {
+        return path.clone();
     }
     if cfg!(windows) {
         let root = std::env::var_os("SystemRoot").unwrap_or_else(|| r"C:\Windows".into());
@@ -429,10 +429,15 @@ mod tests {
     }
 
     #[test]
-    fn the_hosts_path_can_be_overridden() {
-        // Read-only check of the default; the override itself is exercised end to end.
-        if std::env::var_os("KENNY_HOSTS_FILE").is_none() && !cfg!(windows) {
-            assert_eq!(hosts_path(), PathBuf::from("/etc/hosts"));
+    fn the_hosts_path_is_the_systems_unless_the_context_names_one() {
+        let system = hosts_path(&crate::tools::ToolContext::default());
+        if !cfg!(windows) {
+            assert_eq!(system, PathBuf::from("/etc/hosts"));
         }
+        let ctx = crate::tools::ToolContext {
+            hosts_file: Some(PathBuf::from("/tmp/stand-in-hosts")),
+            ..Default::default()
+        };
+        assert_eq!(hosts_path(&ctx), PathBuf::from("/tmp/stand-in-hosts"));
     }
 }

@@ -13,9 +13,9 @@ use tokio::process::Command;
 
 use super::bounded::{BoundedBuf, blocking};
 use super::shell::{run_captured_into, system32_tool};
-use super::{ToolError, ToolResult, arg_str};
+use super::{ToolContext, ToolError, ToolResult, arg_str};
 
-pub use domains::protect_server_host;
+pub use domains::server_host_name;
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 const FLUSH_LIMIT: Duration = Duration::from_secs(15);
@@ -39,15 +39,15 @@ impl DohPolicy {
     }
 }
 
-pub async fn status(_args: &Map<String, Value>) -> ToolResult {
-    let path = hosts::hosts_path();
+pub async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+    let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();
     let block = run_blocking("reading the hosts file", move || {
         let text = read_hosts(&path)?;
         hosts::find_block(&text, &path)
     })
     .await?;
-    let doh = doh::status().await?;
+    let doh = doh::status(ctx).await?;
     let (active, count, hash, at) = match &block {
         Some(b) => (
             true,
@@ -68,7 +68,7 @@ pub async fn status(_args: &Map<String, Value>) -> ToolResult {
     }))
 }
 
-pub async fn apply(args: &Map<String, Value>) -> ToolResult {
+pub async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     let raw: Vec<String> = args
         .get("domains")
         .and_then(Value::as_array)
@@ -83,7 +83,7 @@ pub async fn apply(args: &Map<String, Value>) -> ToolResult {
             )));
         }
     };
-    let domains = domains::validate_all(&raw)?;
+    let domains = domains::validate_with(&raw, &ctx.protected_hosts)?;
     let list_hash = match arg_str(args, "list_hash") {
         Some(given) => check_hash(given)?,
         None => list_hash(&domains),
@@ -98,7 +98,7 @@ pub async fn apply(args: &Map<String, Value>) -> ToolResult {
     let count = domains.len();
 
     let _one_at_a_time = HOSTS_LOCK.lock().await;
-    let path = hosts::hosts_path();
+    let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();
     run_blocking("writing the hosts file", move || {
         let text = read_hosts(&path)?;
@@ -118,7 +118,7 @@ pub async fn apply(args: &Map<String, Value>) -> ToolResult {
     let doh_applied = match doh_policy {
         DohPolicy::Leave => false,
         DohPolicy::Disable => {
-            doh_note = doh::apply().await.map_err(|e| {
+            doh_note = doh::apply(ctx).await.map_err(|e| {
                 ToolError::exec_failed(format!(
                     "{shown} now blocks {count} domains, but turning DNS-over-HTTPS off failed, so browsers may still go around the filter: {}",
                     e.message
@@ -143,9 +143,9 @@ pub async fn apply(args: &Map<String, Value>) -> ToolResult {
     Ok(result)
 }
 
-pub async fn clear(_args: &Map<String, Value>) -> ToolResult {
+pub async fn clear(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     let _one_at_a_time = HOSTS_LOCK.lock().await;
-    let path = hosts::hosts_path();
+    let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();
     let removed = run_blocking("writing the hosts file", move || {
         let text = read_hosts(&path)?;
@@ -159,7 +159,7 @@ pub async fn clear(_args: &Map<String, Value>) -> ToolResult {
     })
     .await?;
     let flushed = if removed > 0 { flush_dns_cache().await } else { Ok(()) };
-    let doh_cleared = doh::clear().await.map_err(|e| {
+    let doh_cleared = doh::clear(ctx).await.map_err(|e| {
         ToolError::exec_failed(format!(
             "kenny's block was removed from {shown}, but its DNS-over-HTTPS policies could not be removed: {}",
             e.message
