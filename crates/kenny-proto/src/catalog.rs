@@ -843,10 +843,9 @@ impl ToolSpec {
             "minLength": 1,
             "description": "Id of the PC to run on (see list_agents). Required on every call; nothing is remembered between calls.",
         });
-        schema["required"]
-            .as_array_mut()
-            .expect("required is an array")
-            .insert(0, Value::from(AGENT_ID_ARG));
+        if let Some(required) = schema["required"].as_array_mut() {
+            required.insert(0, Value::from(AGENT_ID_ARG));
+        }
         schema
     }
 

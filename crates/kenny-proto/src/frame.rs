@@ -261,8 +261,11 @@ pub fn decode(text: &str, limits: Limits) -> Result<Frame, DecodeError> {
 }
 
 /// Serialises a frame to the text of one WebSocket message.
+#[expect(
+    clippy::expect_used,
+    reason = "frames hold only strings, maps and JSON values: serialising one cannot fail"
+)]
 pub fn encode(frame: &Frame) -> String {
-    // Frames hold only strings, maps and JSON values: serialisation cannot fail.
     serde_json::to_string(frame).expect("frame serialisation is infallible")
 }
 

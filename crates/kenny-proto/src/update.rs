@@ -83,8 +83,11 @@ fn signed_bytes(manifest_text: &str) -> Vec<u8> {
 
 impl Manifest {
     /// The manifest text and its signature, ready to travel as an [`UpdateOrder`].
+    #[expect(
+        clippy::expect_used,
+        reason = "a struct of strings, numbers and a bool: serialising it cannot fail"
+    )]
     pub fn sign(&self, key: &SigningKey) -> (String, String) {
-        // A struct of strings, numbers and a bool: serialisation cannot fail.
         let text = serde_json::to_string(self).expect("manifest serialisation is infallible");
         let signature = auth::sign(key, &signed_bytes(&text));
         (text, signature)

@@ -3,6 +3,12 @@
 //! unify). A new duplicate fails, so does an entry that no longer is one, and the crates
 //! that carry our traffic or our keys may never come twice.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
 use std::collections::BTreeMap;
 
 /// Crate -> why more than one version is in the tree.

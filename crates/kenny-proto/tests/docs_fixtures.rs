@@ -1,6 +1,12 @@
 //! Every example frame in `docs/wire/` decodes, re-encodes to the same JSON, and the
 //! documented mutual-auth vector reproduces: the docs cannot drift from the code.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
 use std::path::PathBuf;
 
 mod common;

@@ -5,6 +5,12 @@
 //! `../shared/`: then each test says it was skipped and why, and passes; a
 //! `KENNY_WIRE_REFERENCE` that names no directory is an error.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
 use std::path::PathBuf;
 
 mod common;

@@ -39,13 +39,12 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread; it ends when every `AuditLog` clone is dropped.
-    pub fn start(store: Arc<Store>) -> (AuditLog, std::thread::JoinHandle<()>) {
+    pub fn start(store: Arc<Store>) -> std::io::Result<(AuditLog, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("kenny-audit".into())
-            .spawn(move || write_loop(store, rx))
-            .expect("spawning the audit writer thread");
-        (AuditLog { tx }, handle)
+            .spawn(move || write_loop(store, rx))?;
+        Ok((AuditLog { tx }, handle))
     }
 
     /// Queues a row. Waits only if the writer is a whole queue behind.
@@ -191,6 +190,7 @@ impl ArgsDigest {
         ArgsDigest { key }
     }
 
+    #[expect(clippy::expect_used, reason = "HMAC accepts a key of any length")]
     pub fn of(&self, args: &serde_json::Map<String, serde_json::Value>) -> String {
         let canonical = serde_json::to_vec(&canonical(&serde_json::Value::Object(args.clone()))).unwrap_or_default();
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");

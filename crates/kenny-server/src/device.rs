@@ -66,6 +66,7 @@ impl DeviceKey {
         (unix_now < expires).then(|| id.to_owned())
     }
 
+    #[expect(clippy::expect_used, reason = "HMAC accepts a key of any length")]
     fn hmac(&self) -> Hmac<Sha256> {
         <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes a key of any length")
     }

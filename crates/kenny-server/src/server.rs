@@ -96,7 +96,7 @@ pub async fn start_with_clock(
         }
         None => format!("http://{addr}"),
     };
-    let (audit, audit_thread) = AuditLog::start(store.clone());
+    let (audit, audit_thread) = AuditLog::start(store.clone()).context("starting the audit writer")?;
     let registry = Arc::new(Registry::default());
     let digest = ArgsDigest::new(derive_digest_key(&server_key));
     let updates = Arc::new(crate::updates::Updates::new(

@@ -1,6 +1,12 @@
 //! Every refusal on `/mcp` is a tool result with `isError`, text `"<code>: <message>"`
 //! and `{"error": {"code", "message"}}`; the target is never guessed.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
 mod common;
 
 use common::{WAIT, answered, expect_error, shell_result};

@@ -3,6 +3,12 @@
 //! A cycle is where layers blur (a handler reaching into what its caller holds); this
 //! test names the modules of any cycle so it is broken where it appears.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

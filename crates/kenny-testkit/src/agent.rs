@@ -61,6 +61,10 @@ impl AgentOptions {
 /// A connected agent. Dropping it closes its connection.
 pub struct TestAgent {
     pub agent_id: String,
+    /// Kept so the same PC can log in again ([`TestAgent::reconnect`]).
+    key: SigningKey,
+    server_key: ed25519_dalek::VerifyingKey,
+    options: AgentOptions,
     requests: mpsc::Receiver<Request>,
     others: mpsc::UnboundedReceiver<Frame>,
     outbox: mpsc::UnboundedSender<String>,
@@ -113,9 +117,9 @@ impl TestAgent {
         let register = Frame::Register(Register {
             agent_id: agent_id.to_owned(),
             token: None,
-            protocol: Some(options.protocol),
+            protocol: Some(options.protocol.clone()),
             client_nonce: Some(auth::encode_b64(&client_nonce)),
-            meta: Some(options.meta),
+            meta: Some(options.meta.clone()),
         });
         ws.send(Message::text(encode(&register))).await?;
         let text = match ws.next().await {
@@ -167,11 +171,28 @@ impl TestAgent {
         });
         Ok(TestAgent {
             agent_id: agent_id.to_owned(),
+            key: key.clone(),
+            server_key: *server_key,
+            options,
             requests,
             others,
             outbox,
             tasks: vec![writer, reader],
         })
+    }
+
+    /// Closes this connection and logs in again with the same key, at `ws_url`: the
+    /// same PC coming back, to this server or to one restarted on its data. It returns
+    /// once the agent has sent its proof; wait for the server to list it before a call.
+    pub async fn reconnect(self, ws_url: &str) -> anyhow::Result<TestAgent> {
+        let (agent_id, key, server_key, options) = (
+            self.agent_id.clone(),
+            self.key.clone(),
+            self.server_key,
+            self.options.clone(),
+        );
+        drop(self);
+        Self::connect(ws_url, &agent_id, &key, &server_key, options).await
     }
 
     /// The next call the server sends, within `within`.

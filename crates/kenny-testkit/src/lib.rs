@@ -23,8 +23,12 @@
 //!
 //! Time is an input: [`TestServer::clock`] moves the server's clock forward, so tests
 //! of expiry (tokens, sessions, codes, audit retention) take milliseconds, not sleeps.
+//!
+//! The dashboard chat's model is [`anthropic::ScriptedModel`], a Messages API server
+//! whose replies the test scripts.
 
 mod agent;
+pub mod anthropic;
 mod api;
 mod browser;
 mod mcp;

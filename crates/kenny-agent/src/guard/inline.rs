@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 /// A call that hands its argument to a shell (or runs it as a program).
+#[expect(clippy::expect_used, reason = "a fixed pattern, checked by the unit tests")]
 static CALL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r#"(?x)
@@ -42,11 +43,13 @@ fn leading_literal(text: &str) -> Option<String> {
 }
 
 /// Backticks, `qx{...}`/`qx(...)`, `%x(...)`: the whole text between the delimiters.
+#[expect(clippy::expect_used, reason = "a fixed pattern, checked by the unit tests")]
 static QUOTED_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"`([^`]*)`|\bqx\s*\{([^}]*)\}|\bqx\s*\(([^)]*)\)|%x\(([^)]*)\)").expect("valid regex")
 });
 
 /// awk: `print ... | "cmd"`, `"cmd" | getline`, `system("cmd")`.
+#[expect(clippy::expect_used, reason = "a fixed pattern, checked by the unit tests")]
 static AWK_PIPE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?:^|[^|])\|\s*("[^"]*"|[a-zA-Z_$])|("[^"]*"|[a-zA-Z_]\w*)\s*\|\s*getline"#).expect("valid regex")
 });

@@ -21,7 +21,8 @@ fn pid1_name() -> String {
         .unwrap_or_else(|| "unknown".to_owned())
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
 

@@ -3,16 +3,20 @@
 
 use std::time::Duration;
 
+use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use super::ChatSettings;
 
 const API_VERSION: &str = "2023-06-01";
 /// A model turn longer than this is treated as failed.
 const TURN_LIMIT: Duration = Duration::from_secs(300);
-/// An SSE event larger than this is not from a well-behaved server.
-const MAX_EVENT_BYTES: usize = 4 * 1024 * 1024;
+/// A streamed answer larger than this is not from a well-behaved server.
+const MAX_STREAM_BYTES: usize = 16 * 1024 * 1024;
+/// More content blocks than this in one answer is not a well-behaved server either.
+const MAX_BLOCKS: usize = 1024;
 
 /// One finished assistant turn.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,16 +33,6 @@ pub struct Turn {
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
-}
-
-impl Usage {
-    /// Takes what a `usage` object says; counts only grow (later events are cumulative).
-    fn absorb(&mut self, usage: &Value) {
-        let n = |k: &str| usage[k].as_u64().unwrap_or(0);
-        let input = n("input_tokens") + n("cache_creation_input_tokens") + n("cache_read_input_tokens");
-        self.input_tokens = self.input_tokens.max(input);
-        self.output_tokens = self.output_tokens.max(n("output_tokens"));
-    }
 }
 
 /// Why a turn could not be had.
@@ -63,6 +57,17 @@ impl ModelError {
     }
 }
 
+/// The request: one streamed Messages API turn.
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: &'a str,
+    messages: &'a [Value],
+    tools: &'a [Value],
+    stream: bool,
+}
+
 /// Streams one turn; `on_text` gets text as it arrives.
 pub async fn turn(
     http: &reqwest::Client,
@@ -73,14 +78,14 @@ pub async fn turn(
     tools: &[Value],
     mut on_text: impl FnMut(&str),
 ) -> Result<Turn, ModelError> {
-    let body = json!({
-        "model": settings.model,
-        "max_tokens": settings.max_tokens,
-        "system": system,
-        "messages": messages,
-        "tools": tools,
-        "stream": true,
-    });
+    let body = MessagesRequest {
+        model: &settings.model,
+        max_tokens: settings.max_tokens,
+        system,
+        messages,
+        tools,
+        stream: true,
+    };
     let url = format!("{}/v1/messages", settings.base_url.trim_end_matches('/'));
     // Outside the work, so what it counted survives a failure or the time limit.
     let mut assembler = Assembler::default();
@@ -89,34 +94,30 @@ pub async fn turn(
             .post(&url)
             .header("x-api-key", api_key)
             .header("anthropic-version", API_VERSION)
-            .header("content-type", "application/json")
-            .body(body.to_string())
+            .json(&body)
             .send()
             .await
             .map_err(|e| ModelError::new("model_unreachable", format!("cannot reach {url}: {e}")))?;
         let status = response.status();
         if !status.is_success() {
             let text = response.text().await.unwrap_or_default();
-            let detail = serde_json::from_str::<Value>(&text)
+            let detail = serde_json::from_str::<ErrorBody>(&text)
                 .ok()
-                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .and_then(|b| b.error.message)
                 .unwrap_or_else(|| text.chars().take(300).collect());
             return Err(ModelError::new(
                 "model_error",
                 format!("the model API answered {status}: {detail}"),
             ));
         }
-        let mut reader = EventReader::default();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| ModelError::new("model_unreachable", format!("the stream broke: {e}")))?;
-            for (event, data) in reader.push(&chunk)? {
-                if let Some(text) = assembler.apply(&event, &data)? {
-                    on_text(&text);
-                }
-                if assembler.finished {
-                    return assembler.finish();
-                }
+        let mut events = bounded(response.bytes_stream()).eventsource();
+        while let Some(event) = events.next().await {
+            let event = event.map_err(stream_error)?;
+            if let Some(text) = assembler.apply(&event.data)? {
+                on_text(&text);
+            }
+            if assembler.finished {
+                return assembler.finish();
             }
         }
         Err(ModelError::new(
@@ -136,60 +137,150 @@ pub async fn turn(
     })
 }
 
-/// Splits a byte stream into SSE events (`event:` name, joined `data:` lines).
-#[derive(Default)]
-pub(crate) struct EventReader {
-    buf: Vec<u8>,
+/// Why the byte stream under the events stopped.
+#[derive(Debug, thiserror::Error)]
+enum Transport {
+    #[error("the stream broke: {0}")]
+    Broken(#[from] reqwest::Error),
+    #[error("the model's answer passed {MAX_STREAM_BYTES} bytes")]
+    TooLarge,
 }
 
-impl EventReader {
-    pub(crate) fn push(&mut self, chunk: &[u8]) -> Result<Vec<(String, String)>, ModelError> {
-        self.buf.extend_from_slice(chunk);
-        let mut events = Vec::new();
-        while let Some(end) = find_blank_line(&self.buf) {
-            let raw: Vec<u8> = self.buf.drain(..end.0).collect();
-            self.buf.drain(..end.1 - end.0);
-            let text = String::from_utf8_lossy(&raw);
-            let mut name = String::from("message");
-            let mut data = Vec::new();
-            for line in text.lines() {
-                if let Some(v) = line.strip_prefix("event:") {
-                    name = v.trim().to_owned();
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
-                }
-            }
-            if !data.is_empty() {
-                events.push((name, data.join("\n")));
-            }
+/// The body, cut off with an error once it passes [`MAX_STREAM_BYTES`]: a turn of a few
+/// thousand tokens is far below it, and the parser buffers what it has not yet split.
+fn bounded(
+    body: impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>>,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, Transport>> {
+    let mut seen = 0usize;
+    body.map(move |chunk| {
+        let chunk = chunk?;
+        seen += chunk.len();
+        if seen > MAX_STREAM_BYTES {
+            return Err(Transport::TooLarge);
         }
-        if self.buf.len() > MAX_EVENT_BYTES {
-            return Err(ModelError::new(
-                "model_protocol",
-                "an event from the model API is too large",
-            ));
-        }
-        Ok(events)
+        Ok(chunk)
+    })
+}
+
+fn stream_error(e: EventStreamError<Transport>) -> ModelError {
+    match e {
+        EventStreamError::Transport(t @ Transport::TooLarge) => ModelError::new("model_protocol", t.to_string()),
+        EventStreamError::Transport(t) => ModelError::new("model_unreachable", t.to_string()),
+        other => ModelError::new("model_protocol", format!("unreadable event stream: {other}")),
     }
 }
 
-/// The end of the first event: (where the event stops, where the next one starts).
-fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
-    for i in 0..buf.len() {
-        if buf[i..].starts_with(b"\n\n") {
-            return Some((i, i + 2));
-        }
-        if buf[i..].starts_with(b"\r\n\r\n") {
-            return Some((i, i + 4));
-        }
+/// A non-2xx answer's body, when it is the API's error shape.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    message: Option<String>,
+}
+
+/// One event of the stream, by its `type` (the Messages API streaming reference).
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StreamEvent {
+    MessageStart {
+        message: MessageStart,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: ContentBlock,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: Delta,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<ApiUsage>,
+    },
+    MessageStop,
+    Error {
+        error: ErrorDetail,
+    },
+    /// `ping`, and event types newer than this code.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageStart {
+    #[serde(default)]
+    usage: Option<ApiUsage>,
+}
+
+#[derive(Deserialize)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+struct ApiUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+}
+
+impl Usage {
+    /// Takes what a `usage` object says; counts only grow (later events are cumulative).
+    fn absorb(&mut self, usage: Option<&ApiUsage>) {
+        let Some(u) = usage else { return };
+        let input = u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens;
+        self.input_tokens = self.input_tokens.max(input);
+        self.output_tokens = self.output_tokens.max(u.output_tokens);
     }
-    None
+}
+
+/// A content block as it starts, and as it goes back into history.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentBlock {
+    Text {
+        #[serde(default)]
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Thinking and other blocks this chat does not send back.
+    #[serde(other, skip_serializing)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Delta {
+    #[serde(rename = "text_delta")]
+    Text { text: String },
+    #[serde(rename = "input_json_delta")]
+    InputJson { partial_json: String },
+    #[serde(other)]
+    Other,
 }
 
 /// Builds the assistant message from the stream's events.
 #[derive(Default)]
 pub(crate) struct Assembler {
-    blocks: Vec<Value>,
+    blocks: Vec<Option<ContentBlock>>,
     /// Partial JSON of each tool_use block's input, by block index.
     partial_inputs: Vec<String>,
     stop_reason: Option<String>,
@@ -198,73 +289,72 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    /// Applies one event; returns text to show, if the event carried some.
-    pub(crate) fn apply(&mut self, event: &str, data: &str) -> Result<Option<String>, ModelError> {
-        let v: Value = serde_json::from_str(data)
-            .map_err(|e| ModelError::new("model_protocol", format!("unreadable {event} event: {e}")))?;
-        let index = v["index"].as_u64().unwrap_or(0) as usize;
+    /// Applies one event's data; returns text to show, if the event carried some.
+    pub(crate) fn apply(&mut self, data: &str) -> Result<Option<String>, ModelError> {
+        let event: StreamEvent = serde_json::from_str(data)
+            .map_err(|e| ModelError::new("model_protocol", format!("unreadable event from the model API: {e}")))?;
         match event {
-            "content_block_start" => {
+            StreamEvent::ContentBlockStart { index, content_block } => {
+                if index >= MAX_BLOCKS {
+                    return Err(ModelError::new(
+                        "model_protocol",
+                        "too many content blocks in one answer",
+                    ));
+                }
                 while self.blocks.len() <= index {
-                    self.blocks.push(Value::Null);
+                    self.blocks.push(None);
                     self.partial_inputs.push(String::new());
                 }
-                self.blocks[index] = v["content_block"].clone();
+                self.blocks[index] = Some(content_block);
             }
-            "content_block_delta" => {
-                let Some(block) = self.blocks.get_mut(index) else {
+            StreamEvent::ContentBlockDelta { index, delta } => {
+                let Some(Some(block)) = self.blocks.get_mut(index) else {
                     return Err(ModelError::new(
                         "model_protocol",
                         "a delta for a block that never started",
                     ));
                 };
-                let delta = &v["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        let text = delta["text"].as_str().unwrap_or_default();
-                        let so_far = block["text"].as_str().unwrap_or_default().to_owned();
-                        block["text"] = Value::from(so_far + text);
-                        return Ok(Some(text.to_owned()));
+                match (delta, block) {
+                    (Delta::Text { text }, ContentBlock::Text { text: so_far }) => {
+                        so_far.push_str(&text);
+                        return Ok(Some(text));
                     }
-                    Some("input_json_delta") => {
-                        self.partial_inputs[index].push_str(delta["partial_json"].as_str().unwrap_or_default());
+                    (Delta::InputJson { partial_json }, ContentBlock::ToolUse { .. }) => {
+                        self.partial_inputs[index].push_str(&partial_json);
                     }
                     _ => {}
                 }
             }
-            "content_block_stop" => {
-                if let Some(block) = self.blocks.get_mut(index)
-                    && block["type"] == "tool_use"
-                {
+            StreamEvent::ContentBlockStop { index } => {
+                if let Some(Some(ContentBlock::ToolUse { input, .. })) = self.blocks.get_mut(index) {
                     let partial = &self.partial_inputs[index];
-                    let input: Value = if partial.trim().is_empty() {
-                        block.get("input").cloned().unwrap_or_else(|| json!({}))
-                    } else {
-                        serde_json::from_str(partial).map_err(|e| {
+                    if !partial.trim().is_empty() {
+                        *input = serde_json::from_str(partial).map_err(|e| {
                             ModelError::new("model_protocol", format!("a tool call's input is not JSON: {e}"))
-                        })?
-                    };
-                    block["input"] = input;
+                        })?;
+                    } else if input.is_null() {
+                        *input = json!({});
+                    }
                 }
             }
-            "message_start" => self.usage.absorb(&v["message"]["usage"]),
-            "message_delta" => {
-                if let Some(reason) = v["delta"]["stop_reason"].as_str() {
-                    self.stop_reason = Some(reason.to_owned());
+            StreamEvent::MessageStart { message } => self.usage.absorb(message.usage.as_ref()),
+            StreamEvent::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.stop_reason {
+                    self.stop_reason = Some(reason);
                 }
-                self.usage.absorb(&v["usage"]);
+                self.usage.absorb(usage.as_ref());
             }
-            "message_stop" => self.finished = true,
-            "error" => {
+            StreamEvent::MessageStop => self.finished = true,
+            StreamEvent::Error { error } => {
                 return Err(ModelError::new(
                     "model_error",
                     format!(
                         "the model API reported: {}",
-                        v["error"]["message"].as_str().unwrap_or("an error")
+                        error.message.as_deref().unwrap_or("an error")
                     ),
                 ));
             }
-            _ => {} // ping, and anything newer.
+            StreamEvent::Other => {}
         }
         Ok(None)
     }
@@ -272,9 +362,13 @@ impl Assembler {
     pub(crate) fn finish(&mut self) -> Result<Turn, ModelError> {
         let content: Vec<Value> = std::mem::take(&mut self.blocks)
             .into_iter()
-            .filter(|b| matches!(b["type"].as_str(), Some("text" | "tool_use")))
-            .filter(|b| b["type"] != "text" || b["text"].as_str().is_some_and(|t| !t.is_empty()))
-            .map(|b| clean_block(&b))
+            .flatten()
+            .filter(|b| match b {
+                ContentBlock::Text { text } => !text.is_empty(),
+                ContentBlock::ToolUse { .. } => true,
+                ContentBlock::Other => false,
+            })
+            .filter_map(|b| serde_json::to_value(b).ok())
             .collect();
         Ok(Turn {
             content,
@@ -282,21 +376,6 @@ impl Assembler {
             usage: self.usage,
         })
     }
-}
-
-/// Only the fields the API takes back in history.
-fn clean_block(block: &Value) -> Value {
-    let mut out = Map::new();
-    let keep: &[&str] = match block["type"].as_str() {
-        Some("text") => &["type", "text"],
-        _ => &["type", "id", "name", "input"],
-    };
-    for key in keep {
-        if let Some(v) = block.get(*key) {
-            out.insert((*key).to_owned(), v.clone());
-        }
-    }
-    Value::Object(out)
 }
 
 #[cfg(test)]
@@ -316,19 +395,27 @@ event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n
 event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n\
 event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
 
-    #[test]
-    fn assembles_text_and_tool_use_from_any_chunking() {
-        for chunk in [1, 7, 64, STREAM.len()] {
-            let mut reader = EventReader::default();
-            let mut asm = Assembler::default();
-            let mut shown = String::new();
-            for piece in STREAM.as_bytes().chunks(chunk) {
-                for (event, data) in reader.push(piece).unwrap() {
-                    if let Some(t) = asm.apply(&event, &data).unwrap() {
-                        shown.push_str(&t);
-                    }
-                }
+    async fn assemble(chunk: usize) -> (Assembler, String) {
+        let pieces: Vec<Result<bytes::Bytes, Transport>> = STREAM
+            .as_bytes()
+            .chunks(chunk)
+            .map(|c| Ok(bytes::Bytes::copy_from_slice(c)))
+            .collect();
+        let mut events = futures_util::stream::iter(pieces).eventsource();
+        let mut asm = Assembler::default();
+        let mut shown = String::new();
+        while let Some(event) = events.next().await {
+            if let Some(t) = asm.apply(&event.unwrap().data).unwrap() {
+                shown.push_str(&t);
             }
+        }
+        (asm, shown)
+    }
+
+    #[tokio::test]
+    async fn assembles_text_and_tool_use_from_any_chunking() {
+        for chunk in [1, 7, 64, STREAM.len()] {
+            let (mut asm, shown) = assemble(chunk).await;
             assert!(asm.finished);
             let turn = asm.finish().unwrap();
             assert_eq!(shown, "Checking disk.");
@@ -344,30 +431,38 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         }
     }
 
-    #[test]
-    fn protocol_problems_are_errors_not_guesses() {
+    #[tokio::test]
+    async fn protocol_problems_are_errors_not_guesses() {
         let mut asm = Assembler::default();
+        let code = |r: Result<Option<String>, ModelError>| r.unwrap_err().code;
         assert_eq!(
-            asm.apply("content_block_delta", "{\"index\":3,\"delta\":{}}")
-                .unwrap_err()
-                .code,
+            code(asm.apply(r#"{"type":"content_block_delta","index":3,"delta":{"type":"text_delta","text":"x"}}"#)),
             "model_protocol"
         );
+        assert_eq!(code(asm.apply("not json")), "model_protocol");
         assert_eq!(
-            asm.apply("content_block_start", "not json").unwrap_err().code,
+            code(
+                asm.apply(r#"{"type":"content_block_start","index":99999,"content_block":{"type":"text","text":""}}"#)
+            ),
             "model_protocol"
         );
         let err = asm
-            .apply(
-                "error",
-                "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}",
-            )
+            .apply(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#)
             .unwrap_err();
         assert_eq!(
             (err.code, err.message.as_str()),
             ("model_error", "the model API reported: Overloaded")
         );
-        let mut reader = EventReader::default();
-        assert!(reader.push(&vec![b'x'; MAX_EVENT_BYTES + 1]).is_err());
+        // Unknown event types (ping, newer ones) are skipped, not errors.
+        assert_eq!(asm.apply(r#"{"type":"ping"}"#), Ok(None));
+        assert_eq!(asm.apply(r#"{"type":"something_new","x":1}"#), Ok(None));
+        // A body past the bound stops the stream.
+        let big = vec![
+            Ok(bytes::Bytes::from(vec![b'x'; MAX_STREAM_BYTES])),
+            Ok(bytes::Bytes::from_static(b"x")),
+        ];
+        let mut limited = Box::pin(bounded(futures_util::stream::iter(big)));
+        assert!(limited.next().await.unwrap().is_ok());
+        assert!(matches!(limited.next().await, Some(Err(Transport::TooLarge))));
     }
 }

@@ -213,6 +213,10 @@ struct Reader<'a> {
 impl std::ops::Deref for Reader<'_> {
     type Target = Connection;
 
+    #[expect(
+        clippy::expect_used,
+        reason = "the connection is taken only in drop, after which nothing derefs"
+    )]
     fn deref(&self) -> &Connection {
         self.conn.as_ref().expect("a reader holds its connection until dropped")
     }

@@ -162,8 +162,15 @@ pub struct Restarted {
 
 impl Restarted {
     pub async fn from(server: TestServer) -> Restarted {
+        Restarted::configured(server, |_| {}).await
+    }
+
+    /// Started again with settings of its own (the chat's, say), which a data directory
+    /// does not keep.
+    pub async fn configured(server: TestServer, tweak: impl FnOnce(&mut ServeConfig)) -> Restarted {
         let dir = server.stop().await.unwrap();
-        let config = ServeConfig::new("127.0.0.1:0".parse().unwrap(), dir.path().join("data"));
+        let mut config = ServeConfig::new("127.0.0.1:0".parse().unwrap(), dir.path().join("data"));
+        tweak(&mut config);
         let shutdown = CancellationToken::new();
         let running = kenny_server::server::start(config, shutdown.clone()).await.unwrap();
         Restarted {

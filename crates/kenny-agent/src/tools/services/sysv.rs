@@ -103,7 +103,8 @@ fn process_exists(_pid: u32) -> bool {
     false
 }
 
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;

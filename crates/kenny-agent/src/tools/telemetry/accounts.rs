@@ -116,8 +116,7 @@ fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
         .filter(|u| u.uid == 0 || (uid_min..=uid_max).contains(&u.uid))
         .collect();
     people.sort_by(|a, b| a.name.cmp(&b.name));
-    let today_days =
-        (today - Date::from_calendar_date(1970, time::Month::January, 1).expect("valid date")).whole_days();
+    let today_days = (today - time::OffsetDateTime::UNIX_EPOCH.date()).whole_days();
 
     let mut accounts = Vec::new();
     let mut admins = Vec::new();
