@@ -13,6 +13,7 @@ mod netctl;
 mod netinfo;
 mod netprobe;
 mod packages;
+mod process;
 mod psjson;
 mod remotehelp;
 mod screen;

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::shell::{ProgramOutput, powershell_literal, powershell_output, run_program};
+use super::process::{ProgramOutput, run_program};
+use super::shell::{powershell_literal, powershell_output};
 use super::{ToolError, ToolResult, arg_str};
 
 const COMMAND_TIME: Duration = Duration::from_secs(20);

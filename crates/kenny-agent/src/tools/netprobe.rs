@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpStream;
 
-use super::shell::run_program;
+use super::process::run_program;
 use super::{ToolError, ToolResult, arg_str, arg_u64};
 
 const DEFAULT_PING_COUNT: u64 = 4;

@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 use tokio::process::Command;
 
 use super::bounded::{BoundedBuf, blocking};
-use super::shell::{powershell_json, run_captured_into, system32_tool};
+use super::process::run_captured_into;
+use super::shell::{powershell_json, system32_tool};
 use super::{ToolError, ToolResult};
 
 const PACKAGE_NAME: &str = "MicrosoftCorporationII.QuickAssist";

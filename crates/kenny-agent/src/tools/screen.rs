@@ -405,7 +405,7 @@ mod windows {
         tokio::fs::write(&script, capture_script(&out.to_string_lossy()))
             .await
             .map_err(|e| ToolError::exec_failed(format!("writing {}: {e}", script.display())))?;
-        let granted = crate::tools::shell::run_program(
+        let granted = crate::tools::process::run_program(
             &system32_tool("icacls.exe").to_string_lossy(),
             &icacls_grant_args(work, &account)
                 .iter()

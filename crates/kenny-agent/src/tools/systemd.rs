@@ -13,7 +13,8 @@ pub(crate) fn not_running_reason() -> String {
     format!("systemd is not running on this PC (PID 1 is `{}`)", pid1_name())
 }
 
-fn pid1_name() -> String {
+/// What runs as PID 1 (`unknown` when /proc does not say).
+pub(crate) fn pid1_name() -> String {
     std::fs::read_to_string("/proc/1/comm")
         .ok()
         .map(|name| name.trim().to_owned())

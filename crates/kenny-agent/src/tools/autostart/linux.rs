@@ -8,7 +8,7 @@ use serde_json::Map;
 use tokio::process::Command;
 
 use super::Entry;
-use crate::tools::shell::run_captured;
+use crate::tools::process::run_captured;
 
 const COMMAND_LIMIT: Duration = Duration::from_secs(20);
 const OUTPUT_CAP: usize = 4 * 1024 * 1024;

@@ -10,7 +10,7 @@ use tokio::process::Command;
 use super::{Entry, Query, render};
 use crate::tools::ToolError;
 use crate::tools::bounded::lossy_text;
-use crate::tools::shell::run_captured;
+use crate::tools::process::run_captured;
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// Without `--all`, journalctl prints fields over 4 KiB as null, so an entry stays small;

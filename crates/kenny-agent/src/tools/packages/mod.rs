@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use tokio::process::Command;
 
 use super::bounded::BoundedBuf;
-use super::shell::run_captured_into;
+use super::process::run_captured_into;
 use super::{ToolError, ToolResult, arg_str, arg_u64};
 
 const DEFAULT_LIMIT: u64 = 500;

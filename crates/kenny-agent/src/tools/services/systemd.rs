@@ -8,7 +8,7 @@ use tokio::process::Command;
 
 use super::{COMMAND_LIMIT, OUTPUT_CAP, Service, Standing};
 use crate::tools::ToolError;
-use crate::tools::shell::run_captured;
+use crate::tools::process::run_captured;
 
 /// One row of `systemctl list-units`, in either output format.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -6,7 +6,7 @@ use kenny_proto::error::ErrorCode;
 use tokio::process::Command;
 
 use crate::tools::bounded::BoundedBuf;
-use crate::tools::shell::run_captured_into;
+use crate::tools::process::run_captured_into;
 
 /// Per stream; the biggest caller is `rpm -qa` on a large install (~2 MB).
 const OUTPUT_CAP: usize = 8 * 1024 * 1024;

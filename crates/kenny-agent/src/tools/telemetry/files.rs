@@ -56,16 +56,6 @@ pub(super) fn read_tail(path: &Path, cap: u64, align: u64) -> io::Result<(Vec<u8
     Ok((bytes, start > 0))
 }
 
-/// Whether systemd is this PC's init system: the check systemd's own tools use.
-pub(super) fn systemd_running() -> bool {
-    Path::new("/run/systemd/system").is_dir()
-}
-
-/// The name of PID 1, for messages that explain why systemd is not there.
-pub(super) fn init_name() -> Option<String> {
-    read_small(Path::new("/proc/1/comm")).filter(|name| !name.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,8 +26,9 @@ use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
 
 use super::accounts::parse_passwd;
 use super::command;
-use super::files::{CONFIG_CAP, etc_root, read_tail, read_text, systemd_running};
+use super::files::{CONFIG_CAP, etc_root, read_tail, read_text};
 use super::{Outcome, Status, not_collected_here, section};
+use crate::tools::systemd::is_running as systemd_running;
 
 const WINDOW_HOURS: i64 = 24;
 const WARN_PER_ACCOUNT: u64 = 10;

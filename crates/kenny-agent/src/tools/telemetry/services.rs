@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::command::{self, first_line};
-use super::files::{init_name, systemd_running};
 use super::{Outcome, Status, not_collected_here, section};
+use crate::tools::systemd::{is_running as systemd_running, pid1_name};
 
 const SYSTEMCTL_TIMEOUT: Duration = Duration::from_secs(8);
 /// Listed by name; more than this many failed units is a story the count tells.
@@ -29,7 +29,7 @@ pub(super) async fn failed_services_section() -> Outcome {
         return Ok(not_collected_here());
     }
     if !systemd_running() {
-        let init = init_name().unwrap_or_else(|| "unknown".to_owned());
+        let init = pid1_name();
         return Ok(section(
             Status::Ok,
             "systemd not running; nothing to check".to_owned(),

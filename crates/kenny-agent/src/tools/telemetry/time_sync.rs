@@ -12,8 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::command::{self, RunError, first_line};
-use super::files::systemd_running;
 use super::{Outcome, Section, Status, not_collected_here, section};
+use crate::tools::systemd::is_running as systemd_running;
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
 const TIMESYNCD_MARKER: &str = "/run/systemd/timesync/synchronized";

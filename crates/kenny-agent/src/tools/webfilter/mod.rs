@@ -12,7 +12,8 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use super::bounded::{BoundedBuf, blocking};
-use super::shell::{run_captured_into, system32_tool};
+use super::process::run_captured_into;
+use super::shell::system32_tool;
 use super::{ToolContext, ToolError, ToolResult, arg_str};
 
 pub use domains::server_host_name;
