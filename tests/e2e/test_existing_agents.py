@@ -105,6 +105,8 @@ async def test_what_an_existing_agent_would_ignore_is_refused_before_it_runs(ken
 
 
 async def test_recorded_responses_of_the_existing_agent_fit_kennys_schemas(kenny):
+    if os.environ.get("KENNY_WIRE_REFERENCE") and not REFERENCE.is_dir():
+        pytest.fail(f"KENNY_WIRE_REFERENCE names {REFERENCE}, which is not a directory")
     if not REFERENCE.is_dir():
         pytest.skip(f"SKIPPED: the kenny 0.17 reference frames are not at {REFERENCE} (a plain clone has no ../shared/)")
     agent = await _existing_agent(kenny, "old-pc3")
