@@ -76,6 +76,21 @@ impl AsRef<str> for AgentId {
     }
 }
 
+/// Read-only text: an id can be used wherever a `&str` is read, and never changed.
+impl std::ops::Deref for AgentId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<AgentId> for &str {
+    fn eq(&self, other: &AgentId) -> bool {
+        *self == other.0
+    }
+}
+
 impl std::borrow::Borrow<str> for AgentId {
     fn borrow(&self) -> &str {
         &self.0

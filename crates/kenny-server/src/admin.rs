@@ -171,7 +171,11 @@ mod tests {
             .unwrap();
         assert_eq!(
             (p.username.as_str(), p.role, p.hosts.clone()),
-            ("kid", Role::User, Some(vec!["pc-a".to_owned()]))
+            (
+                "kid",
+                Role::User,
+                Some(vec![kenny_proto::AgentId::parse("pc-a").unwrap()])
+            )
         );
         assert!(
             create_token(&store, "nobody", None)

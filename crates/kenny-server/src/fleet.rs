@@ -9,7 +9,7 @@ use crate::store::{AgentRecord, StoreError};
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct AgentSummary {
-    pub agent_id: String,
+    pub agent_id: kenny_proto::AgentId,
     pub online: bool,
     pub os: Option<String>,
     pub hostname: Option<String>,
@@ -28,7 +28,7 @@ pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>
         .into_iter()
         .filter(|r| who.may_reach(&r.agent_id))
         .map(|r| {
-            let link = live.get(&r.agent_id).map(|l| l.as_ref());
+            let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
             summarize(r, link)
         })
         .collect())

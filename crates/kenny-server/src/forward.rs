@@ -118,7 +118,7 @@ impl Forwarder {
         let sent = audit_row(
             who,
             Some(call_id.clone()),
-            Some(agent_id.clone()),
+            Some(agent_id.to_string()),
             tool,
             digest,
             None,

@@ -70,7 +70,7 @@ pub fn push_to_all(registry: &Registry, policy: &Policy) -> (usize, Vec<String>)
         if link.try_send(&frame) {
             pushed += 1;
         } else {
-            missed.push(agent_id);
+            missed.push(agent_id.to_string());
         }
     }
     missed.sort();

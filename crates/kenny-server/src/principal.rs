@@ -56,7 +56,7 @@ pub struct Principal {
     pub username: String,
     pub role: Role,
     /// The hosts a `user` may reach; `None` for roles that reach every host.
-    pub hosts: Option<Vec<String>>,
+    pub hosts: Option<Vec<kenny_proto::AgentId>>,
     pub credential_kind: CredentialKind,
     pub credential_id: String,
     /// Where the request came from (the peer address), for the audit trail.
@@ -67,7 +67,7 @@ impl Principal {
     pub fn may_reach(&self, agent_id: &str) -> bool {
         match &self.hosts {
             None => true,
-            Some(hosts) => hosts.iter().any(|h| h == agent_id),
+            Some(hosts) => hosts.iter().any(|h| h.as_str() == agent_id),
         }
     }
 }
@@ -82,7 +82,7 @@ mod tests {
             user_id: 1,
             username: "kim".into(),
             role: Role::User,
-            hosts: Some(vec!["pc-a".into()]),
+            hosts: Some(vec![kenny_proto::AgentId::parse("pc-a").unwrap()]),
             credential_kind: CredentialKind::Pat,
             credential_id: "1".into(),
             client_addr: None,

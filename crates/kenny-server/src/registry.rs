@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use kenny_proto::AgentId;
 use kenny_proto::frame::{AgentMeta, Frame, Request, Response, encode};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -33,7 +34,7 @@ type Reply = oneshot::Sender<Result<Value, LinkError>>;
 
 /// One authenticated agent connection, as the rest of the server sees it.
 pub struct AgentLink {
-    pub agent_id: String,
+    pub agent_id: AgentId,
     pub conn_id: u64,
     pub meta: Option<AgentMeta>,
     pub connected_at: String,
@@ -47,7 +48,7 @@ pub struct AgentLink {
 
 impl AgentLink {
     pub fn new(
-        agent_id: String,
+        agent_id: AgentId,
         conn_id: u64,
         meta: Option<AgentMeta>,
         connected_at: String,
@@ -193,7 +194,7 @@ impl Drop for ForgetOnDrop<'_> {
 
 #[derive(Default)]
 pub struct Registry {
-    links: RwLock<HashMap<String, Arc<AgentLink>>>,
+    links: RwLock<HashMap<AgentId, Arc<AgentLink>>>,
     next_conn_id: AtomicU64,
 }
 
@@ -234,7 +235,7 @@ impl Registry {
     }
 
     /// A copy of the live links, for listings.
-    pub fn snapshot(&self) -> HashMap<String, Arc<AgentLink>> {
+    pub fn snapshot(&self) -> HashMap<AgentId, Arc<AgentLink>> {
         self.links.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -249,7 +250,7 @@ mod tests {
     use serde_json::json;
 
     fn link(agent: &str, conn_id: u64) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
-        AgentLink::new(agent.into(), conn_id, None, "t".into())
+        AgentLink::new(AgentId::parse(agent).unwrap(), conn_id, None, "t".into())
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! the conversation, does one thing, and writes it down, so a reply can stop for an
 //! operator's decision (or a restart) and carry on from exactly where it was.
 
+use kenny_proto::AgentId;
 use kenny_proto::catalog::{self, AGENT_ID_ARG};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
@@ -331,20 +332,25 @@ async fn propose(
 }
 
 /// The call's own `agent_id` if it names one, else the conversation's selection.
-fn target(named: Option<&Value>, session: &ChatSession) -> Result<String, CallFailure> {
-    match named {
-        Some(Value::String(id)) if !id.trim().is_empty() => Ok(id.trim().to_owned()),
+fn target(named: Option<&Value>, session: &ChatSession) -> Result<AgentId, CallFailure> {
+    let id = match named {
+        Some(Value::String(id)) if !id.trim().is_empty() => id.trim().to_owned(),
         Some(Value::String(_)) | None => session.selected_agent.clone().ok_or_else(|| {
             CallFailure::new(
                 ErrorCode::NoAgent,
                 "no PC is selected in this conversation and the call names none: ask the user which PC (list_agents shows them)",
             )
-        }),
-        Some(other) => Err(CallFailure::new(
-            ErrorCode::BadArgs,
-            format!("agent_id must be a string, got {other}"),
-        )),
-    }
+        })?,
+        Some(other) => {
+            return Err(CallFailure::new(
+                ErrorCode::BadArgs,
+                format!("agent_id must be a string, got {other}"),
+            ));
+        }
+    };
+    // As at the MCP edge: text that cannot be an id names no PC.
+    AgentId::parse(&id)
+        .map_err(|e| CallFailure::new(ErrorCode::UnknownAgent, format!("{e}; list_agents shows the ids")))
 }
 
 async fn store_and_run(state: &AppState, who: &Principal, call: ChatCall, events: &Events) -> Result<(), EngineError> {
@@ -504,4 +510,32 @@ async fn fail(events: &Events, code: &str, message: &str) {
             stop_reason: "error".into(),
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(selected: Option<&str>) -> ChatSession {
+        ChatSession {
+            id: "s".into(),
+            user_id: 1,
+            title: String::new(),
+            selected_agent: selected.map(str::to_owned),
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_calls_target_is_its_own_id_else_the_selection_and_never_a_guess() {
+        let named = json!("pc-b");
+        assert_eq!(target(Some(&named), &session(Some("pc-a"))).unwrap(), "pc-b");
+        assert_eq!(target(None, &session(Some("pc-a"))).unwrap(), "pc-a");
+        assert_eq!(target(Some(&json!("  ")), &session(Some("pc-a"))).unwrap(), "pc-a");
+        let code = |named: Option<&Value>, selected| target(named, &session(selected)).unwrap_err().code;
+        assert_eq!(code(None, None), "no_agent");
+        assert_eq!(code(Some(&json!(5)), Some("pc-a")), "bad_args");
+        assert_eq!(code(Some(&json!("../etc")), Some("pc-a")), "unknown_agent");
+    }
 }

@@ -158,14 +158,14 @@ pub enum ChatEvent {
     ToolCall {
         id: String,
         tool: String,
-        agent_id: Option<String>,
+        agent_id: Option<kenny_proto::AgentId>,
         args: serde_json::Value,
     },
     /// A call finished (or was refused or denied).
     ToolResult {
         id: String,
         tool: String,
-        agent_id: Option<String>,
+        agent_id: Option<kenny_proto::AgentId>,
         ok: bool,
         summary: String,
     },
@@ -174,7 +174,7 @@ pub enum ChatEvent {
     Held {
         id: String,
         tool: String,
-        agent_id: Option<String>,
+        agent_id: Option<kenny_proto::AgentId>,
         args: serde_json::Value,
         class: String,
         reason: String,

@@ -52,7 +52,7 @@ pub struct ChatCall {
     /// The arguments as the model gave them (without `agent_id`).
     pub args: Value,
     /// The target, resolved and frozen when the call was proposed.
-    pub agent_id: Option<String>,
+    pub agent_id: Option<kenny_proto::AgentId>,
     pub class: String,
     pub status: String,
     /// The `tool_result` content for the model, once there is one.
@@ -76,7 +76,7 @@ fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChatCall> {
         seq: r.get(3)?,
         tool: r.get(4)?,
         args: json(r.get(5)?),
-        agent_id: r.get(6)?,
+        agent_id: super::optional_agent_id_column(r, 6)?,
         class: r.get(7)?,
         status: r.get(8)?,
         result: r.get::<_, Option<String>>(9)?.map(json),
@@ -205,7 +205,7 @@ impl Store {
                     call.seq,
                     call.tool,
                     call.args.to_string(),
-                    call.agent_id,
+                    call.agent_id.as_deref(),
                     call.class,
                     call.status,
                     call.result.as_ref().map(Value::to_string),

@@ -362,7 +362,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(
-            (p.user_id, p.hosts),
+            (
+                p.user_id,
+                p.hosts.map(|h| h.iter().map(ToString::to_string).collect::<Vec<_>>())
+            ),
             (2, Some(vec!["pc-a".to_owned(), "pc-b".to_owned()]))
         );
         assert!(store.session_principal("ses-kim", "2000").unwrap().is_some());

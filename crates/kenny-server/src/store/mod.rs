@@ -58,7 +58,7 @@ pub struct Store {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentRecord {
-    pub agent_id: String,
+    pub agent_id: kenny_proto::AgentId,
     pub public_key: Option<String>,
     pub hostname: Option<String>,
     pub os: Option<String>,
@@ -595,7 +595,7 @@ const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version,
 
 fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
-        agent_id: r.get(0)?,
+        agent_id: agent_id_column(r, 0)?,
         public_key: r.get(1)?,
         hostname: r.get(2)?,
         os: r.get(3)?,
@@ -603,6 +603,21 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
         arch: r.get(5)?,
         last_seen: r.get(6)?,
     })
+}
+
+/// An agent id as stored: it was checked when written, so one that no longer reads as an
+/// id is a damaged database, reported as such rather than served.
+fn agent_id_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<kenny_proto::AgentId> {
+    let text: String = r.get(index)?;
+    kenny_proto::AgentId::parse(&text)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+fn optional_agent_id_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<kenny_proto::AgentId>> {
+    match r.get_ref(index)? {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        _ => agent_id_column(r, index).map(Some),
+    }
 }
 
 /// The columns a credential lookup selects: credential id, user id, user name, role.
@@ -622,8 +637,20 @@ fn principal(
 ) -> Result<Option<crate::principal::Principal>> {
     use crate::principal::{Principal, Role};
     let Some(role) = Role::parse(role) else { return Ok(None) };
+    // Stored hosts were checked when they were written; one that no longer reads as an
+    // id is left out (fails closed: less reach, never more).
     let hosts = if role == Role::User {
-        Some(load_hosts(c, user_id)?)
+        let stored = load_hosts(c, user_id)?;
+        Some(
+            stored
+                .iter()
+                .filter_map(|h| {
+                    kenny_proto::AgentId::parse(h)
+                        .map_err(|e| tracing::warn!(user = user_id, error = %e, "a stored host is not an agent id"))
+                        .ok()
+                })
+                .collect(),
+        )
     } else {
         None
     };

@@ -241,7 +241,7 @@ mod tests {
         let server = SigningKey::from_bytes(&[1; 32]);
         let agent = SigningKey::from_bytes(&[2; 32]);
         let record = AgentRecord {
-            agent_id: "pc-1".into(),
+            agent_id: kenny_proto::AgentId::parse("pc-1").unwrap(),
             public_key: Some(auth::encode_b64(agent.verifying_key().as_bytes())),
             hostname: None,
             os: None,

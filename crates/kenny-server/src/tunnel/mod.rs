@@ -15,6 +15,7 @@ use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
+use kenny_proto::AgentId;
 use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, decode, encode};
 use tokio::sync::mpsc;
 
@@ -159,7 +160,7 @@ async fn handshake(
     state: &AppState,
     socket: &mut WebSocket,
     reads: &ConnReads,
-) -> Result<(String, Option<AgentMeta>, Proof), Reject> {
+) -> Result<(AgentId, Option<AgentMeta>, Proof), Reject> {
     let first = recv_text(socket, reads).await?;
     let frame = decode(&first, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("first frame: {e}")))?;
     let Frame::Register(reg) = frame else {
@@ -207,6 +208,8 @@ async fn handshake(
             Proof::Key
         }
     };
+    // `method` has checked the id; parsing it again only gives it its type.
+    let agent_id = AgentId::parse(&agent_id).map_err(|e| Reject::bad_frame(e.to_string()))?;
     Ok((agent_id, handshake::sanitize_meta(reg.meta), proof))
 }
 

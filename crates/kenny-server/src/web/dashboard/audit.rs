@@ -74,7 +74,7 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
         }
     };
     let agents = crate::fleet::list(&state, &who).await.unwrap_or_default();
-    let hosts: Vec<String> = agents.into_iter().map(|a| a.agent_id).collect();
+    let hosts: Vec<String> = agents.into_iter().map(|a| a.agent_id.to_string()).collect();
     layout(&who, &csrf, "Audit log", Nav::Audit, &render(&filter, &entries, &hosts))
 }
 

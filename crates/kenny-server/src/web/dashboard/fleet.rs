@@ -30,7 +30,7 @@ pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Res
             );
         }
     };
-    let ids: Vec<String> = agents.iter().map(|a| a.agent_id.clone()).collect();
+    let ids: Vec<String> = agents.iter().map(|a| a.agent_id.to_string()).collect();
     let health = state
         .store
         .blocking(move |s| {
@@ -109,7 +109,7 @@ fn row(a: &AgentSummary, health: Option<&Health>) -> String {
     .join(" ")
     .to_lowercase();
     let hostname = match &a.hostname {
-        Some(h) if h != &a.agent_id => format!("<div class=\"muted\">{}</div>", esc(h)),
+        Some(h) if h.as_str() != a.agent_id.as_str() => format!("<div class=\"muted\">{}</div>", esc(h)),
         _ => String::new(),
     };
     format!(
@@ -134,7 +134,7 @@ mod tests {
 
     fn agent(id: &str, online: bool) -> AgentSummary {
         AgentSummary {
-            agent_id: id.into(),
+            agent_id: kenny_proto::AgentId::parse(id).unwrap(),
             online,
             os: Some("linux".into()),
             hostname: Some("<den>".into()),
