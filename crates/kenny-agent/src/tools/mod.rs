@@ -23,6 +23,7 @@ mod systemd;
 mod telemetry;
 pub mod update;
 mod webfilter;
+mod winsession;
 
 use kenny_proto::catalog::{self, Os, Tool};
 use kenny_proto::error::ErrorCode;

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
-use tokio::process::Command;
 
-use super::bounded::{BoundedBuf, blocking};
-use super::process::run_captured_into;
-use super::shell::{powershell_json, system32_tool};
+use super::bounded::blocking;
+use super::shell::powershell_json;
+use super::winsession::{
+    DESKTOPS_SCRIPT, DesktopOwner, check_account, delete_named_task_args, interactive_user, parse_desktops, query_user,
+    run_named_task_args, schtasks, user_task_args,
+};
 use super::{ToolError, ToolResult};
 
 const PACKAGE_NAME: &str = "MicrosoftCorporationII.QuickAssist";
@@ -35,13 +37,11 @@ pub(super) fn status_script() -> String {
         "$ErrorActionPreference = 'Stop'\n\
          $qa = Get-AppxPackage -AllUsers -Name '{PACKAGE_NAME}' -ErrorAction SilentlyContinue |\n\
          \x20   Sort-Object -Property {{ [version]$_.Version }} -Descending | Select-Object -First 1\n\
-         $explorer = @(Get-CimInstance -ClassName Win32_Process -Filter \"Name = 'explorer.exe'\" -ErrorAction SilentlyContinue | ForEach-Object {{\n\
-         \x20   $owner = Invoke-CimMethod -InputObject $_ -MethodName GetOwner -ErrorAction SilentlyContinue\n\
-         \x20   [pscustomobject]@{{ session = [int]$_.SessionId; domain = \"$($owner.Domain)\"; user = \"$($owner.User)\" }}\n\
-         }})\n\
+         {desktops}\
          $package = $null\n\
          if ($qa) {{ $package = [pscustomobject]@{{ name = $qa.Name; version = \"$($qa.Version)\"; full_name = $qa.PackageFullName }} }}\n\
-         [pscustomobject]@{{ package = $package; explorer = $explorer }} | ConvertTo-Json -Compress -Depth 4\n"
+         [pscustomobject]@{{ package = $package; explorer = $explorer }} | ConvertTo-Json -Compress -Depth 4\n",
+        desktops = DESKTOPS_SCRIPT,
     )
 }
 
@@ -52,13 +52,6 @@ pub(super) fn stop_script() -> String {
          if ($running.Count -gt 0) {{ $running | Stop-Process -Force }}\n\
          [pscustomobject]@{{ stopped = $running.Count }} | ConvertTo-Json -Compress\n"
     )
-}
-
-/// The owner of an explorer.exe: someone with a desktop in that session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct DesktopOwner {
-    pub session: u32,
-    pub account: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -76,119 +69,14 @@ pub(super) fn parse_status(value: &Value) -> PackageFacts {
         .and_then(Value::as_str)
         .filter(|v| !v.is_empty())
         .map(str::to_owned);
-    let explorer: Vec<&Value> = match value.get("explorer") {
-        Some(Value::Array(items)) => items.iter().collect(),
-        Some(item @ Value::Object(_)) => vec![item],
-        _ => Vec::new(),
-    };
-    let desktops = explorer
-        .into_iter()
-        .filter_map(|e| {
-            let session = u32::try_from(e.get("session")?.as_u64()?).ok()?;
-            let user = e.get("user")?.as_str()?.trim();
-            let domain = e.get("domain").and_then(Value::as_str).unwrap_or("").trim();
-            if user.is_empty() {
-                return None;
-            }
-            let account = if domain.is_empty() {
-                user.to_owned()
-            } else {
-                format!("{domain}\\{user}")
-            };
-            Some(DesktopOwner { session, account })
-        })
-        .collect();
-    PackageFacts { version, desktops }
-}
-
-/// One row of `query user` (quser.exe).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Session {
-    pub user: String,
-    /// `console`, `rdp-tcp#3`, ...; none for a disconnected session.
-    pub name: Option<String>,
-    pub id: u32,
-    pub state: String,
-}
-
-/// Parses `query user`'s table. Column titles are translated, but their positions are
-/// not: the user name runs up to where the second title starts, and a session without
-/// a session name (disconnected) goes straight to its numeric id. User names may hold
-/// spaces; session names do not.
-pub(super) fn parse_query_user(text: &str) -> Vec<Session> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
-    let header: Vec<char> = header.chars().collect();
-    let Some(name_col) = (1..header.len()).find(|&i| {
-        header[i - 1] == ' ' && header[i] != ' ' && {
-            // the second title: after the first one has started
-            header[..i].iter().any(|c| *c != ' ')
-        }
-    }) else {
-        return Vec::new();
-    };
-    lines
-        .filter_map(|line| {
-            let chars: Vec<char> = line.chars().collect();
-            if chars.len() <= name_col {
-                return None;
-            }
-            let user: String = chars[1.min(chars.len())..name_col].iter().collect();
-            let rest: String = chars[name_col..].iter().collect();
-            let mut tokens = rest.split_whitespace();
-            let first = tokens.next()?;
-            let (name, id) = if first.chars().all(|c| c.is_ascii_digit()) {
-                (None, first)
-            } else {
-                (Some(first.to_owned()), tokens.next()?)
-            };
-            Some(Session {
-                user: user.trim().to_owned(),
-                name,
-                id: id.parse().ok()?,
-                state: tokens.next().unwrap_or("").to_owned(),
-            })
-        })
-        .filter(|s| !s.user.is_empty())
-        .collect()
-}
-
-/// Who Quick Assist should open for: the user of a connected session (the console
-/// first), named as explorer.exe's owner there (`DOMAIN\user`, which schtasks needs)
-/// when known. Without quser (Home editions lack it), any desktop outside session 0.
-pub(super) fn interactive_user(sessions: &[Session], desktops: &[DesktopOwner]) -> Option<DesktopOwner> {
-    let mut connected: Vec<&Session> = sessions.iter().filter(|s| s.name.is_some()).collect();
-    connected.sort_by_key(|s| (s.name.as_deref() != Some("console"), s.id));
-    if let Some(session) = connected.first() {
-        let account = desktops
-            .iter()
-            .find(|d| d.session == session.id)
-            .map_or_else(|| session.user.clone(), |d| d.account.clone());
-        return Some(DesktopOwner {
-            session: session.id,
-            account,
-        });
+    PackageFacts {
+        version,
+        desktops: parse_desktops(value.get("explorer")),
     }
-    if sessions.is_empty() {
-        return desktops.iter().find(|d| d.session != 0).cloned();
-    }
-    None
 }
 
 pub(super) fn create_task_args(account: &str) -> Vec<String> {
     user_task_args(TASK_NAME, &format!("explorer.exe {APP_ID}"), account)
-}
-
-/// A one-off task that runs `command` as `account` on that user's desktop (`/it`); run
-/// with `/run`, then deleted. How a service in session 0 shows anything to a person.
-pub(crate) fn user_task_args(task_name: &str, command: &str, account: &str) -> Vec<String> {
-    [
-        "/create", "/tn", task_name, "/tr", command, "/sc", "once", "/st", "00:00", "/ru", account, "/it", "/f",
-    ]
-    .map(String::from)
-    .into()
 }
 
 pub(super) fn run_task_args() -> Vec<String> {
@@ -197,28 +85,6 @@ pub(super) fn run_task_args() -> Vec<String> {
 
 pub(super) fn delete_task_args() -> Vec<String> {
     delete_named_task_args(TASK_NAME)
-}
-
-pub(crate) fn run_named_task_args(task_name: &str) -> Vec<String> {
-    ["/run", "/tn", task_name].map(String::from).into()
-}
-
-pub(crate) fn delete_named_task_args(task_name: &str) -> Vec<String> {
-    ["/delete", "/tn", task_name, "/f"].map(String::from).into()
-}
-
-/// An account name goes to schtasks as one argument; it must look like one.
-pub(crate) fn check_account(account: &str) -> Result<(), ToolError> {
-    let ok = !account.is_empty()
-        && account.chars().count() <= 104
-        && !account.chars().any(|c| c.is_control() || "\"/[]:|<>+=;,?*".contains(c));
-    if ok {
-        Ok(())
-    } else {
-        Err(ToolError::exec_failed(format!(
-            "the signed-in account name {account:?} cannot be passed to schtasks"
-        )))
-    }
 }
 
 fn windows_only() -> Result<(), ToolError> {
@@ -237,12 +103,6 @@ struct Facts {
     user: Option<DesktopOwner>,
 }
 
-/// The person signed in at this PC's desktop, if any (`DOMAIN\\user`).
-#[cfg_attr(not(windows), allow(dead_code))]
-pub(crate) async fn signed_in_user() -> Result<Option<String>, ToolError> {
-    Ok(gather().await?.user.map(|u| u.account))
-}
-
 async fn gather() -> Result<Facts, ToolError> {
     let value = powershell_json(
         "looking up Quick Assist and the signed-in users",
@@ -256,24 +116,6 @@ async fn gather() -> Result<Facts, ToolError> {
         version: facts.version,
         user: interactive_user(&sessions, &facts.desktops),
     })
-}
-
-/// `query user` is missing on some editions and exits 1 when nobody is signed in;
-/// both read as "no sessions".
-async fn query_user() -> Vec<Session> {
-    let cmd = Command::new(system32_tool("quser.exe"));
-    match run_captured_into(
-        cmd,
-        None,
-        COMMAND_LIMIT,
-        BoundedBuf::new(64 * 1024),
-        BoundedBuf::new(4096),
-    )
-    .await
-    {
-        Ok(done) => parse_query_user(&done.stdout.into_text()),
-        Err(_) => Vec::new(),
-    }
 }
 
 async fn internet_ok() -> bool {
@@ -354,33 +196,6 @@ pub async fn stop(_args: &Map<String, Value>) -> ToolResult {
     Ok(result)
 }
 
-pub(crate) async fn schtasks(args: &[String], what: &str) -> Result<(), ToolError> {
-    let mut cmd = Command::new(system32_tool("schtasks.exe"));
-    cmd.args(args);
-    let done = run_captured_into(
-        cmd,
-        None,
-        COMMAND_LIMIT,
-        BoundedBuf::new(16 * 1024),
-        BoundedBuf::new(16 * 1024),
-    )
-    .await
-    .map_err(|e| ToolError::new(e.code, format!("could not {what}: {}", e.message)))?;
-    if done.status.success() {
-        return Ok(());
-    }
-    let stderr = done.stderr.into_text();
-    let said = if stderr.trim().is_empty() {
-        done.stdout.into_text()
-    } else {
-        stderr
-    };
-    Err(ToolError::exec_failed(format!(
-        "could not {what}: schtasks said: {}",
-        said.trim()
-    )))
-}
-
 /// Quick Assist's process id once it runs, looked up for a few seconds.
 async fn wait_for_quick_assist() -> Option<u32> {
     let until = Instant::now() + APPEAR_WAIT;
@@ -409,56 +224,8 @@ fn find_quick_assist() -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `query user` on a PC with a console user, a disconnected user whose name has a
-    /// space, and an RDP user; quser marks its own session with `>`.
-    const QUERY_USER: &str = " USERNAME              SESSIONNAME        ID  STATE   IDLE TIME  LOGON TIME\r\n\
-        >alice                 console             1  Active      none   7/2/2026 9:01 AM\r\n\
-        \x20john smith                                2  Disc         1:02  7/1/2026 8:00 PM\r\n\
-        \x20bob                   rdp-tcp#3           3  Active          .  7/2/2026 10:15 AM\r\n";
-
-    const QUERY_USER_DE: &str = " BENUTZERNAME          SITZUNGSNAME       ID  STATUS  LEERLAUF   ANMELDEZEIT\r\n\
-        \x20eva                                       2  Getr.        1:02  01.07.2026 20:00\r\n";
-
-    #[test]
-    fn query_user_table_is_read_in_any_language() {
-        let sessions = parse_query_user(QUERY_USER);
-        assert_eq!(
-            sessions,
-            [
-                Session {
-                    user: "alice".into(),
-                    name: Some("console".into()),
-                    id: 1,
-                    state: "Active".into()
-                },
-                Session {
-                    user: "john smith".into(),
-                    name: None,
-                    id: 2,
-                    state: "Disc".into()
-                },
-                Session {
-                    user: "bob".into(),
-                    name: Some("rdp-tcp#3".into()),
-                    id: 3,
-                    state: "Active".into()
-                },
-            ]
-        );
-        let german = parse_query_user(QUERY_USER_DE);
-        assert_eq!(
-            german,
-            [Session {
-                user: "eva".into(),
-                name: None,
-                id: 2,
-                state: "Getr.".into()
-            }]
-        );
-        assert_eq!(parse_query_user(""), []);
-        assert_eq!(parse_query_user("No User exists for *\r\n"), []);
-    }
+    use crate::tools::winsession::tests::{QUERY_USER, QUERY_USER_DE};
+    use crate::tools::winsession::{Session, parse_query_user};
 
     /// The status script's output, as ConvertTo-Json -Compress writes it.
     const STATUS_JSON: &str = r#"{"package":{"name":"MicrosoftCorporationII.QuickAssist","version":"2.0.34.0","full_name":"MicrosoftCorporationII.QuickAssist_2.0.34.0_x64__8wekyb3d8bbwe"},"explorer":[{"session":1,"domain":"PC-KITCHEN","user":"alice"},{"session":3,"domain":"AzureAD","user":"BobJones"}]}"#;

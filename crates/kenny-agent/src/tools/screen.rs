@@ -316,10 +316,10 @@ mod windows {
 
     use super::{Rgb, decode_png};
     use crate::tools::ToolError;
-    use crate::tools::remotehelp::{
+    use crate::tools::shell::{powershell_literal, powershell_output, system32_tool};
+    use crate::tools::winsession::{
         check_account, delete_named_task_args, run_named_task_args, schtasks, signed_in_user, user_task_args,
     };
-    use crate::tools::shell::{powershell_literal, powershell_output, system32_tool};
 
     const TASK_NAME: &str = "kenny-screen-capture";
     const APPEAR_WAIT: Duration = Duration::from_secs(20);
