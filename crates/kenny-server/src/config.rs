@@ -29,7 +29,7 @@ pub struct ServeConfig {
     pub agent_handshake_timeout: Duration,
     pub oauth: OAuthSettings,
     /// The dashboard chat's model API.
-    pub chat: crate::chat::ChatSettings,
+    pub chat: ChatSettings,
 }
 
 impl ServeConfig {
@@ -104,6 +104,52 @@ impl Default for OAuthSettings {
             code_ttl: Duration::from_secs(60),
             access_ttl: Duration::from_secs(3600),
             refresh_ttl: Duration::from_secs(30 * 24 * 3600),
+        }
+    }
+}
+
+/// Where the model is and which one to use.
+#[derive(Debug, Clone)]
+pub struct ChatSettings {
+    pub api_key: Option<crate::secrets::Masked>,
+    pub base_url: String,
+    pub model: String,
+    pub max_tokens: u32,
+    /// Model tokens (input and output) one user may use per UTC day; 0 for no limit.
+    pub daily_tokens_per_user: u64,
+}
+
+impl Default for ChatSettings {
+    fn default() -> Self {
+        ChatSettings {
+            api_key: None,
+            base_url: "https://api.anthropic.com".into(),
+            model: DEFAULT_MODEL.into(),
+            max_tokens: 4096,
+            daily_tokens_per_user: DEFAULT_DAILY_TOKENS,
+        }
+    }
+}
+
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+/// A day of steady use of the chat by one person, not a runaway loop's worth.
+pub const DEFAULT_DAILY_TOKENS: u64 = 2_000_000;
+
+impl ChatSettings {
+    /// From `KENNY_ANTHROPIC_API_KEY`, `KENNY_ANTHROPIC_BASE_URL`, `KENNY_CHAT_MODEL` and
+    /// `KENNY_CHAT_DAILY_TOKENS` (for launchers without flags of their own); unset or
+    /// unreadable ones keep their defaults.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let defaults = ChatSettings::default();
+        ChatSettings {
+            api_key: var("KENNY_ANTHROPIC_API_KEY").map(crate::secrets::Masked::new),
+            base_url: var("KENNY_ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url),
+            model: var("KENNY_CHAT_MODEL").unwrap_or(defaults.model),
+            max_tokens: defaults.max_tokens,
+            daily_tokens_per_user: var("KENNY_CHAT_DAILY_TOKENS")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(defaults.daily_tokens_per_user),
         }
     }
 }

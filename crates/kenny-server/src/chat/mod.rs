@@ -16,51 +16,7 @@ pub mod tools;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Where the model is and which one to use.
-#[derive(Debug, Clone)]
-pub struct ChatSettings {
-    pub api_key: Option<crate::secrets::Masked>,
-    pub base_url: String,
-    pub model: String,
-    pub max_tokens: u32,
-    /// Model tokens (input and output) one user may use per UTC day; 0 for no limit.
-    pub daily_tokens_per_user: u64,
-}
-
-impl Default for ChatSettings {
-    fn default() -> Self {
-        ChatSettings {
-            api_key: None,
-            base_url: "https://api.anthropic.com".into(),
-            model: DEFAULT_MODEL.into(),
-            max_tokens: 4096,
-            daily_tokens_per_user: DEFAULT_DAILY_TOKENS,
-        }
-    }
-}
-
-pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
-/// A day of steady use of the chat by one person, not a runaway loop's worth.
-pub const DEFAULT_DAILY_TOKENS: u64 = 2_000_000;
-
-impl ChatSettings {
-    /// From `KENNY_ANTHROPIC_API_KEY`, `KENNY_ANTHROPIC_BASE_URL`, `KENNY_CHAT_MODEL` and
-    /// `KENNY_CHAT_DAILY_TOKENS` (for launchers without flags of their own); unset or
-    /// unreadable ones keep their defaults.
-    pub fn from_env() -> Self {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let defaults = ChatSettings::default();
-        ChatSettings {
-            api_key: var("KENNY_ANTHROPIC_API_KEY").map(crate::secrets::Masked::new),
-            base_url: var("KENNY_ANTHROPIC_BASE_URL").unwrap_or(defaults.base_url),
-            model: var("KENNY_CHAT_MODEL").unwrap_or(defaults.model),
-            max_tokens: defaults.max_tokens,
-            daily_tokens_per_user: var("KENNY_CHAT_DAILY_TOKENS")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(defaults.daily_tokens_per_user),
-        }
-    }
-}
+pub use crate::config::{ChatSettings, DEFAULT_DAILY_TOKENS, DEFAULT_MODEL};
 
 /// What the browser is told when no key is set.
 pub const NO_KEY_MESSAGE: &str = "the chat needs an Anthropic API key: start kenny-server with KENNY_ANTHROPIC_API_KEY set (and KENNY_CHAT_MODEL to pick a model); the rest of the dashboard works without it";
