@@ -144,6 +144,17 @@ impl Chat {
         reply.body["id"].as_str().unwrap().to_owned()
     }
 
+    /// Points the conversation at another PC.
+    async fn select(&self, session: &str, agent: &str) -> Reply {
+        self.0
+            .put(
+                &format!("/api/chat/sessions/{session}/selection"),
+                json!({"agent_id": agent}),
+            )
+            .await
+            .unwrap()
+    }
+
     async fn send(&self, session: &str, text: &str) -> Reply {
         let path = format!("/api/chat/sessions/{session}/messages");
         self.0.post(&path, json!({ "text": text })).await.unwrap()
@@ -419,14 +430,7 @@ async fn a_held_call_runs_once_on_its_frozen_target_when_approved() {
     );
 
     // Retarget the conversation while the call waits: the call keeps pc-a.
-    let reply = chat
-        .0
-        .put(
-            &format!("/api/chat/sessions/{session}/selection"),
-            json!({"agent_id": "pc-b"}),
-        )
-        .await
-        .unwrap();
+    let reply = chat.select(&session, "pc-b").await;
     assert_eq!(
         (reply.status, &reply.body["selected_agent"]),
         (200, &json!("pc-b")),
@@ -595,14 +599,7 @@ async fn targets_outside_the_users_scope_are_refused_and_never_offered_for_appro
         .unwrap();
     api_error(&reply, 404, "unknown_agent");
     let session = kid.open(Some("pc-a")).await;
-    let reply = kid
-        .0
-        .put(
-            &format!("/api/chat/sessions/{session}/selection"),
-            json!({"agent_id": "pc-b"}),
-        )
-        .await
-        .unwrap();
+    let reply = kid.select(&session, "pc-b").await;
     api_error(&reply, 404, "unknown_agent");
 
     for (tool, input) in [

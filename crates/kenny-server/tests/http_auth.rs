@@ -9,9 +9,9 @@
 
 mod common;
 
-use common::{answered, expect_error, shell_result};
+use common::{answered, audit, expect_error, shell_result};
 use kenny_server::principal::Role;
-use kenny_testkit::{Reply, TestServer};
+use kenny_testkit::TestServer;
 use serde_json::{Value, json};
 
 fn initialize() -> Value {
@@ -91,16 +91,6 @@ async fn the_api_refuses_no_token_a_bad_one_and_an_agents() {
             "{reply:?}"
         );
     }
-}
-
-async fn audit(server: &TestServer, query: &str) -> Vec<Value> {
-    let reply: Reply = server
-        .api(server.admin_token())
-        .get(&format!("/api/audit{query}"))
-        .await
-        .unwrap();
-    assert_eq!(reply.status, 200, "{reply:?}");
-    reply.body["entries"].as_array().cloned().unwrap()
 }
 
 #[tokio::test]
