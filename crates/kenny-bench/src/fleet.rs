@@ -17,7 +17,7 @@ use kenny_testkit::Mcp;
 
 const CONNECT_PARALLELISM: usize = 200;
 
-pub async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> {
+pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let data_dir = dir.path().join("server");
     let token = provision(&data_dir)?;

@@ -14,7 +14,7 @@ use crate::harness::{provision, spawn_agent, start_server, status_kib, wait_onli
 use crate::stats::{ms, summarize};
 use kenny_testkit::Mcp;
 
-pub async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::Result<()> {
+pub(crate) async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let data_dir = dir.path().join("server");
     let token = provision(&data_dir)?;

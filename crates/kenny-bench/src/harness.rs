@@ -18,25 +18,25 @@ use crate::stats::{ms, summarize};
 use kenny_testkit::Mcp;
 
 /// A `kenny-server serve` child on 127.0.0.1, killed when dropped.
-pub struct ServerProcess {
+pub(crate) struct ServerProcess {
     pub child: Child,
     pub base: String,
     pub token: String,
 }
 
 impl ServerProcess {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id().unwrap_or(0)
     }
 
     /// Resident memory of the server process, from /proc.
-    pub fn rss_bytes(&self) -> anyhow::Result<u64> {
+    pub(crate) fn rss_bytes(&self) -> anyhow::Result<u64> {
         Ok(status_kib(self.pid(), "VmRSS:")? * 1024)
     }
 }
 
 /// One `kB` figure (VmRSS, VmHWM...) from /proc/PID/status.
-pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+pub(crate) fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
@@ -47,7 +47,7 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
 }
 
 /// A real `kenny-agent run` enrolled with the server, killed when dropped.
-pub fn spawn_agent(
+pub(crate) fn spawn_agent(
     bin_dir: &Path,
     server: &ServerProcess,
     enrollment: &admin::AgentEnrollment,
@@ -75,13 +75,13 @@ pub fn spawn_agent(
 
 /// Creates a data directory with a superuser and a PAT (through the library, so
 /// set-up time is not benchmarked).
-pub fn provision(data_dir: &Path) -> anyhow::Result<String> {
+pub(crate) fn provision(data_dir: &Path) -> anyhow::Result<String> {
     let store = Store::open(data_dir)?;
     admin::add_user(&store, "bench", Role::Superuser, &[], "bench-password")?;
     admin::create_token(&store, "bench", Some("bench"))
 }
 
-pub async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
+pub(crate) async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
     let mut child = Command::new(bin_dir.join("kenny-server"))
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(data_dir)
@@ -107,7 +107,7 @@ pub async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> any
     Ok(ServerProcess { child, base, token })
 }
 
-pub async fn wait_online(mcp: &Mcp, agent_id: &str, within: Duration) -> anyhow::Result<()> {
+pub(crate) async fn wait_online(mcp: &Mcp, agent_id: &str, within: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + within;
     while Instant::now() < deadline {
         if let Ok(v) = mcp.call("list_agents", json!({})).await
@@ -124,7 +124,7 @@ pub async fn wait_online(mcp: &Mcp, agent_id: &str, within: Duration) -> anyhow:
 
 /// What each benchmarked call asks the agent to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Workload {
+pub(crate) enum Workload {
     /// Read 16 bytes from a small file: the agent's own work is trivial.
     FsRead,
     /// `echo` through `sh -c`: the guard's parse and a sandboxed child process per call.
@@ -155,7 +155,12 @@ impl Workload {
     }
 }
 
-pub async fn calls(bin_dir: &Path, levels: &[usize], seconds: Duration, workload: Workload) -> anyhow::Result<()> {
+pub(crate) async fn calls(
+    bin_dir: &Path,
+    levels: &[usize],
+    seconds: Duration,
+    workload: Workload,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let data_dir = dir.path().join("server");
     let token = provision(&data_dir)?;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-pub struct Summary {
+pub(crate) struct Summary {
     pub count: usize,
     pub p50: Duration,
     pub p95: Duration,
@@ -10,7 +10,7 @@ pub struct Summary {
     pub max: Duration,
 }
 
-pub fn summarize(samples: &mut [Duration]) -> Summary {
+pub(crate) fn summarize(samples: &mut [Duration]) -> Summary {
     samples.sort_unstable();
     let at = |q: f64| {
         if samples.is_empty() {
@@ -28,7 +28,7 @@ pub fn summarize(samples: &mut [Duration]) -> Summary {
     }
 }
 
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 

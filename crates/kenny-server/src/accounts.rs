@@ -10,12 +10,12 @@ use crate::ratelimit::{Caller, SignInThrottle};
 use crate::secrets;
 use crate::store::{NewSession, Store, StoreError};
 
-pub const SESSION_PREFIX: &str = "kenny_ses_";
+pub(crate) const SESSION_PREFIX: &str = "kenny_ses_";
 /// How long a sign-in lasts.
-pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+pub(crate) const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
 
 #[derive(Debug, thiserror::Error)]
-pub enum LoginError {
+pub(crate) enum LoginError {
     #[error("wrong user name or password")]
     BadCredentials,
     /// Password right, but the account has a second factor and the code is missing or
@@ -39,19 +39,19 @@ pub enum LoginError {
 
 /// A session just opened: the cookie value (its CSRF token is read with the session).
 #[derive(Debug, Clone)]
-pub struct Issued {
+pub(crate) struct Issued {
     pub token: String,
 }
 
 /// Where the request came from, recorded with the session.
 #[derive(Debug, Clone, Default)]
-pub struct ClientInfo {
+pub(crate) struct ClientInfo {
     pub addr: Option<String>,
     pub user_agent: Option<String>,
 }
 
 /// One sign-in attempt, as the web layer hands it over.
-pub struct Attempt<'a> {
+pub(crate) struct Attempt<'a> {
     pub username: &'a str,
     pub password: &'a str,
     pub code: Option<&'a str>,
@@ -65,7 +65,7 @@ pub struct Attempt<'a> {
 
 /// A successful sign-in: the session, and whose it is (for the device cookie).
 #[derive(Debug, Clone)]
-pub struct SignedIn {
+pub(crate) struct SignedIn {
     pub issued: Issued,
     pub user_id: i64,
 }
@@ -85,7 +85,7 @@ pub struct SignedIn {
 /// account, whatever the caller; past [`crate::ratelimit::SECOND_FACTOR_LIMIT`] the
 /// second-factor step is refused for everyone until the window passes, so the password
 /// alone cannot be used to guess the code from many addresses.
-pub async fn login(
+pub(crate) async fn login(
     store: &Arc<Store>,
     clock: &Clock,
     throttle: &SignInThrottle,
@@ -192,7 +192,7 @@ async fn dummy_hash() -> String {
         .clone()
 }
 
-pub async fn open_session(
+pub(crate) async fn open_session(
     store: &Arc<Store>,
     clock: &Clock,
     user_id: i64,
@@ -225,7 +225,7 @@ pub async fn open_session(
 }
 
 /// The principal and CSRF token behind a session cookie, if it is live.
-pub async fn session(store: &Arc<Store>, clock: &Clock, token: &str) -> Option<(Principal, String)> {
+pub(crate) async fn session(store: &Arc<Store>, clock: &Clock, token: &str) -> Option<(Principal, String)> {
     if !token.starts_with(SESSION_PREFIX) {
         return None;
     }
@@ -241,7 +241,7 @@ pub async fn session(store: &Arc<Store>, clock: &Clock, token: &str) -> Option<(
 
 /// First-run set-up: creates the first superuser, only while no account exists (checked
 /// in the same transaction as the insert, so two racing set-ups cannot both succeed).
-pub async fn create_first_superuser(store: &Arc<Store>, username: &str, password: &str) -> anyhow::Result<i64> {
+pub(crate) async fn create_first_superuser(store: &Arc<Store>, username: &str, password: &str) -> anyhow::Result<i64> {
     crate::admin::check_new_user(username, Role::Superuser, &[], password)?;
     // Refuse before the slow hash: a flood of late set-up posts costs nothing.
     if store.blocking(|s| s.count_users()).await? > 0 {

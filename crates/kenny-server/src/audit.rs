@@ -20,7 +20,7 @@ const MAX_BATCH: usize = 1024;
 /// Snapshots kept per agent; older ones are pruned as new ones arrive.
 const TELEMETRY_KEPT: u32 = 200;
 
-pub enum Record {
+pub(crate) enum Record {
     Audit(Box<AuditWrite>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
@@ -136,7 +136,7 @@ const PRUNE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Deletes audit rows older than `retention` at start-up and then every hour, in small
 /// batches, until `shutdown`.
-pub async fn prune_loop(
+pub(crate) async fn prune_loop(
     store: Arc<Store>,
     clock: crate::clock::Clock,
     retention: Duration,

@@ -107,7 +107,7 @@ impl Authenticator {
 }
 
 /// The token in `Authorization: Bearer <token>`, if any.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme

@@ -15,10 +15,10 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 /// How long a browser stays known after its last successful sign-in.
-pub const LIFETIME_SECS: u64 = 365 * 24 * 3600;
+pub(crate) const LIFETIME_SECS: u64 = 365 * 24 * 3600;
 
 /// The cookie's name for an account.
-pub fn cookie_name(user_id: i64) -> String {
+pub(crate) fn cookie_name(user_id: i64) -> String {
     format!("kenny_device_{user_id}")
 }
 

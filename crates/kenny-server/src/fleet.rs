@@ -8,7 +8,7 @@ use crate::state::AppState;
 use crate::store::{AgentRecord, StoreError};
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct AgentSummary {
+pub(crate) struct AgentSummary {
     pub agent_id: kenny_proto::AgentId,
     pub online: bool,
     pub os: Option<String>,
@@ -21,7 +21,7 @@ pub struct AgentSummary {
 }
 
 /// Every agent `who` may reach, sorted by id.
-pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
+pub(crate) async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
     let records = state.store.blocking(|s| s.agents()).await?;
     let live = state.registry.snapshot();
     Ok(records
@@ -36,7 +36,7 @@ pub async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>
 
 /// One agent, if `who` may reach it and it is known here; out of reach and unknown
 /// look the same.
-pub async fn one(state: &AppState, who: &Principal, agent_id: &str) -> Result<Option<AgentSummary>, StoreError> {
+pub(crate) async fn one(state: &AppState, who: &Principal, agent_id: &str) -> Result<Option<AgentSummary>, StoreError> {
     if !who.may_reach(agent_id) {
         return Ok(None);
     }

@@ -17,7 +17,7 @@ use kenny_proto::frame::AgentMeta;
 use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
-pub use crate::call_failure::CallFailure;
+pub(crate) use crate::call_failure::CallFailure;
 use crate::clock;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use crate::api::ApiError;
 use crate::state::AppState;
 
-pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
     let principal = match crate::auth::bearer(request.headers()) {
         Some(token) => state.auth.principal(token).await,
         None => None,
@@ -27,7 +27,7 @@ pub async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Req
 
 /// 401 with a challenge that tells the client what to send and where to discover how
 /// to get a token (RFC 9728 `resource_metadata`).
-pub fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
+pub(crate) fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
     let metadata = crate::oauth::resource_metadata_url(&state.base_url);
     let (challenge, message) = if had_credentials {
         (
@@ -62,7 +62,7 @@ fn closing(mut response: Response) -> Response {
 /// The MCP endpoint answers only for the hosts it was configured for (a guard against
 /// DNS rebinding). The SDK enforces the same list; this check runs first so the
 /// refusal says how to fix it.
-pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_known_host(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
@@ -82,7 +82,11 @@ pub async fn require_known_host(State(state): State<Arc<AppState>>, request: Req
 /// `/api`: a bearer token, or a dashboard session cookie. Cookie-authenticated requests
 /// that change state must carry the session's CSRF token in `X-CSRF-Token`: a cookie
 /// rides along on cross-site requests, a header set by our own page does not.
-pub async fn require_principal(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_principal(
+    State(state): State<Arc<AppState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if let Some(token) = crate::auth::bearer(request.headers()) {
         // OAuth access tokens are issued for the MCP endpoint and nothing else.
         if token.starts_with(crate::oauth::ACCESS_TOKEN_PREFIX) {
@@ -123,12 +127,12 @@ fn peer(request: &Request) -> Option<String> {
         .map(|info| info.0.ip().to_string())
 }
 
-pub const CSRF_HEADER: &str = "x-csrf-token";
+pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 
 /// Headers every response carries: pages cannot be framed (consent clickjacking), and
 /// nothing kenny answers is cached or leaks its URL onward (pages embed CSRF tokens,
 /// API answers can hold new secrets).
-pub async fn security_headers(request: Request, next: Next) -> Response {
+pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
@@ -146,7 +150,7 @@ pub async fn security_headers(request: Request, next: Next) -> Response {
 
 /// Cross-site form posts are refused: a browser names the page a POST came from, and
 /// sign-in, set-up and consent forms must come from this server's own pages.
-pub fn same_origin(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+pub(crate) fn same_origin(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
     match headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
         None => true,
         Some(origin) => {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub(crate) enum Status {
     Ok,
     Unknown,
     Warn,
@@ -17,7 +17,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn parse(s: &str) -> Status {
+    pub(crate) fn parse(s: &str) -> Status {
         match s {
             "ok" => Status::Ok,
             "warn" => Status::Warn,
@@ -26,7 +26,7 @@ impl Status {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Ok => "ok",
             Status::Unknown => "unknown",
@@ -37,7 +37,7 @@ impl Status {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Health {
+pub(crate) struct Health {
     /// The worst status of any section.
     pub status: Status,
     /// The section that has it (the first such by name); `None` when all are ok.
@@ -50,7 +50,7 @@ pub struct Health {
 }
 
 /// One section's status and summary.
-pub fn section(value: &Value) -> (Status, String) {
+pub(crate) fn section(value: &Value) -> (Status, String) {
     let status = value
         .get("status")
         .and_then(Value::as_str)
@@ -60,7 +60,7 @@ pub fn section(value: &Value) -> (Status, String) {
 }
 
 /// The health of a snapshot; `None` when it holds no sections.
-pub fn of_snapshot(snapshot: &Value) -> Option<Health> {
+pub(crate) fn of_snapshot(snapshot: &Value) -> Option<Health> {
     let sections = snapshot.as_object()?;
     if sections.is_empty() {
         return None;

@@ -14,12 +14,12 @@ use rand::rngs::OsRng;
 use tokio::sync::Semaphore;
 
 /// Argon2id runs allowed at once in this process.
-pub const MAX_RUNNING: usize = 4;
+pub(crate) const MAX_RUNNING: usize = 4;
 
 static CAP: Cap = Cap::new(MAX_RUNNING);
 
 #[derive(Debug, thiserror::Error)]
-pub enum PasswordError {
+pub(crate) enum PasswordError {
     #[error("hashing the password failed: {0}")]
     Hash(String),
     #[error("the server is shutting down")]
@@ -56,21 +56,21 @@ impl Cap {
 }
 
 /// Checks a password against its stored hash. A malformed hash never matches.
-pub async fn verify(hash: String, password: String) -> bool {
+pub(crate) async fn verify(hash: String, password: String) -> bool {
     CAP.run(move || verify_blocking(&hash, &password))
         .await
         .unwrap_or(false)
 }
 
 /// Hashes a new password (Argon2id, random salt).
-pub async fn hash(password: String) -> Result<String, PasswordError> {
+pub(crate) async fn hash(password: String) -> Result<String, PasswordError> {
     CAP.run(move || hash_blocking(&password))
         .await
         .ok_or(PasswordError::Closed)?
 }
 
 /// The uncapped check, for one-off command-line use outside the server.
-pub fn verify_blocking(hash: &str, password: &str) -> bool {
+pub(crate) fn verify_blocking(hash: &str, password: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| {
         argon2::Argon2::default()
             .verify_password(password.as_bytes(), &h)
@@ -80,7 +80,7 @@ pub fn verify_blocking(hash: &str, password: &str) -> bool {
 
 /// The uncapped hash, for one-off command-line use outside the server (`user add`, the
 /// launcher's first superuser).
-pub fn hash_blocking(password: &str) -> Result<String, PasswordError> {
+pub(crate) fn hash_blocking(password: &str) -> Result<String, PasswordError> {
     let salt = SaltString::generate(&mut OsRng);
     argon2::Argon2::default()
         .hash_password(password.as_bytes(), &salt)

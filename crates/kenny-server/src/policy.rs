@@ -10,13 +10,13 @@ use crate::registry::Registry;
 use crate::store::StoredPolicy;
 
 /// What a rule may look at; the agent knows the same names.
-pub const SCOPES: &[&str] = &["shell", "powershell", "command", "path", "any"];
-pub const MAX_RULES: usize = 200;
+pub(crate) const SCOPES: &[&str] = &["shell", "powershell", "command", "path", "any"];
+pub(crate) const MAX_RULES: usize = 200;
 const MAX_ID: usize = 64;
 const MAX_PATTERN: usize = 1024;
 const MAX_REASON: usize = 500;
 /// The agent compiles with this size limit too, so a pattern accepted here compiles there.
-pub const REGEX_SIZE_LIMIT: usize = 1 << 20;
+pub(crate) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// The policy in force, shared by the API (which changes it) and the tunnel (which
 /// sends it to agents as they connect).
@@ -62,7 +62,7 @@ impl PolicyBook {
 
 /// Sends the policy to every connected agent: how many it was queued for, and the
 /// agents whose outbox was full (they keep their old rules until they reconnect).
-pub fn push_to_all(registry: &Registry, policy: &Policy) -> (usize, Vec<String>) {
+pub(crate) fn push_to_all(registry: &Registry, policy: &Policy) -> (usize, Vec<String>) {
     let frame = Frame::Policy(policy.clone());
     let mut pushed = 0;
     let mut missed = Vec::new();
@@ -79,7 +79,7 @@ pub fn push_to_all(registry: &Registry, policy: &Policy) -> (usize, Vec<String>)
 
 /// Checks every rule and reports all problems at once, so an operator fixes a list in
 /// one go. Nothing of an invalid list is applied.
-pub fn validate(rules: Vec<PolicyRule>) -> Result<Policy, String> {
+pub(crate) fn validate(rules: Vec<PolicyRule>) -> Result<Policy, String> {
     if rules.len() > MAX_RULES {
         return Err(format!("{} rules; at most {MAX_RULES} are allowed", rules.len()));
     }

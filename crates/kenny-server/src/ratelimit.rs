@@ -127,7 +127,7 @@ fn prune(f: &mut Failures, now: Instant) {
 
 /// The throttling key of a client address: IPv6 clients by /64, since one host
 /// usually holds a whole /64.
-pub fn client_key(ip: std::net::IpAddr) -> String {
+pub(crate) fn client_key(ip: std::net::IpAddr) -> String {
     match ip {
         std::net::IpAddr::V4(v4) => format!("ip:{v4}"),
         std::net::IpAddr::V6(v6) => {
@@ -149,19 +149,19 @@ pub enum Caller {
 }
 
 /// Failures one address may have over every account (a client trying many names).
-pub const ADDRESS_LIMIT: Limit = Limit {
+pub(crate) const ADDRESS_LIMIT: Limit = Limit {
     max: 20,
     window: Duration::from_secs(60),
 };
 /// Failures one caller may have for one account: the familiar "five wrong passwords
 /// in a minute".
-pub const CALLER_LIMIT: Limit = Limit {
+pub(crate) const CALLER_LIMIT: Limit = Limit {
     max: 5,
     window: Duration::from_secs(60),
 };
 /// Failures an account may have from browsers it has never signed in from, whatever
 /// their addresses: bounds guessing spread over many addresses.
-pub const ACCOUNT_LIMIT: Limit = Limit {
+pub(crate) const ACCOUNT_LIMIT: Limit = Limit {
     max: 20,
     window: Duration::from_secs(600),
 };
@@ -170,7 +170,7 @@ pub const ACCOUNT_LIMIT: Limit = Limit {
 /// password, whatever their addresses: with one step of clock skew each guess of a
 /// 6-digit code hits 3 in a million, so this keeps a password holder's odds of
 /// guessing the code under 0.3% a day.
-pub const SECOND_FACTOR_LIMIT: Limit = Limit {
+pub(crate) const SECOND_FACTOR_LIMIT: Limit = Limit {
     max: 5,
     window: Duration::from_secs(900),
 };

@@ -9,7 +9,7 @@ use crate::state::AppState;
 use crate::web::cookies;
 
 /// The signed-in principal and its session's CSRF token, from the session cookie.
-pub async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
+pub(crate) async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
     let token = cookies::get(headers, cookies::SESSION)?;
     crate::accounts::session(&state.store, &state.clock, &token).await
 }

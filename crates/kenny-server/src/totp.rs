@@ -6,9 +6,9 @@ use totp_rs::{Algorithm, Secret, TOTP};
 const DIGITS: usize = 6;
 const STEP_SECS: u64 = 30;
 const ISSUER: &str = "kenny";
-pub const RECOVERY_CODES: usize = 10;
+pub(crate) const RECOVERY_CODES: usize = 10;
 
-pub fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     match Secret::generate_secret().to_encoded() {
         Secret::Encoded(s) => s,
         Secret::Raw(_) => unreachable!("to_encoded returns the encoded form"),
@@ -30,13 +30,13 @@ fn totp(secret_b32: &str, account: &str) -> Option<TOTP> {
 }
 
 /// The `otpauth://` URI an authenticator app (or a QR code of it) takes.
-pub fn otpauth_uri(secret_b32: &str, account: &str) -> Option<String> {
+pub(crate) fn otpauth_uri(secret_b32: &str, account: &str) -> Option<String> {
     totp(secret_b32, account).map(|t| t.get_url())
 }
 
 /// The time step `code` is valid for at `unix_now` (one step of clock skew either
 /// way), if any. Callers accept a step only once.
-pub fn matching_step(secret_b32: &str, code: &str, unix_now: u64) -> Option<i64> {
+pub(crate) fn matching_step(secret_b32: &str, code: &str, unix_now: u64) -> Option<i64> {
     let code = code.trim();
     if code.len() != DIGITS || !code.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -50,7 +50,7 @@ pub fn matching_step(secret_b32: &str, code: &str, unix_now: u64) -> Option<i64>
 }
 
 /// Fresh recovery codes, like `k7q2-9xwd`.
-pub fn new_recovery_codes() -> Vec<String> {
+pub(crate) fn new_recovery_codes() -> Vec<String> {
     (0..RECOVERY_CODES)
         .map(|_| {
             let raw = crate::secrets::new_password()
@@ -62,7 +62,7 @@ pub fn new_recovery_codes() -> Vec<String> {
 }
 
 /// Recovery codes are compared case- and dash-insensitively, then hashed.
-pub fn recovery_hash(code: &str) -> String {
+pub(crate) fn recovery_hash(code: &str) -> String {
     let normal: String = code
         .trim()
         .to_ascii_lowercase()

@@ -18,7 +18,7 @@ const TOKEN_FILE: &str = "quickstart.token";
 const AGENT_DIR: &str = "local-agent";
 const ENROLL_FILE: &str = "enrollment.json";
 
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub agent_id: String,
     pub username: String,
     /// Set only when this run created the superuser: shown once.
@@ -29,7 +29,7 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    pub fn agent_config(&self, base_url: &str, data_dir: &Path) -> AgentConfig {
+    pub(crate) fn agent_config(&self, base_url: &str, data_dir: &Path) -> AgentConfig {
         let mut config = AgentConfig::new(
             base_url,
             &self.agent_id,
@@ -51,7 +51,7 @@ fn agent_dir(data_dir: &Path) -> PathBuf {
 }
 
 /// This machine's hostname, reduced to the characters an agent id allows.
-pub fn default_agent_id() -> String {
+pub(crate) fn default_agent_id() -> String {
     let host = sysinfo::System::host_name().unwrap_or_default();
     let id: String = host
         .chars()
@@ -71,7 +71,7 @@ pub fn default_agent_id() -> String {
     }
 }
 
-pub fn prepare(data_dir: &Path, agent_id: &str) -> anyhow::Result<Prepared> {
+pub(crate) fn prepare(data_dir: &Path, agent_id: &str) -> anyhow::Result<Prepared> {
     let store = Store::open(data_dir).with_context(|| format!("opening {}", data_dir.display()))?;
     let (username, new_password) = match store.first_superuser()? {
         Some(name) => (name, None),
@@ -136,7 +136,7 @@ fn quickstart_token(store: &Store, data_dir: &Path, username: &str) -> anyhow::R
     Ok(token)
 }
 
-pub fn banner(base: &str, p: &Prepared, agent_online: bool) -> String {
+pub(crate) fn banner(base: &str, p: &Prepared, agent_online: bool) -> String {
     let mcp = format!("{base}/mcp");
     let config = serde_json::json!({
         "mcpServers": {

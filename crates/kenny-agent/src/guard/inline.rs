@@ -56,7 +56,7 @@ static AWK_PIPE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// The shell commands `code` runs: `Some(text)` when spelled out, `None` when built at
 /// run time.
-pub fn shell_commands(code: &str, awk: bool) -> Vec<Option<String>> {
+pub(super) fn shell_commands(code: &str, awk: bool) -> Vec<Option<String>> {
     let mut out = Vec::new();
     for m in CALL.find_iter(code) {
         out.push(leading_literal(&code[m.end()..]));

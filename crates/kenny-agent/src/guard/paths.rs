@@ -59,7 +59,7 @@ pub fn agent_paths() -> AgentPaths {
 }
 
 /// A protected path and why.
-pub struct Protected {
+pub(super) struct Protected {
     pub pattern: Pattern,
     pub what: &'static str,
     /// Text any path it matches must contain: a cheap test before the full comparison,
@@ -406,7 +406,7 @@ fn own_paths(paths: &AgentPaths) -> Own {
 
 /// What a path may be used for, for the check to apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Use {
+pub(super) enum Use {
     /// Read, listed, copied, sent anywhere: only credentials and the agent's secrets.
     Read,
     /// Opened for writing or appended to.
@@ -421,7 +421,7 @@ pub enum Use {
 
 /// [`refusal`] for a plain (normalized) path: the protected entries are first tested
 /// by their needles alone, so the common case builds no pattern at all.
-pub fn refusal_text(text: &str, usage: Use) -> Option<String> {
+pub(super) fn refusal_text(text: &str, usage: Use) -> Option<String> {
     let contains = |needles: &[String]| needles.iter().all(|n| text.contains(n.as_str()));
     let candidate = |p: &Protected| {
         if usage == Use::Tree {
@@ -447,7 +447,7 @@ pub fn refusal_text(text: &str, usage: Use) -> Option<String> {
 }
 
 /// Whether a resolved path is a disk or memory device, by name.
-pub fn device_text(text: &str) -> Option<&'static str> {
+pub(super) fn device_text(text: &str) -> Option<&'static str> {
     DISKS
         .iter()
         .find(|d| d.may_match(text) && Pattern::literal(text).intersects(&d.pattern))
@@ -455,7 +455,7 @@ pub fn device_text(text: &str) -> Option<&'static str> {
 }
 
 /// Why `path` may not be used this way, if it may not.
-pub fn refusal(path: &Pattern, usage: Use) -> Option<String> {
+pub(super) fn refusal(path: &Pattern, usage: Use) -> Option<String> {
     let text = path.as_literal();
     let text = text.as_deref();
     let hit = |p: &Protected| {

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 /// One element of a pattern. Patterns are lower case: on Windows case never matters,
 /// and on Linux refusing `/ETC/SHADOW` as well costs nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tok {
+pub(super) enum Tok {
     Lit(char),
     /// `?`: one character other than `/`.
     One,
@@ -78,16 +78,16 @@ fn at_component_start(toks: &[Tok], i: usize) -> bool {
 
 /// A path pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Pattern(pub Vec<Tok>);
+pub(super) struct Pattern(pub Vec<Tok>);
 
 impl Pattern {
     /// A pattern matching exactly `text` (lower-cased).
-    pub fn literal(text: &str) -> Pattern {
+    pub(super) fn literal(text: &str) -> Pattern {
         Pattern(text.chars().flat_map(char::to_lowercase).map(Tok::Lit).collect())
     }
 
     /// A glob: `*`, `?`, `[...]`, `**` (any depth) and `\` escaping the next character.
-    pub fn glob(text: &str) -> Pattern {
+    pub(super) fn glob(text: &str) -> Pattern {
         let mut out = Pattern::default();
         out.push_glob(text);
         out
@@ -95,12 +95,12 @@ impl Pattern {
 
     /// A Windows path glob: `\\` separates, it never escapes. Spelled the way Windows
     /// resolves it (see [`windows_spelling`]).
-    pub fn windows_glob(text: &str) -> Pattern {
+    pub(super) fn windows_glob(text: &str) -> Pattern {
         Pattern::glob(&windows_spelling(text))
     }
 
     /// Appends glob text (see [`Pattern::glob`]).
-    pub fn push_glob(&mut self, text: &str) {
+    pub(super) fn push_glob(&mut self, text: &str) {
         let chars: Vec<char> = text.chars().collect();
         let mut i = 0;
         while i < chars.len() {
@@ -131,28 +131,28 @@ impl Pattern {
         }
     }
 
-    pub fn push_lit(&mut self, c: char) {
+    pub(super) fn push_lit(&mut self, c: char) {
         self.0.extend(c.to_lowercase().map(Tok::Lit));
     }
 
-    pub fn push_str(&mut self, s: &str) {
+    pub(super) fn push_str(&mut self, s: &str) {
         for c in s.chars() {
             self.push_lit(c);
         }
     }
 
-    pub fn push_deep(&mut self) {
+    pub(super) fn push_deep(&mut self) {
         if self.0.last() != Some(&Tok::Deep) {
             self.0.push(Tok::Deep);
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The text, when the pattern is a plain string.
-    pub fn as_literal(&self) -> Option<String> {
+    pub(super) fn as_literal(&self) -> Option<String> {
         self.0
             .iter()
             .map(|t| match t {
@@ -162,23 +162,23 @@ impl Pattern {
             .collect()
     }
 
-    pub fn is_literal(&self) -> bool {
+    pub(super) fn is_literal(&self) -> bool {
         self.0.iter().all(|t| matches!(t, Tok::Lit(_)))
     }
 
     /// Whether anything in it is unknown at check time (a variable or substitution).
-    pub fn has_unknown(&self) -> bool {
+    pub(super) fn has_unknown(&self) -> bool {
         self.0.contains(&Tok::Deep)
     }
 
-    pub fn starts_with_slash(&self) -> bool {
+    pub(super) fn starts_with_slash(&self) -> bool {
         self.0.first() == Some(&Tok::Lit('/'))
     }
 
     /// Whether some string matches both patterns. As in the shell, a glob character at
     /// the start of a component never matches a leading `.` (so `/var/*` does not
     /// reach `/var/.secret`); an unknown part can be anything.
-    pub fn intersects(&self, other: &Pattern) -> bool {
+    pub(super) fn intersects(&self, other: &Pattern) -> bool {
         let (a, b) = (&self.0, &other.0);
         // State: positions, and whether each side's repeating token has consumed a
         // character yet (the dot rule only applies to the first one).
@@ -212,12 +212,12 @@ impl Pattern {
     }
 
     /// Whether a token is a shell glob character (`*`, `?`, `[...]`).
-    pub fn is_glob_token(t: &Tok) -> bool {
+    pub(super) fn is_glob_token(t: &Tok) -> bool {
         t.is_glob()
     }
 
     /// The runs of literal characters, in order: any string it matches contains each.
-    pub fn literal_runs(&self) -> Vec<String> {
+    pub(super) fn literal_runs(&self) -> Vec<String> {
         let mut runs = Vec::new();
         let mut cur = String::new();
         for t in &self.0 {
@@ -237,7 +237,7 @@ impl Pattern {
     }
 
     /// Splits on `/`, keeping the tokens of each component.
-    pub fn components(&self) -> Vec<Pattern> {
+    pub(super) fn components(&self) -> Vec<Pattern> {
         let mut parts = vec![Pattern::default()];
         for t in &self.0 {
             if *t == Tok::Lit('/') {
@@ -266,7 +266,7 @@ impl Pattern {
     /// `\` as `/`, repeated `/` collapsed, `.` dropped and `..` applied where the
     /// component before it is known; `..` after an unknown component stays unknown.
     /// A leading `\\?\` or `//?/` (Windows long-path prefix) is dropped.
-    pub fn normalized_path(&self) -> Pattern {
+    pub(super) fn normalized_path(&self) -> Pattern {
         let mut toks: Vec<Tok> = self
             .0
             .iter()
@@ -334,7 +334,7 @@ impl Pattern {
     }
 
     /// This path and every directory above it, `/` first.
-    pub fn ancestors_and_self(&self) -> Vec<Pattern> {
+    pub(super) fn ancestors_and_self(&self) -> Vec<Pattern> {
         let parts = self.components();
         let absolute = self.starts_with_slash();
         let skip = usize::from(absolute);
@@ -344,12 +344,12 @@ impl Pattern {
     }
 
     /// The last component.
-    pub fn file_name(&self) -> Pattern {
+    pub(super) fn file_name(&self) -> Pattern {
         self.components().pop().unwrap_or_default()
     }
 
     /// `self/child`.
-    pub fn join(&self, child: &Pattern) -> Pattern {
+    pub(super) fn join(&self, child: &Pattern) -> Pattern {
         let mut out = self.clone();
         if out.0.last() != Some(&Tok::Lit('/')) {
             out.0.push(Tok::Lit('/'));
@@ -379,7 +379,7 @@ impl std::fmt::Display for Pattern {
 /// (`\\host\C$\x` is `C:\x`) removed, trailing dots and spaces of each component
 /// dropped, a stream suffix (`SAM::$DATA`) cut, and an 8.3 short name (`PROGRA~1`)
 /// widened to every long name it could stand for (`progra*`).
-pub fn windows_spelling(text: &str) -> String {
+pub(super) fn windows_spelling(text: &str) -> String {
     let mut t = text.replace('\\', "/");
     let lower = t.to_lowercase();
     for prefix in ["microsoft.powershell.core/filesystem::", "filesystem::"] {
@@ -442,7 +442,7 @@ fn short_name_glob(component: &str) -> Option<String> {
 
 /// [`Pattern::normalized_path`] for a plain string, without building a pattern: the
 /// file tools' fast path.
-pub fn normalized_text(path: &str) -> String {
+pub(super) fn normalized_text(path: &str) -> String {
     let lower = path.to_lowercase().replace('\\', "/");
     let unified = lower.strip_prefix("//?/").unwrap_or(&lower);
     let absolute = unified.starts_with('/');

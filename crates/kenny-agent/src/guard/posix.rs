@@ -32,7 +32,7 @@ pub(super) fn blocked(reason: impl Into<String>) -> Blocked {
 
 /// One word as the shell will see it after expansion, as far as that is known now.
 #[derive(Debug, Clone, Default)]
-pub struct Arg {
+pub(super) struct Arg {
     /// The text with quoting removed; unquoted glob characters stay globs, unknown
     /// parts are [`super::pattern::Tok::Deep`].
     pub pat: Pattern,
@@ -58,7 +58,7 @@ pub struct Arg {
 }
 
 impl Arg {
-    pub fn literal(text: &str) -> Arg {
+    pub(super) fn literal(text: &str) -> Arg {
         Arg {
             pat: Pattern::literal(text),
             literal: Some(text.to_owned()),
@@ -68,7 +68,7 @@ impl Arg {
         }
     }
 
-    pub fn unknown(shown: &str) -> Arg {
+    pub(super) fn unknown(shown: &str) -> Arg {
         let mut pat = Pattern::default();
         pat.push_deep();
         Arg {
@@ -78,18 +78,18 @@ impl Arg {
         }
     }
 
-    pub fn text(&self) -> Option<&str> {
+    pub(super) fn text(&self) -> Option<&str> {
         self.literal.as_deref()
     }
 
-    pub fn is_known(&self) -> bool {
+    pub(super) fn is_known(&self) -> bool {
         !self.pat.has_unknown() && !self.proc_subst
     }
 }
 
 /// Where a command's standard input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stdin {
+pub(super) enum Stdin {
     /// The agent's (empty).
     Nothing,
     /// Another command's output.
@@ -104,7 +104,7 @@ pub enum Stdin {
 
 /// The state of one shell while its command is judged.
 #[derive(Clone)]
-pub struct Shell {
+pub(super) struct Shell {
     /// Where relative paths point; `None` once a `cd` went somewhere unknown.
     pub cwd: Option<Pattern>,
     /// Variables assigned in this command: a value, or `None` when only known at run
@@ -124,7 +124,7 @@ pub struct Shell {
 }
 
 impl Shell {
-    pub fn new(cwd: Option<&str>) -> Shell {
+    pub(super) fn new(cwd: Option<&str>) -> Shell {
         Shell {
             cwd: cwd.map(|c| Pattern::literal(c).normalized_path()),
             vars: HashMap::new(),
@@ -150,7 +150,7 @@ impl Shell {
     }
 
     /// Judges a whole script (the text of `sh -c`).
-    pub fn script(&mut self, text: &str) -> Result<(), Blocked> {
+    pub(super) fn script(&mut self, text: &str) -> Result<(), Blocked> {
         let mut parser = brush_parser::Parser::new(std::io::BufReader::new(text.as_bytes()), &options());
         let program = parser.parse_program().map_err(|e| {
             blocked(format!(
@@ -164,7 +164,7 @@ impl Shell {
     }
 
     /// Judges a nested script in a child shell.
-    pub fn nested(&self, text: &str) -> Result<Shell, Blocked> {
+    pub(super) fn nested(&self, text: &str) -> Result<Shell, Blocked> {
         let mut child = self.child()?;
         child.script(text)?;
         Ok(child)
@@ -416,7 +416,7 @@ impl Shell {
     }
 
     /// A variable's value, when it is known now.
-    pub fn lookup(&self, name: &str) -> Option<String> {
+    pub(super) fn lookup(&self, name: &str) -> Option<String> {
         const SHELL_SET: &[&str] = &[
             "PPID",
             "RANDOM",
@@ -449,7 +449,7 @@ impl Shell {
     }
 
     /// Names a builtin sets in ways the guard does not follow (`read X`, `export X`).
-    pub fn forget(&mut self, name: &str) {
+    pub(super) fn forget(&mut self, name: &str) {
         let name: String = name
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
@@ -459,12 +459,12 @@ impl Shell {
         }
     }
 
-    pub fn sourced_something(&mut self) {
+    pub(super) fn sourced_something(&mut self) {
         self.sourced = true;
     }
 
     /// Expands a piece of text as one word.
-    pub fn expand_text(&mut self, text: &str) -> Result<Arg, Blocked> {
+    pub(super) fn expand_text(&mut self, text: &str) -> Result<Arg, Blocked> {
         self.expand(text, false, false)
     }
 
@@ -485,7 +485,7 @@ impl Shell {
 
     /// Judges a command given as argv: wrappers, shells and builtins here, everything
     /// else by its program's rules.
-    pub fn invoke(&mut self, argv: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
+    pub(super) fn invoke(&mut self, argv: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
         let Some(first) = argv.first() else { return Ok(()) };
         let program = first.text().filter(|_| !first.from_env);
         let Some(program) = program else {
@@ -513,12 +513,12 @@ impl Shell {
         programs::judge(self, &name, argv, stdin)
     }
 
-    pub fn is_fetched(&self, path: &Pattern) -> bool {
+    pub(super) fn is_fetched(&self, path: &Pattern) -> bool {
         self.fetched.iter().any(|f| f.intersects(path))
     }
 
     /// An argument as a path: relative ones against the working directory.
-    pub fn path(&self, arg: &Arg) -> Pattern {
+    pub(super) fn path(&self, arg: &Arg) -> Pattern {
         let pat = &arg.pat;
         let absolute = pat.starts_with_slash() || pat.0.first() == Some(&super::pattern::Tok::Deep);
         let full = if absolute {
@@ -607,7 +607,7 @@ impl Shell {
     }
 
     /// Expands one word as far as it is known, judging every substitution inside it.
-    pub fn word(&mut self, word: &ast::Word) -> Result<Arg, Blocked> {
+    pub(super) fn word(&mut self, word: &ast::Word) -> Result<Arg, Blocked> {
         self.expand(&word.value, false, false)
     }
 
@@ -922,7 +922,7 @@ pub(super) fn fetched_and_run(shown: &str) -> Blocked {
 }
 
 /// The name a program is known by: its file name, lower case.
-pub fn program_name(program: &str) -> String {
+pub(super) fn program_name(program: &str) -> String {
     program.rsplit(['/', '\\']).next().unwrap_or(program).to_lowercase()
 }
 

@@ -13,7 +13,7 @@ const AGENT_NAMES: &[&str] = &["kenny-agent", "kenny-agent.exe", "kenny", "kenny
 
 /// Checks one path use, on the pattern and, when it names a file that exists, on what
 /// it resolves to (so a symlink to a disk or to a key is seen for what it is).
-pub fn check_path(_sh: &Shell, path: &Pattern, usage: Use, shown: &str) -> Result<(), Blocked> {
+pub(super) fn check_path(_sh: &Shell, path: &Pattern, usage: Use, shown: &str) -> Result<(), Blocked> {
     if let Some(why) = refusal(path, usage) {
         if path.has_unknown() {
             return Err(blocked(format!(
@@ -296,7 +296,7 @@ fn is_interpreter(name: &str) -> bool {
 }
 
 /// Judges `name args...` (argv[0] is the program).
-pub fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
+pub(super) fn judge(sh: &mut Shell, name: &str, argv: &[Arg], stdin: &Stdin) -> Result<(), Blocked> {
     let argv = as_received(argv);
     let args = &argv[1..];
     check_mentions(sh, name, args)?;

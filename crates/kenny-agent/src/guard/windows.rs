@@ -37,7 +37,7 @@ fn registry_key(text: &str) -> Option<String> {
 }
 
 /// Why a registry key may not be used this way, if it is one and may not.
-pub fn registry_refusal(text: &str, usage: Use) -> Option<String> {
+pub(super) fn registry_refusal(text: &str, usage: Use) -> Option<String> {
     let key = registry_key(text)?;
     let p = Pattern::glob(&key);
     let meets = |g: &str| p.intersects(&Pattern::glob(g));
@@ -72,7 +72,7 @@ pub fn registry_refusal(text: &str, usage: Use) -> Option<String> {
 
 /// Whether a `powershell.exe`/`pwsh` flag (without dash, lower case) means
 /// -EncodedCommand or -EncodedArguments: `-e`, `-ec`, and every prefix from `-en`.
-pub fn is_encoded_flag(flag: &str) -> bool {
+pub(super) fn is_encoded_flag(flag: &str) -> bool {
     flag == "e"
         || flag == "ec"
         || flag == "ea"
@@ -80,7 +80,7 @@ pub fn is_encoded_flag(flag: &str) -> bool {
 }
 
 /// Splits a Windows command line into words (double quotes group, `\"` is a quote).
-pub fn split_command_line(text: &str) -> Vec<String> {
+pub(super) fn split_command_line(text: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -115,7 +115,7 @@ pub fn split_command_line(text: &str) -> Vec<String> {
 
 /// Splits a `cmd.exe` line into commands at `&`, `&&`, `||`, `|` outside quotes, with
 /// `^` escapes removed; the flag says the command reads a pipe.
-pub fn split_cmd(text: &str) -> Vec<(String, bool)> {
+pub(super) fn split_cmd(text: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -148,7 +148,7 @@ pub fn split_cmd(text: &str) -> Vec<(String, bool)> {
 }
 
 /// The words of one `cmd.exe` command and the targets of its `>`/`>>` redirections.
-pub fn cmd_words(command: &str) -> (Vec<String>, Vec<String>) {
+pub(super) fn cmd_words(command: &str) -> (Vec<String>, Vec<String>) {
     let mut words = Vec::new();
     let mut redirects = Vec::new();
     let mut next_is_target = false;
@@ -203,7 +203,7 @@ fn agentish(word: Option<&str>) -> bool {
 }
 
 /// A Windows program with its arguments (`None`: only known at run time).
-pub fn native(name: &str, args: &[Option<String>], piped: bool) -> Result<(), Blocked> {
+pub(super) fn native(name: &str, args: &[Option<String>], piped: bool) -> Result<(), Blocked> {
     let lower: Vec<Option<String>> = args.iter().map(|a| a.as_ref().map(|t| t.to_lowercase())).collect();
     let words: Vec<&str> = lower.iter().map(|a| a.as_deref().unwrap_or("\u{0}")).collect();
     let has = |w: &str| words.contains(&w);

@@ -19,7 +19,7 @@ use landlock::{
 const ASK: ABI = ABI::V6;
 
 /// The Landlock ABI this kernel offers, 0 when it has none.
-pub fn kernel_abi() -> i32 {
+pub(super) fn kernel_abi() -> i32 {
     // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) only
     // returns a number.
     let abi = unsafe { libc::syscall(libc::SYS_landlock_create_ruleset, std::ptr::null::<u8>(), 0usize, 1u32) };
@@ -27,7 +27,7 @@ pub fn kernel_abi() -> i32 {
 }
 
 /// A built ruleset and what it needs to stay current.
-pub struct Built {
+pub(super) struct Built {
     pub fd: Arc<OwnedFd>,
     /// Directories whose entries were granted one by one, with their modification
     /// times: when one changes (a new entry), the ruleset is built again.
@@ -37,7 +37,7 @@ pub struct Built {
 }
 
 impl Built {
-    pub fn stale(&self) -> bool {
+    pub(super) fn stale(&self) -> bool {
         self.watched.iter().any(|(dir, seen)| mtime(dir) != *seen)
     }
 }
@@ -117,7 +117,7 @@ fn protected_devices(root: &Path, all_devices: bool, out: &mut BTreeMap<PathBuf,
 
 /// Builds the ruleset: `/dev`'s disks and memory, the extra device directories, `/boot`,
 /// `/efi` and the EFI variables.
-pub fn build(extra_device_dirs: &[PathBuf]) -> Result<Built, String> {
+pub(super) fn build(extra_device_dirs: &[PathBuf]) -> Result<Built, String> {
     let mut protected: BTreeMap<PathBuf, Keep> = BTreeMap::new();
     protected_devices(Path::new("/dev"), false, &mut protected);
     for dir in extra_device_dirs {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::guard::AgentPaths;
 
-pub enum Op {
+pub(super) enum Op {
     /// An empty read-only tmpfs over a directory.
     HideDir(CString),
     /// An empty read-only file over a file.
@@ -17,7 +17,7 @@ pub enum Op {
     ReadOnly(CString),
 }
 
-pub struct Plan {
+pub(super) struct Plan {
     pub ops: Vec<Op>,
     /// The empty file bound over hidden files.
     pub empty: CString,
@@ -67,7 +67,7 @@ fn credential_files() -> Vec<PathBuf> {
 }
 
 /// The plan for the agent's paths as registered now.
-pub fn plan(paths: &AgentPaths, empty: &Path) -> Option<Plan> {
+pub(super) fn plan(paths: &AgentPaths, empty: &Path) -> Option<Plan> {
     let empty = c(empty)?;
     let mut ops = Vec::new();
     let mut files: Vec<PathBuf> = credential_files();

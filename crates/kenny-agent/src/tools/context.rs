@@ -25,11 +25,11 @@ pub struct ToolContext {
 }
 
 /// The environment variables a test sets to give the tools stand-ins.
-pub const HOSTS_FILE_ENV: &str = "KENNY_HOSTS_FILE";
-pub const POLICY_ROOT_ENV: &str = "KENNY_POLICY_ROOT";
-pub const SYSLOG_FILE_ENV: &str = "KENNY_SYSLOG_FILE";
-pub const NETNS_ENV: &str = "KENNY_NETNS";
-pub const AUTOSTART_ROOT_ENV: &str = "KENNY_AUTOSTART_ROOT";
+pub(super) const HOSTS_FILE_ENV: &str = "KENNY_HOSTS_FILE";
+pub(super) const POLICY_ROOT_ENV: &str = "KENNY_POLICY_ROOT";
+pub(super) const SYSLOG_FILE_ENV: &str = "KENNY_SYSLOG_FILE";
+pub(super) const NETNS_ENV: &str = "KENNY_NETNS";
+pub(super) const AUTOSTART_ROOT_ENV: &str = "KENNY_AUTOSTART_ROOT";
 
 impl ToolContext {
     /// The stand-ins named in this process's environment (empty values mean unset).

@@ -41,7 +41,7 @@ pub(super) struct Row {
     pub(super) command: String,
 }
 
-pub async fn processes(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn processes(args: &Map<String, Value>) -> ToolResult {
     let sort_by = sort_arg(args)?;
     let limit = usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX);
     let rows = blocking("diag_processes", BACKSTOP, sample)

@@ -27,14 +27,14 @@ const WALK_TIME: Duration = Duration::from_secs(60);
 /// For work stuck in the kernel, e.g. on a hung network mount, that no deadline check reaches.
 const BACKSTOP: Duration = Duration::from_secs(90);
 
-pub async fn list(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
     let path = resolved(&path)?;
     let limit = usize_arg(args, "limit", DEFAULT_LIST_LIMIT);
     blocking("fs_list", BACKSTOP, move || list_dir(&path, limit)).await?
 }
 
-pub async fn read(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn read(args: &Map<String, Value>) -> ToolResult {
     let path = absolute_path(args)?;
     let path = resolved(&path)?;
     let offset = arg_u64(args, "offset", 0);
@@ -42,7 +42,7 @@ pub async fn read(args: &Map<String, Value>) -> ToolResult {
     blocking("fs_read", BACKSTOP, move || read_chunk(&path, offset, max_bytes)).await?
 }
 
-pub async fn search(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn search(args: &Map<String, Value>) -> ToolResult {
     let root = absolute_path(args)?;
     let root = resolved(&root)?;
     let pattern = arg_str(args, "pattern").ok_or_else(|| ToolError::bad_args("missing required argument `pattern`"))?;
@@ -55,7 +55,7 @@ pub async fn search(args: &Map<String, Value>) -> ToolResult {
     blocking("fs_search", BACKSTOP, move || search_tree(&root, &query, budget)).await?
 }
 
-pub async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
     if arg_str(args, "path").is_none() {
         let volumes = blocking("listing volumes", BACKSTOP, volumes)
             .await?

@@ -13,7 +13,7 @@ use super::{ToolError, ToolResult};
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 
-pub async fn config(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn config(_args: &Map<String, Value>) -> ToolResult {
     let mut result = blocking("net_config", BACKSTOP, snapshot)
         .await?
         .map_err(ToolError::exec_failed)?;

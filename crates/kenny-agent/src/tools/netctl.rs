@@ -12,7 +12,7 @@ use super::{ToolError, ToolResult, arg_str};
 const COMMAND_TIME: Duration = Duration::from_secs(20);
 /// Long enough for DHCP clients and link watchers to see the link go down.
 const DOWN_TIME: Duration = Duration::from_secs(1);
-pub async fn dns_flush(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn dns_flush(_args: &Map<String, Value>) -> ToolResult {
     if cfg!(windows) {
         powershell_output("Clear-DnsClientCache -ErrorAction Stop", COMMAND_TIME)
             .await
@@ -58,7 +58,7 @@ fn linux_dns_cache() -> Option<LinuxCache> {
     }
 }
 
-pub async fn adapter_reset(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
+pub(super) async fn adapter_reset(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
     let adapter = adapter_arg(args)?;
     if cfg!(windows) {
         let out = powershell_output(&windows_reset_script(adapter), Duration::from_secs(45)).await?;

@@ -19,7 +19,7 @@ const FALLBACK_PORT: u16 = 443;
 /// A name can resolve to dozens of addresses; trying the first few says enough.
 const MAX_ADDRESSES_TRIED: usize = 4;
 
-pub async fn ping(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn ping(args: &Map<String, Value>) -> ToolResult {
     let host = host_arg(args)?;
     let count = arg_u64(args, "count", DEFAULT_PING_COUNT);
     // Not `timeout_s`: the server reads that as the whole call's deadline.
@@ -30,7 +30,7 @@ pub async fn ping(args: &Map<String, Value>) -> ToolResult {
     }
 }
 
-pub async fn dns_lookup(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn dns_lookup(args: &Map<String, Value>) -> ToolResult {
     let host = host_arg(args)?;
     let limit = Duration::from_secs(arg_u64(args, "timeout_s", DEFAULT_TIMEOUT_S));
     let started = Instant::now();
@@ -53,7 +53,7 @@ pub async fn dns_lookup(args: &Map<String, Value>) -> ToolResult {
     })
 }
 
-pub async fn port_check(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn port_check(args: &Map<String, Value>) -> ToolResult {
     let host = host_arg(args)?;
     let port = u16::try_from(arg_u64(args, "port", 0))
         .ok()

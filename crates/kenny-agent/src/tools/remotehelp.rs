@@ -125,7 +125,7 @@ async fn internet_ok() -> bool {
     )
 }
 
-pub async fn status(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn status(_args: &Map<String, Value>) -> ToolResult {
     windows_only()?;
     let (facts, online) = tokio::join!(gather(), internet_ok());
     let facts = facts?;
@@ -138,7 +138,7 @@ pub async fn status(_args: &Map<String, Value>) -> ToolResult {
     }))
 }
 
-pub async fn start(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn start(_args: &Map<String, Value>) -> ToolResult {
     windows_only()?;
     let facts = gather().await?;
     if facts.version.is_none() {
@@ -185,7 +185,7 @@ pub async fn start(_args: &Map<String, Value>) -> ToolResult {
     Ok(json!({"launched": true, "pid": pid, "user": user.account, "note": note}))
 }
 
-pub async fn stop(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn stop(_args: &Map<String, Value>) -> ToolResult {
     windows_only()?;
     let value = powershell_json("stopping Quick Assist", &stop_script(), SCRIPT_LIMIT).await?;
     let count = value.get("stopped").and_then(Value::as_u64).unwrap_or(0);

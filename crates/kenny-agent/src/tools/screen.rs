@@ -13,7 +13,7 @@ use super::{ToolError, ToolResult, arg_str, arg_u64};
 const DEFAULT_MAX_WIDTH: u32 = 1280;
 /// Base64 characters the image may take: the MCP result (image plus metadata) must stay
 /// well under 150,000 characters, which some clients treat as a hard limit.
-pub const MAX_BASE64_CHARS: usize = 140_000;
+pub(super) const MAX_BASE64_CHARS: usize = 140_000;
 /// Below this width a screenshot stops being readable; a screen that still does not fit
 /// is sent in grey.
 const MIN_WIDTH: u32 = 320;
@@ -27,7 +27,7 @@ pub(crate) struct Rgb {
     pub pixels: Vec<u8>,
 }
 
-pub async fn capture(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn capture(args: &Map<String, Value>) -> ToolResult {
     let max_width =
         u32::try_from(arg_u64(args, "max_width", u64::from(DEFAULT_MAX_WIDTH))).unwrap_or(DEFAULT_MAX_WIDTH);
     let shot = if cfg!(windows) {
@@ -265,7 +265,7 @@ mod x11 {
 
     use super::{PixelLayout, Rgb, zpixmap_to_rgb};
 
-    pub fn grab(display: &str) -> Result<Rgb, String> {
+    pub(super) fn grab(display: &str) -> Result<Rgb, String> {
         let (conn, screen_num) = x11rb::connect(Some(display)).map_err(|e| {
             format!(
                 "cannot open X display {display}: {e}; a graphical session must be running and the agent needs its DISPLAY and XAUTHORITY (Wayland-only sessions are not supported)"

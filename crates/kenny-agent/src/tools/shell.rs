@@ -16,7 +16,7 @@ use super::{ToolError, ToolResult, arg_str, arg_u64};
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
 
-pub async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
     let command = required_str(args, "command")?;
     let limit = timeout_arg(args);
     #[cfg(unix)]
@@ -41,7 +41,7 @@ pub async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
     }
 }
 
-pub async fn powershell_exec(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn powershell_exec(args: &Map<String, Value>) -> ToolResult {
     let script = required_str(args, "script")?;
     let limit = timeout_arg(args);
     #[cfg(windows)]

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// Checks a mutual-auth vector file (the reference one or our documented one): keys
 /// from seeds, the transcript bytes, both signatures, and that each verifies.
-pub fn check_mutual_auth_vector(v: &Value) {
+pub(crate) fn check_mutual_auth_vector(v: &Value) {
     let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("vector field {k}"));
     let server = SigningKey::from_bytes(&auth::decode_fixed("server seed", s("server_seed_b64")).unwrap());
     let agent = SigningKey::from_bytes(&auth::decode_fixed("agent seed", s("agent_seed_b64")).unwrap());

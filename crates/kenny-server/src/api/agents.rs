@@ -13,14 +13,14 @@ use crate::state::AppState;
 use crate::tunnel::handshake::check_token;
 use kenny_proto::agent_id::{AGENT_ID_RULE, is_valid as valid_agent_id};
 
-pub async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let agents = crate::fleet::list(&state, &who).await?;
     Ok(Json(json!({ "agents": agents })))
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewAgent {
+pub(super) struct NewAgent {
     agent_id: String,
 }
 
@@ -31,7 +31,7 @@ impl BodyShape for NewAgent {
 /// `POST /api/agents` (superusers): registers an agent as `kenny-server agent add` does
 /// and answers with its enrollment values and the command that installs it on the PC.
 /// The token is in this response and nowhere else.
-pub async fn create(
+pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     Superuser(who): Superuser,
     JsonBody(body): JsonBody<NewAgent>,
@@ -61,7 +61,7 @@ pub async fn create(
 
 /// The newest health snapshot the agent pushed (agents push one on connecting and
 /// then every `--telemetry-interval-secs`).
-pub async fn telemetry(
+pub(super) async fn telemetry(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -98,7 +98,7 @@ pub async fn telemetry(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EnrollBody {
+pub(super) struct EnrollBody {
     public_key: String,
 }
 
@@ -107,7 +107,7 @@ impl BodyShape for EnrollBody {
 }
 
 /// The agent proves it holds the enrollment token and registers its Ed25519 key.
-pub async fn enroll(
+pub(super) async fn enroll(
     State(state): State<Arc<AppState>>,
     Path(agent_id): Path<String>,
     headers: HeaderMap,

@@ -15,7 +15,7 @@ use crate::store::AuditFilter;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Params {
+pub(super) struct Params {
     agent_id: Option<String>,
     limit: Option<u32>,
     /// Page backwards: rows with an id below this one.
@@ -27,7 +27,7 @@ pub struct Params {
     outcome: Option<String>,
 }
 
-pub async fn list(
+pub(super) async fn list(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Query(p): Query<Params>,

@@ -12,7 +12,7 @@ use axum::response::Response;
 use crate::principal::Principal;
 use crate::state::AppState;
 
-pub async fn audit_actions(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(crate) async fn audit_actions(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(request).await;
     }

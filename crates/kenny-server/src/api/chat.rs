@@ -24,7 +24,10 @@ use crate::store::{ChatCall, ChatSession, call_status};
 const MAX_MESSAGE_CHARS: usize = 20_000;
 const NEW_TITLE: &str = "New conversation";
 
-pub async fn status(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn status(
+    State(state): State<Arc<AppState>>,
+    SignedIn(who): SignedIn,
+) -> Result<Json<Value>, ApiError> {
     let settings = &state.chat.settings;
     let enabled = settings.api_key.is_some();
     let (user, day) = (who.user_id, state.clock.today());
@@ -42,7 +45,7 @@ pub async fn status(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn)
     })))
 }
 
-pub async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let user = who.user_id;
     let sessions = state.store.blocking(move |s| s.chat_sessions(user)).await?;
     Ok(Json(json!({ "sessions": sessions })))
@@ -50,7 +53,7 @@ pub async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -
 
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct NewSession {
+pub(super) struct NewSession {
     selected_agent: Option<String>,
 }
 
@@ -58,7 +61,7 @@ impl BodyShape for NewSession {
     const SHAPE: &'static str = r#"{"selected_agent"?: "<agent id>"}"#;
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<NewSession>,
@@ -80,7 +83,7 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(json!(session))))
 }
 
-pub async fn show(
+pub(super) async fn show(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
@@ -94,7 +97,7 @@ pub async fn show(
     Ok(Json(json!({"session": session, "messages": messages, "calls": calls})))
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
@@ -113,7 +116,7 @@ pub async fn delete(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Selection {
+pub(super) struct Selection {
     agent_id: Option<String>,
 }
 
@@ -123,7 +126,7 @@ impl BodyShape for Selection {
 
 /// Changes which PC the conversation works on from now on. Calls already proposed
 /// (held ones included) keep the target they were frozen with.
-pub async fn select(
+pub(super) async fn select(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
@@ -144,7 +147,7 @@ pub async fn select(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UserText {
+pub(super) struct UserText {
     text: String,
 }
 
@@ -152,7 +155,7 @@ impl BodyShape for UserText {
     const SHAPE: &'static str = r#"{"text": "..."}"#;
 }
 
-pub async fn message(
+pub(super) async fn message(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
@@ -201,7 +204,7 @@ pub async fn message(
 }
 
 /// `approve` or `deny` a held call.
-pub async fn decide(
+pub(super) async fn decide(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path((call_id, decision)): Path<(String, String)>,

@@ -6,14 +6,14 @@ use axum::response::{IntoResponse, Response};
 use crate::store::StoreError;
 
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status,
             code,
@@ -21,7 +21,7 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 }

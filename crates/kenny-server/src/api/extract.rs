@@ -12,7 +12,7 @@ use super::ApiError;
 use crate::principal::{Principal, Role};
 
 /// The caller, as `guard::require_principal` or `guard::require_bearer` resolved it.
-pub struct SignedIn(pub Principal);
+pub(crate) struct SignedIn(pub Principal);
 
 impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
     type Rejection = ApiError;
@@ -36,7 +36,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SignedIn {
 }
 
 /// A caller with the superuser role; anyone else is refused with 403.
-pub struct Superuser(pub Principal);
+pub(crate) struct Superuser(pub Principal);
 
 impl<S: Send + Sync> FromRequestParts<S> for Superuser {
     type Rejection = ApiError;
@@ -62,14 +62,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Superuser {
 
 /// A request body a handler takes, with the shape it expects written out for the
 /// error a client gets when its body does not parse.
-pub trait BodyShape {
+pub(crate) trait BodyShape {
     /// The body as a client would write it, e.g. `{"agent_id": "..."}`.
     const SHAPE: &'static str;
 }
 
 /// A JSON body of type `T`; anything else (no JSON content type, malformed JSON, a
 /// missing or unknown field) is a 400 that shows the shape the call takes.
-pub struct JsonBody<T>(pub T);
+pub(crate) struct JsonBody<T>(pub T);
 
 impl<T, S> FromRequest<S> for JsonBody<T>
 where

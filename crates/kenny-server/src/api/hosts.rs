@@ -24,9 +24,9 @@ use crate::state::AppState;
 use crate::store::ScreenshotMeta;
 
 /// The audit trail's name for reading one host's facts (no agent is called).
-pub const FACTS_TOOL: &str = "agent_health";
+pub(super) const FACTS_TOOL: &str = "agent_health";
 /// The audit trail's name for an agent update request.
-pub const UPDATE_TOOL: &str = "agent_update";
+pub(super) const UPDATE_TOOL: &str = "agent_update";
 const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
 
 fn not_found(agent_id: &str) -> ApiError {
@@ -50,7 +50,7 @@ fn not_found(agent_id: &str) -> ApiError {
 /// | `timeout` | 504 |
 /// | `not_found` refused by the server (no agent build to offer) | 404 |
 /// | `exec_failed`, `not_found`, `internal`, anything else | 502: the agent tried and failed |
-pub fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
+pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
     let Some(code) = ErrorCode::parse(&f.code) else {
         return ApiError::new(
             StatusCode::BAD_GATEWAY,
@@ -120,7 +120,7 @@ async fn known_host(
 }
 
 /// `GET /api/agent/{id}`: what the server knows about one host.
-pub async fn facts(
+pub(super) async fn facts(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -147,7 +147,7 @@ pub async fn facts(
 
 /// `POST /api/agent/{id}/refresh`: collects telemetry now, keeps it as the latest
 /// snapshot and returns it.
-pub async fn refresh(
+pub(super) async fn refresh(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -196,7 +196,7 @@ fn png_of(result: &Value) -> Result<Vec<u8>, ApiError> {
 
 /// `POST /api/agent/{id}/screenshot`: captures the screen and keeps it as the host's
 /// latest screenshot; answers with its metadata.
-pub async fn capture(
+pub(super) async fn capture(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -222,7 +222,7 @@ pub async fn capture(
 
 /// `GET /api/agent/{id}/screenshot`: the latest screenshot as `image/png`, with who took
 /// it and when in `X-Kenny-Taken-By` / `X-Kenny-Taken-At`.
-pub async fn screenshot(
+pub(super) async fn screenshot(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -254,7 +254,7 @@ pub async fn screenshot(
 }
 
 /// `POST /api/agent/{id}/remotehelp`: starts remote help (Quick Assist) on the host.
-pub async fn remote_help(
+pub(super) async fn remote_help(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -266,7 +266,7 @@ pub async fn remote_help(
 /// `POST /api/agents/{id}/update`: updates the agent (`agent_update` through the
 /// forwarder: the server picks the build and signs the order). The body may name a
 /// `version` and `allow_downgrade`; empty means the newest build the server has.
-pub async fn update(
+pub(super) async fn update(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
@@ -296,7 +296,7 @@ pub async fn update(
 }
 
 /// `GET /api/agents/{id}/updates`: how the agent's updates ended, newest first.
-pub async fn updates(
+pub(super) async fn updates(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,

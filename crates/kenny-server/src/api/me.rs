@@ -14,7 +14,7 @@ use crate::principal::{CredentialKind, Principal};
 use crate::ratelimit::Caller;
 use crate::state::AppState;
 
-pub async fn show(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn show(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let user = state.store.blocking(move |s| s.user(id)).await?;
     Ok(Json(json!({ "user": user, "credential_kind": who.credential_kind })))
@@ -28,7 +28,7 @@ fn current_session(who: &Principal) -> Option<i64> {
 }
 
 /// Checks a new password's length, then hashes it under the shared Argon2 cap.
-pub async fn hash_new_password(password: String) -> Result<String, ApiError> {
+pub(super) async fn hash_new_password(password: String) -> Result<String, ApiError> {
     let min = crate::admin::MIN_PASSWORD_CHARS;
     if password.chars().count() < min {
         return Err(ApiError::bad_request(format!(
@@ -47,7 +47,7 @@ pub async fn hash_new_password(password: String) -> Result<String, ApiError> {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PasswordChange {
+pub(super) struct PasswordChange {
     current_password: String,
     new_password: String,
     /// Also revoke every personal access token (the dashboard asks first).
@@ -63,7 +63,7 @@ impl BodyShape for PasswordChange {
 /// current password checked under the sign-in throttle. Every other session of the
 /// user and every OAuth grant end; with `revoke_tokens`, every personal access token
 /// too.
-pub async fn change_password(
+pub(super) async fn change_password(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<PasswordChange>,
@@ -83,7 +83,10 @@ pub async fn change_password(
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn sessions(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn sessions(
+    State(state): State<Arc<AppState>>,
+    SignedIn(who): SignedIn,
+) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let now = state.clock.now();
     let list = state.store.blocking(move |s| s.user_sessions(id, &now)).await?;
@@ -100,7 +103,7 @@ pub async fn sessions(State(state): State<Arc<AppState>>, SignedIn(who): SignedI
     Ok(Json(json!({ "sessions": list })))
 }
 
-pub async fn revoke_session(
+pub(super) async fn revoke_session(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(session_id): Path<i64>,
@@ -122,7 +125,10 @@ pub async fn revoke_session(
     }
 }
 
-pub async fn tokens(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn tokens(
+    State(state): State<Arc<AppState>>,
+    SignedIn(who): SignedIn,
+) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let list = state.store.blocking(move |s| s.user_tokens(id)).await?;
     Ok(Json(json!({ "tokens": list })))
@@ -130,7 +136,7 @@ pub async fn tokens(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn)
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewToken {
+pub(super) struct NewToken {
     label: Option<String>,
     /// The caller's current password.
     password: Option<String>,
@@ -145,7 +151,7 @@ impl BodyShape for NewToken {
 /// leaked one can be revoked and stays revoked. The password is asked again, under the
 /// sign-in throttle, because a token outlives the session: a session left open or
 /// stolen must not be turned into a lasting credential.
-pub async fn create_token(
+pub(super) async fn create_token(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<NewToken>,
@@ -176,7 +182,7 @@ pub async fn create_token(
     Ok((StatusCode::CREATED, Json(json!({ "token": token }))))
 }
 
-pub async fn revoke_token(
+pub(super) async fn revoke_token(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(token_id): Path<i64>,
@@ -199,7 +205,10 @@ pub async fn revoke_token(
 }
 
 /// The apps (OAuth clients) the user has let act as them, with live grants.
-pub async fn grants(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn grants(
+    State(state): State<Arc<AppState>>,
+    SignedIn(who): SignedIn,
+) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
     let now = state.clock.now();
     let list = state.store.blocking(move |s| s.user_grants(id, &now)).await?;
@@ -207,7 +216,7 @@ pub async fn grants(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn)
 }
 
 /// Ends one of the user's own grants: its access and refresh tokens stop at once.
-pub async fn revoke_grant(
+pub(super) async fn revoke_grant(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     Path(grant_id): Path<String>,
@@ -233,7 +242,7 @@ pub async fn revoke_grant(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TotpStart {
+pub(super) struct TotpStart {
     password: String,
 }
 
@@ -244,7 +253,7 @@ impl BodyShape for TotpStart {
 /// Starts TOTP set-up: a new secret (not active until confirmed with a code). Needs the
 /// password, and TOTP must be off: replacing a second factor goes through turning it
 /// off, which needs the password too.
-pub async fn totp_start(
+pub(super) async fn totp_start(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpStart>,
@@ -278,7 +287,7 @@ pub async fn totp_start(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TotpConfirm {
+pub(super) struct TotpConfirm {
     code: String,
 }
 
@@ -287,7 +296,7 @@ impl BodyShape for TotpConfirm {
 }
 
 /// Turns TOTP on once the app shows a valid code; returns recovery codes, once.
-pub async fn totp_confirm(
+pub(super) async fn totp_confirm(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpConfirm>,
@@ -317,7 +326,7 @@ pub async fn totp_confirm(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TotpDisable {
+pub(super) struct TotpDisable {
     password: String,
 }
 
@@ -326,7 +335,7 @@ impl BodyShape for TotpDisable {
 }
 
 /// Turns TOTP off; needs the account's password.
-pub async fn totp_disable(
+pub(super) async fn totp_disable(
     State(state): State<Arc<AppState>>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpDisable>,

@@ -2,7 +2,7 @@
 
 mod agents;
 mod audit;
-pub mod audited;
+pub(crate) mod audited;
 mod chat;
 mod error;
 mod extract;
@@ -18,11 +18,11 @@ use axum::routing::{delete, get, post, put};
 
 use crate::state::AppState;
 
-pub use error::ApiError;
-pub use extract::{BodyShape, JsonBody, SignedIn, Superuser};
+pub(crate) use error::ApiError;
+pub(crate) use extract::{BodyShape, JsonBody, SignedIn, Superuser};
 
 /// Routes that need a principal (mounted behind `guard::require_principal`).
-pub fn authenticated() -> Router<Arc<AppState>> {
+pub(crate) fn authenticated() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/audit", get(audit::list))
         .route("/api/agents", get(agents::list).post(agents::create))
@@ -63,6 +63,6 @@ pub fn authenticated() -> Router<Arc<AppState>> {
 }
 
 /// Routes with their own credential check (the agent's enrollment token).
-pub fn public() -> Router<Arc<AppState>> {
+pub(crate) fn public() -> Router<Arc<AppState>> {
     Router::new().route("/api/agents/{id}/enroll", post(agents::enroll))
 }

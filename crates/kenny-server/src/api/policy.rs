@@ -18,7 +18,7 @@ use crate::store::StoredPolicy;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PolicyBody {
+pub(super) struct PolicyBody {
     rules: Vec<PolicyRule>,
 }
 
@@ -27,11 +27,11 @@ impl BodyShape for PolicyBody {
         r#"{"rules": [{"id", "applies_to" (shell|powershell|command|path|any), "pattern", "reason"}]}"#;
 }
 
-pub async fn show(State(state): State<Arc<AppState>>) -> Json<Value> {
+pub(super) async fn show(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(render(&state.policy.current(), None))
 }
 
-pub async fn replace(
+pub(super) async fn replace(
     State(state): State<Arc<AppState>>,
     Superuser(who): Superuser,
     JsonBody(body): JsonBody<PolicyBody>,

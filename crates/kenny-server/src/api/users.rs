@@ -18,12 +18,12 @@ fn parse_role(role: &str) -> Result<Role, ApiError> {
         .ok_or_else(|| ApiError::bad_request(format!("unknown role {role:?}: use superuser, operator or user")))
 }
 
-pub async fn list(State(state): State<Arc<AppState>>, _: Superuser) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(State(state): State<Arc<AppState>>, _: Superuser) -> Result<Json<Value>, ApiError> {
     let users = state.store.blocking(|s| s.users()).await?;
     Ok(Json(json!({ "users": users })))
 }
 
-pub async fn get_one(
+pub(super) async fn get_one(
     State(state): State<Arc<AppState>>,
     _: Superuser,
     Path(id): Path<i64>,
@@ -36,7 +36,7 @@ pub async fn get_one(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NewUser {
+pub(super) struct NewUser {
     username: String,
     role: String,
     /// Omit to have one generated (returned once).
@@ -50,7 +50,7 @@ impl BodyShape for NewUser {
         r#"{"username": "...", "role": "superuser|operator|user", "password"?: "...", "hosts"?: ["<agent id>"]}"#;
 }
 
-pub async fn create(
+pub(super) async fn create(
     State(state): State<Arc<AppState>>,
     _: Superuser,
     JsonBody(body): JsonBody<NewUser>,
@@ -76,7 +76,7 @@ pub async fn create(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Patch {
+pub(super) struct Patch {
     role: Option<String>,
     disabled: Option<bool>,
     hosts: Option<Vec<String>>,
@@ -94,7 +94,7 @@ impl BodyShape for Patch {
 
 /// Changes a user. Disabling ends its sessions and OAuth grants at once; its tokens stop
 /// working while it is disabled, and with `revoke_tokens` are revoked for good.
-pub async fn update(
+pub(super) async fn update(
     State(state): State<Arc<AppState>>,
     _: Superuser,
     Path(id): Path<i64>,
@@ -136,7 +136,7 @@ pub async fn update(
     Ok(Json(json!({ "user": user, "tokens_revoked": revoked })))
 }
 
-pub async fn delete(
+pub(super) async fn delete(
     State(state): State<Arc<AppState>>,
     _: Superuser,
     Path(id): Path<i64>,
@@ -148,7 +148,7 @@ pub async fn delete(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PasswordReset {
+pub(super) struct PasswordReset {
     /// Omit to have one generated (returned once).
     password: Option<String>,
     /// Also revoke every personal access token of the user (the dashboard asks first).
@@ -162,7 +162,7 @@ impl BodyShape for PasswordReset {
 
 /// Sets a new password for a user: every session and OAuth grant of theirs ends, and
 /// with `revoke_tokens` every personal access token too.
-pub async fn reset_password(
+pub(super) async fn reset_password(
     State(state): State<Arc<AppState>>,
     _: Superuser,
     Path(id): Path<i64>,

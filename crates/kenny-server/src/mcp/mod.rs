@@ -29,13 +29,13 @@ Every tool that acts on a PC takes a required `agent_id`; call list_agents to se
 Nothing is remembered between calls: select_agent only checks that an id exists and is online, it does not set a default.";
 
 #[derive(Clone)]
-pub struct KennyMcp {
+pub(crate) struct KennyMcp {
     state: Arc<AppState>,
     tools: Arc<Vec<Tool>>,
 }
 
 /// The tower service mounted at `/mcp` (behind [`crate::guard::require_bearer`]).
-pub fn service(state: Arc<AppState>) -> StreamableHttpService<KennyMcp, NeverSessionManager> {
+pub(crate) fn service(state: Arc<AppState>) -> StreamableHttpService<KennyMcp, NeverSessionManager> {
     let handler = KennyMcp {
         tools: Arc::new(tools::all()),
         state: state.clone(),

@@ -6,14 +6,14 @@ use serde_json::{Value, json};
 
 use crate::forward::CallFailure;
 
-pub fn outcome(outcome: Result<Value, CallFailure>) -> CallToolResult {
+pub(super) fn outcome(outcome: Result<Value, CallFailure>) -> CallToolResult {
     match outcome {
         Ok(v) => success(v),
         Err(f) => failure(&f),
     }
 }
 
-pub fn success(value: Value) -> CallToolResult {
+pub(super) fn success(value: Value) -> CallToolResult {
     // Structured content must be an object; agents answer with objects, but wrap
     // anything else rather than break the client.
     let mut value = if value.is_object() {
@@ -34,7 +34,7 @@ pub fn success(value: Value) -> CallToolResult {
     CallToolResult::structured(value)
 }
 
-pub fn failure(f: &CallFailure) -> CallToolResult {
+pub(super) fn failure(f: &CallFailure) -> CallToolResult {
     let mut result = CallToolResult::error(vec![ContentBlock::text(f.to_string())]);
     result.structured_content = Some(json!({"error": {"code": f.code, "message": f.message}}));
     result

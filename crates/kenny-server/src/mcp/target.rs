@@ -11,7 +11,7 @@ use crate::forward::CallFailure;
 
 /// Takes the routing argument out of `args`. Missing, non-string or blank is
 /// `no_agent`: there is no fallback target.
-pub fn take_target(args: &mut Map<String, Value>) -> Result<AgentId, CallFailure> {
+pub(super) fn take_target(args: &mut Map<String, Value>) -> Result<AgentId, CallFailure> {
     match args.remove(AGENT_ID_ARG) {
         Some(Value::String(id)) if id.trim().is_empty() => Err(CallFailure::refusal(
             ErrorCode::NoAgent,

@@ -7,10 +7,10 @@ use kenny_proto::outputs::{array, boolean, nullable, object, output_schema, stri
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-pub const LIST_AGENTS: &str = "list_agents";
-pub const SELECT_AGENT: &str = "select_agent";
+pub(super) const LIST_AGENTS: &str = "list_agents";
+pub(super) const SELECT_AGENT: &str = "select_agent";
 
-pub fn all() -> Vec<Tool> {
+pub(super) fn all() -> Vec<Tool> {
     let mut tools = vec![
         tool(
             LIST_AGENTS,

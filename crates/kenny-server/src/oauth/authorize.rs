@@ -18,7 +18,7 @@ use crate::store::{CodeGrant, OAuthClient};
 use crate::web::html::{esc, page};
 
 #[derive(Debug, Clone, Deserialize, Default)]
-pub struct Params {
+pub(super) struct Params {
     response_type: Option<String>,
     client_id: Option<String>,
     redirect_uri: Option<String>,
@@ -43,7 +43,7 @@ struct Checked {
     state: Option<String>,
 }
 
-pub async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
+pub(super) async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
     // Signed in first: nothing about the client is looked up, let alone fetched from
     // the network (a client metadata document), for someone who has not signed in.
     let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
@@ -58,7 +58,7 @@ pub async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(
     consent_page(&checked, &who, &csrf)
 }
 
-pub async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
+pub(super) async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
     if !crate::guard::same_origin(&state, &headers) {
         return error_page(
             StatusCode::FORBIDDEN,

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{SCOPE, resource_url};
 use crate::state::AppState;
 
-pub async fn protected_resource(State(state): State<Arc<AppState>>) -> Json<Value> {
+pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Json<Value> {
     let base = &state.base_url;
     Json(json!({
         "resource": resource_url(base),
@@ -21,7 +21,7 @@ pub async fn protected_resource(State(state): State<Arc<AppState>>) -> Json<Valu
     }))
 }
 
-pub async fn authorization_server(State(state): State<Arc<AppState>>) -> Json<Value> {
+pub(super) async fn authorization_server(State(state): State<Arc<AppState>>) -> Json<Value> {
     let base = &state.base_url;
     Json(json!({
         "issuer": base,

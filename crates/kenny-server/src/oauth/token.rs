@@ -17,7 +17,7 @@ use crate::state::AppState;
 use crate::store::{Exchange, NewTokenPair, RefreshGrant};
 
 #[derive(Deserialize)]
-pub struct TokenRequest {
+pub(super) struct TokenRequest {
     grant_type: Option<String>,
     code: Option<String>,
     redirect_uri: Option<String>,
@@ -27,7 +27,7 @@ pub struct TokenRequest {
     resource: Option<String>,
 }
 
-pub async fn token(
+pub(super) async fn token(
     State(state): State<Arc<AppState>>,
     form: Result<Form<TokenRequest>, axum::extract::rejection::FormRejection>,
 ) -> Response {
@@ -225,13 +225,13 @@ fn server_error(e: crate::store::StoreError) -> Refusal {
 }
 
 #[derive(Deserialize)]
-pub struct RevokeRequest {
+pub(super) struct RevokeRequest {
     token: Option<String>,
 }
 
 /// RFC 7009: always 200, whether or not the token existed; revoking any token of a
 /// grant ends the whole grant.
-pub async fn revoke(
+pub(super) async fn revoke(
     State(state): State<Arc<AppState>>,
     form: Result<Form<RevokeRequest>, axum::extract::rejection::FormRejection>,
 ) -> Response {

@@ -248,7 +248,7 @@ const USERS_NEVER_REUSE_IDS: &str = "CREATE TABLE users_new (
             COALESCE((SELECT MAX(user_id) FROM audit), 0))
         WHERE name = 'users';";
 
-pub fn apply(conn: &mut Connection) -> Result<()> {
+pub(super) fn apply(conn: &mut Connection) -> Result<()> {
     migrate(conn, MIGRATIONS.len())
 }
 

@@ -11,24 +11,24 @@ use crate::secrets;
 use crate::store::AgentRecord;
 
 /// Close codes of the 0.17 contract.
-pub const CLOSE_BAD_FRAME: u16 = 4400;
-pub const CLOSE_UNAUTHORIZED: u16 = 4401;
+pub(crate) const CLOSE_BAD_FRAME: u16 = 4400;
+pub(crate) const CLOSE_UNAUTHORIZED: u16 = 4401;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reject {
+pub(crate) struct Reject {
     pub close_code: u16,
     pub reason: String,
 }
 
 impl Reject {
-    pub fn bad_frame(reason: impl Into<String>) -> Self {
+    pub(crate) fn bad_frame(reason: impl Into<String>) -> Self {
         Reject {
             close_code: CLOSE_BAD_FRAME,
             reason: reason.into(),
         }
     }
 
-    pub fn unauthorized(reason: impl Into<String>) -> Self {
+    pub(crate) fn unauthorized(reason: impl Into<String>) -> Self {
         Reject {
             close_code: CLOSE_UNAUTHORIZED,
             reason: reason.into(),
@@ -38,12 +38,12 @@ impl Reject {
 
 /// Which path a `register` frame asks for.
 #[derive(Debug)]
-pub enum Method {
+pub(crate) enum Method {
     Mutual { client_nonce: [u8; 32] },
     Token(String),
 }
 
-pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> {
+pub(crate) fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> {
     if !kenny_proto::agent_id::is_valid(&reg.agent_id) {
         return Err(Reject::bad_frame(format!(
             "agent_id must be {}",
@@ -72,7 +72,7 @@ pub fn method(reg: &Register, allow_token_auth: bool) -> Result<Method, Reject> 
 
 /// How a connection proved which agent it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Proof {
+pub(crate) enum Proof {
     /// Signed the handshake with the agent's enrolled key.
     Key,
     /// Presented the agent's legacy token.
@@ -83,7 +83,7 @@ pub enum Proof {
 /// token (from a settings file, a backup, a process list) could otherwise connect as
 /// the agent. There is deliberately no setting that turns this off; `agent rekey`
 /// forgets the key and issues a new token when a PC really lost its key.
-pub fn token_may_log_in(enrolled: bool) -> Result<(), Reject> {
+pub(crate) fn token_may_log_in(enrolled: bool) -> Result<(), Reject> {
     if enrolled {
         return Err(Reject::unauthorized(
             "this agent has enrolled a key and must use mutual auth; the token no longer logs in",
@@ -98,7 +98,7 @@ pub fn token_may_log_in(enrolled: bool) -> Result<(), Reject> {
 /// receiving its calls). A token, and a matching host name (which the connection
 /// chose itself), are never enough: a token-authenticated agent that lost its
 /// connection gets back in once the old one is found dead (three silent heartbeats).
-pub fn admit(
+pub(crate) fn admit(
     agent_id: &str,
     proof: Proof,
     current_alive: bool,
@@ -122,7 +122,7 @@ pub fn admit(
 }
 
 /// Legacy path: the token must hash to the agent's stored token hash.
-pub fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject> {
+pub(crate) fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject> {
     let expected = record_hash.ok_or_else(|| Reject::unauthorized("unknown agent or bad token"))?;
     let got = secrets::token_hash(token);
     if secrets::constant_time_eq(&got, expected) {
@@ -133,7 +133,12 @@ pub fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), Reject>
 }
 
 /// Mutual path, server half: sign the transcript for the agent to verify.
-pub fn challenge(key: &SigningKey, agent_id: &str, client_nonce: &[u8; 32], server_nonce: &[u8; 32]) -> Challenge {
+pub(crate) fn challenge(
+    key: &SigningKey,
+    agent_id: &str,
+    client_nonce: &[u8; 32],
+    server_nonce: &[u8; 32],
+) -> Challenge {
     let transcript = auth::transcript(agent_id, client_nonce, server_nonce);
     Challenge {
         server_nonce: auth::encode_b64(server_nonce),
@@ -142,7 +147,7 @@ pub fn challenge(key: &SigningKey, agent_id: &str, client_nonce: &[u8; 32], serv
 }
 
 /// Mutual path, agent half: its signature over the same transcript.
-pub fn check_agent_sig(
+pub(crate) fn check_agent_sig(
     record: Option<&AgentRecord>,
     client_nonce: &[u8; 32],
     server_nonce: &[u8; 32],
@@ -158,7 +163,7 @@ pub fn check_agent_sig(
 }
 
 /// Meta as reported, bounded so a hostile agent cannot bloat the registry.
-pub fn sanitize_meta(meta: Option<AgentMeta>) -> Option<AgentMeta> {
+pub(crate) fn sanitize_meta(meta: Option<AgentMeta>) -> Option<AgentMeta> {
     fn cut(s: String) -> String {
         s.chars().take(128).collect()
     }

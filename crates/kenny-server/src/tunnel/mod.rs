@@ -5,7 +5,7 @@
 //! Until it has authenticated, a connection may read only a few small frames' worth of
 //! bytes and has a deadline; nothing it does can make another connection wait.
 
-pub mod handshake;
+pub(crate) mod handshake;
 pub(crate) mod pushed;
 
 use std::sync::Arc;
@@ -36,9 +36,9 @@ const READ_BUFFER: usize = 4 * 1024;
 /// frames at their size limit, plus framing and a few control frames. The WebSocket
 /// layer accepts authenticated-size frames, so this budget is what keeps a client
 /// that proves nothing from making the server buffer megabytes.
-pub const PRE_AUTH_BYTES: u64 = 2 * Limits::HANDSHAKE.max_frame_bytes as u64 + 8 * 1024;
+pub(crate) const PRE_AUTH_BYTES: u64 = 2 * Limits::HANDSHAKE.max_frame_bytes as u64 + 8 * 1024;
 
-pub async fn upgrade(
+pub(crate) async fn upgrade(
     State(state): State<Arc<AppState>>,
     Extension(reads): Extension<ConnReads>,
     ws: WebSocketUpgrade,

@@ -7,18 +7,18 @@
 use std::time::{Duration, Instant};
 
 /// Agent log lines passed on to the server's log, sustained and in a burst.
-pub const LOG_LINES_PER_SEC: f64 = 10.0;
-pub const LOG_BURST: f64 = 100.0;
+pub(crate) const LOG_LINES_PER_SEC: f64 = 10.0;
+pub(crate) const LOG_BURST: f64 = 100.0;
 /// A log line's message is cut to this many characters; its other fields to less.
-pub const LOG_MESSAGE_CHARS: usize = 2048;
+pub(crate) const LOG_MESSAGE_CHARS: usize = 2048;
 /// Telemetry snapshots closer together than this are dropped (a real agent sends one
 /// every 15 minutes by default, at most one every 10 s).
-pub const TELEMETRY_MIN_GAP: Duration = Duration::from_secs(10);
+pub(crate) const TELEMETRY_MIN_GAP: Duration = Duration::from_secs(10);
 /// A larger snapshot is dropped: the store keeps 200 per agent, so this bounds what one
 /// PC can put there.
-pub const TELEMETRY_MAX_BYTES: usize = 512 * 1024;
+pub(crate) const TELEMETRY_MAX_BYTES: usize = 512 * 1024;
 /// How often the warnings about dropped frames may repeat.
-pub const WARN_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const WARN_INTERVAL: Duration = Duration::from_secs(60);
 /// Warnings per interval about malformed or foreign frames (each says what was wrong).
 const FRAME_WARNINGS: u32 = 10;
 
@@ -152,7 +152,7 @@ impl PushedBook {
 /// Text from an agent made safe for one log line: control characters (newlines,
 /// terminal escapes) are escaped, so a PC cannot forge lines of the server's log, and
 /// the length is bounded.
-pub fn clean(text: &str, max_chars: usize) -> String {
+pub(crate) fn clean(text: &str, max_chars: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max_chars));
     for (i, c) in text.chars().enumerate() {
         if i == max_chars {

@@ -8,7 +8,7 @@
 //! on trial; it reports the outcome (kept, or rolled back and why) in a `log` frame that
 //! echoes the signed manifest, so only orders this server really issued are recorded.
 
-pub mod releases;
+pub(crate) mod releases;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,7 +27,7 @@ use crate::principal::{Principal, Role};
 use crate::store::{Store, UpdateRecord};
 
 /// The `event` field of the agent's report.
-pub const REPORT_EVENT: &str = "agent_update";
+pub(crate) const REPORT_EVENT: &str = "agent_update";
 /// How long the agent's trial may last by default, if its answer does not say.
 const DEFAULT_TRIAL: Duration = Duration::from_secs(90);
 /// The longest trial the server waits for.
@@ -37,7 +37,7 @@ const REPORT_GRACE: Duration = Duration::from_secs(60);
 
 /// How an update ended, as the agent reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Report {
+pub(crate) struct Report {
     pub outcome: Outcome,
     pub reason: String,
     /// The version the agent says it ran before.
@@ -45,13 +45,13 @@ pub struct Report {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Succeeded,
     RolledBack,
 }
 
 impl Outcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",
             Outcome::RolledBack => "rolled_back",

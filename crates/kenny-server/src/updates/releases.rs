@@ -14,20 +14,20 @@ use sha2::{Digest, Sha256};
 
 use crate::state::AppState;
 
-pub const DIR: &str = "agent-releases";
+pub(crate) const DIR: &str = "agent-releases";
 const PREFIX: &str = "kenny-agent-";
 
-pub type Version = (u64, u64, u64);
+pub(crate) type Version = (u64, u64, u64);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Release {
+pub(crate) struct Release {
     pub version: Version,
     pub version_text: String,
     pub file_name: String,
     pub path: PathBuf,
 }
 
-pub fn dir(data_dir: &Path) -> PathBuf {
+pub(crate) fn dir(data_dir: &Path) -> PathBuf {
     data_dir.join(DIR)
 }
 
@@ -79,7 +79,7 @@ fn builds_for(dir: &Path, os: &str, arch: &str) -> Vec<Release> {
 }
 
 /// The newest build for this OS and architecture that is newer than `than`.
-pub fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Release> {
+pub(crate) fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Release> {
     let floor = kenny_proto::results::parse_version(than).unwrap_or((0, 0, 0));
     builds_for(dir, os, arch)
         .into_iter()
@@ -88,12 +88,12 @@ pub fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Releas
 }
 
 /// The build of exactly `version` for this OS and architecture.
-pub fn exact(dir: &Path, os: &str, arch: &str, version: Version) -> Option<Release> {
+pub(crate) fn exact(dir: &Path, os: &str, arch: &str, version: Version) -> Option<Release> {
     builds_for(dir, os, arch).into_iter().find(|r| r.version == version)
 }
 
 /// Size and lower-case hex SHA-256 of a file, read once.
-pub fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
+pub(crate) fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
     let size = std::io::copy(&mut file, &mut hasher)?;
@@ -105,7 +105,7 @@ pub fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
 /// replaced without either changing would be offered with its old hash; the agent then
 /// refuses the download (it checks size and hash), so a stale entry fails safe.
 #[derive(Default)]
-pub struct HashCache {
+pub(crate) struct HashCache {
     entries: std::sync::Mutex<std::collections::HashMap<PathBuf, Hashed>>,
 }
 
@@ -118,7 +118,7 @@ struct Hashed {
 
 impl HashCache {
     /// Like [`size_and_sha256`], from the cache when the file has not changed. Blocking.
-    pub fn size_and_sha256(&self, path: &Path) -> std::io::Result<(u64, String)> {
+    pub(crate) fn size_and_sha256(&self, path: &Path) -> std::io::Result<(u64, String)> {
         let meta = std::fs::metadata(path)?;
         let (len, modified) = (meta.len(), meta.modified().ok());
         let lock = || self.entries.lock().unwrap_or_else(|e| e.into_inner());
@@ -156,7 +156,7 @@ impl HashCache {
 
 /// `GET /d/agent/{file}`: a release file, by its exact name, streamed (a build may be
 /// large and this route needs no sign-in, so nothing here holds a whole file in memory).
-pub async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath<String>) -> Response {
+pub(crate) async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath<String>) -> Response {
     let not_found = || (StatusCode::NOT_FOUND, "no such agent build\n").into_response();
     if parse_name(&file).is_none() {
         return not_found();

@@ -4,10 +4,10 @@
 
 use axum::http::{HeaderMap, HeaderValue, header};
 
-pub const SESSION: &str = "kenny_session";
-pub const FORM: &str = "kenny_form";
+pub(crate) const SESSION: &str = "kenny_session";
+pub(crate) const FORM: &str = "kenny_form";
 
-pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn get(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -20,13 +20,13 @@ pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
 
 /// `HttpOnly`, `SameSite=Lax`, `Path=/`; `Secure` when served over TLS. A zero
 /// `max_age_secs` deletes the cookie.
-pub fn set(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
+pub(crate) fn set(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
     build(name, value, "/", "Lax", max_age_secs, secure)
 }
 
 /// A device cookie: only ever sent with the sign-in form's own post (`Path=/login`,
 /// `SameSite=Strict`), never readable by script.
-pub fn set_device(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
+pub(crate) fn set_device(name: &str, value: &str, max_age_secs: u64, secure: bool) -> HeaderValue {
     build(name, value, "/login", "Strict", max_age_secs, secure)
 }
 

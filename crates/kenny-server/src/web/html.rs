@@ -3,7 +3,7 @@
 use axum::response::Html;
 
 /// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -36,7 +36,7 @@ dl.consent-facts dd { margin: 0; }
 code { overflow-wrap: anywhere; }
 "#;
 
-pub fn page(title: &str, body: &str) -> Html<String> {
+pub(crate) fn page(title: &str, body: &str) -> Html<String> {
     Html(format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · kenny</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",

@@ -3,7 +3,7 @@
 
 pub(crate) mod cookies;
 mod dashboard;
-pub mod html;
+pub(crate) mod html;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use crate::state::AppState;
 
 const FORM_TOKEN_LIFETIME_SECS: u64 = 3600;
 
-pub fn routes() -> Router<Arc<AppState>> {
+pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .merge(dashboard::routes())
         .route("/setup", get(setup_form).post(setup_submit))
@@ -29,7 +29,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/logout", post(logout))
 }
 
-pub use crate::session::signed_in;
+pub(crate) use crate::session::signed_in;
 
 fn secure(state: &AppState) -> bool {
     state
@@ -41,7 +41,7 @@ fn secure(state: &AppState) -> bool {
 
 /// Only same-site paths: `/x`, never `//host`, `/\host` or an absolute URL, so `next`
 /// cannot be used to send someone elsewhere after signing in.
-pub fn safe_next(next: Option<&str>) -> String {
+pub(crate) fn safe_next(next: Option<&str>) -> String {
     match next {
         Some(n)
             if n.starts_with('/')

@@ -4,7 +4,7 @@
 //! accepts (`-`, en dash, em dash, horizontal bar).
 
 /// The characters PowerShell reads as a dash.
-pub fn is_dash(c: char) -> bool {
+pub(super) fn is_dash(c: char) -> bool {
     matches!(c, '-' | '\u{2013}' | '\u{2014}' | '\u{2015}')
 }
 
@@ -17,7 +17,7 @@ fn is_double_quote(c: char) -> bool {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tok {
+pub(super) enum Tok {
     /// `;` or a line break.
     Sep,
     /// `|`
@@ -64,17 +64,17 @@ pub enum Tok {
     Op(String),
 }
 
-pub struct Lexer<'a> {
+pub(super) struct Lexer<'a> {
     chars: Vec<char>,
     i: usize,
     _src: &'a str,
 }
 
 #[derive(Debug)]
-pub struct LexError(pub String);
+pub(super) struct LexError(pub String);
 
 impl<'a> Lexer<'a> {
-    pub fn new(src: &'a str) -> Self {
+    pub(super) fn new(src: &'a str) -> Self {
         Lexer {
             chars: src.chars().collect(),
             i: 0,
@@ -86,7 +86,7 @@ impl<'a> Lexer<'a> {
         self.chars.get(self.i + n).copied()
     }
 
-    pub fn tokens(mut self) -> Result<Vec<Tok>, LexError> {
+    pub(super) fn tokens(mut self) -> Result<Vec<Tok>, LexError> {
         let mut out: Vec<Tok> = Vec::new();
         while let Some(c) = self.peek(0) {
             // What came right before decides whether `.` is member access.

@@ -24,12 +24,12 @@ use super::windows;
 const MAX_DEPTH: usize = 12;
 
 /// Checks a whole PowerShell script.
-pub fn check_script(script: &str) -> Result<(), Blocked> {
+pub(super) fn check_script(script: &str) -> Result<(), Blocked> {
     Ps::default().script(script)
 }
 
 /// `powershell ARGS` or `pwsh ARGS` reached from a shell command.
-pub fn judge_command_line(_name: &str, args: &[Arg]) -> Result<(), Blocked> {
+pub(super) fn judge_command_line(_name: &str, args: &[Arg]) -> Result<(), Blocked> {
     let words: Vec<Option<String>> = args.iter().map(|a| a.text().map(str::to_owned)).collect();
     Ps::default().powershell_exe(&words, false)
 }

@@ -6,17 +6,17 @@ use super::lexer::{Lexer, Tok};
 
 /// One pipeline: `a | b | c`.
 #[derive(Debug, Clone)]
-pub struct Pipeline(pub Vec<Element>);
+pub(super) struct Pipeline(pub Vec<Element>);
 
 #[derive(Debug, Clone)]
-pub enum Element {
+pub(super) enum Element {
     Command(Command),
     /// Anything that is not a command: assignments, `if`, method calls, values.
     Expr(Vec<Part>),
 }
 
 #[derive(Debug, Clone)]
-pub struct Command {
+pub(super) struct Command {
     /// Started with `&` or `.`: the name is whatever the next value evaluates to.
     pub invoked: bool,
     pub name: Vec<Part>,
@@ -26,7 +26,7 @@ pub struct Command {
 }
 
 #[derive(Debug, Clone)]
-pub enum CmdArg {
+pub(super) enum CmdArg {
     /// `-Name` or `-Name:value`; the name lower case, without its dash.
     Param {
         name: String,
@@ -36,7 +36,7 @@ pub enum CmdArg {
 }
 
 #[derive(Debug, Clone)]
-pub enum Part {
+pub(super) enum Part {
     Bare {
         text: String,
         vars: Vec<String>,
@@ -58,10 +58,10 @@ pub enum Part {
 }
 
 #[derive(Debug)]
-pub struct ParseError(pub String);
+pub(super) struct ParseError(pub String);
 
 /// Parses a whole script.
-pub fn parse(text: &str) -> Result<Vec<Pipeline>, ParseError> {
+pub(super) fn parse(text: &str) -> Result<Vec<Pipeline>, ParseError> {
     let tokens = Lexer::new(text).tokens().map_err(|e| ParseError(e.0))?;
     let mut p = Parser { toks: tokens, i: 0 };
     let out = p.block(None)?;

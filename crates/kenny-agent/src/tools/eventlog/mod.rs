@@ -162,7 +162,7 @@ pub(super) fn render(source: &str, entries: Vec<Entry>, truncated: bool, notes: 
     result
 }
 
-pub async fn query(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
+pub(super) async fn query(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
     let query = Query::parse(args, OffsetDateTime::now_utc())?;
     if cfg!(windows) {
         return windows::query(&query).await;

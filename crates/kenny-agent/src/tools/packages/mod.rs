@@ -131,7 +131,7 @@ impl Change {
     }
 }
 
-pub async fn list(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
     let query = arg_str(args, "query")
         .map(str::trim)
         .filter(|q| !q.is_empty())
@@ -172,7 +172,7 @@ fn render_listing(manager: Manager, listing: Listing, query: Option<&str>, limit
     result
 }
 
-pub async fn install(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn install(args: &Map<String, Value>) -> ToolResult {
     let manager = detect()?;
     let id = ids::validate(manager, required_id(args)?)?;
     let change = match manager {
@@ -183,7 +183,7 @@ pub async fn install(args: &Map<String, Value>) -> ToolResult {
     Ok(change.to_json(manager))
 }
 
-pub async fn uninstall(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn uninstall(args: &Map<String, Value>) -> ToolResult {
     let manager = detect()?;
     let id = ids::validate(manager, required_id(args)?)?;
     let change = match manager {
@@ -194,7 +194,7 @@ pub async fn uninstall(args: &Map<String, Value>) -> ToolResult {
     Ok(change.to_json(manager))
 }
 
-pub async fn update(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn update(args: &Map<String, Value>) -> ToolResult {
     let all = args.get("all").and_then(Value::as_bool).unwrap_or(false);
     let id = arg_str(args, "id").map(str::trim).filter(|id| !id.is_empty());
     let target = match (id, all) {
@@ -294,7 +294,7 @@ pub(super) struct Ran {
 }
 
 impl Ran {
-    pub fn success(&self) -> bool {
+    pub(super) fn success(&self) -> bool {
         self.exit_code == Some(0)
     }
 }

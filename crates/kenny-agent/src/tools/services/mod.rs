@@ -84,7 +84,7 @@ struct Service {
     entry: Value,
 }
 
-pub async fn list(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
     let filter = StateFilter::parse(args)?;
     let name = arg_str(args, "name").map(str::trim).filter(|n| !n.is_empty());
     let limit = usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX);

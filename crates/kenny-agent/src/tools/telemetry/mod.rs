@@ -31,7 +31,7 @@ use super::{ToolError, ToolResult};
 pub(in crate::tools) use format::rfc3339;
 
 /// Every section this agent can collect, in the order they appear in a snapshot.
-pub const SECTIONS: &[&str] = &[
+pub(super) const SECTIONS: &[&str] = &[
     "disk",
     "memory",
     "cpu",
@@ -117,7 +117,7 @@ fn release_freed_memory() {
     }
 }
 
-pub async fn collect_tool(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn collect_tool(args: &Map<String, Value>) -> ToolResult {
     let sections = requested_sections(args)?;
     let collected_at = rfc3339(SystemTime::now());
     let snapshot = collect(sections.as_deref()).await;

@@ -21,7 +21,7 @@ pub(super) struct DohState {
 }
 
 impl DohState {
-    pub fn to_json(&self) -> Value {
+    pub(super) fn to_json(&self) -> Value {
         json!({"chrome": self.chrome, "edge": self.edge, "firefox": self.firefox})
     }
 }

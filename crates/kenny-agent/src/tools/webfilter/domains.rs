@@ -31,7 +31,7 @@ const RESERVED_SUFFIXES: &[&str] = &[".localhost", ".localdomain"];
 
 /// The host name of the server URL, normalised, when it is a name (IP literals are
 /// refused anyway, so only names need protecting).
-pub fn server_host_name(server_url: &str) -> Option<String> {
+pub(crate) fn server_host_name(server_url: &str) -> Option<String> {
     let host = reqwest::Url::parse(server_url).ok()?.host_str()?.to_owned();
     normalize(&host).ok()
 }

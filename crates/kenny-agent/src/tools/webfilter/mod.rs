@@ -16,7 +16,7 @@ use super::process::run_captured_into;
 use super::shell::system32_tool;
 use super::{ToolContext, ToolError, ToolResult, arg_str};
 
-pub use domains::server_host_name;
+pub(super) use domains::server_host_name;
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 const FLUSH_LIMIT: Duration = Duration::from_secs(15);
@@ -40,7 +40,7 @@ impl DohPolicy {
     }
 }
 
-pub async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+pub(super) async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();
     let block = run_blocking("reading the hosts file", move || {
@@ -69,7 +69,7 @@ pub async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult
     }))
 }
 
-pub async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+pub(super) async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     let raw: Vec<String> = args
         .get("domains")
         .and_then(Value::as_array)
@@ -144,7 +144,7 @@ pub async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     Ok(result)
 }
 
-pub async fn clear(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+pub(super) async fn clear(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
     let _one_at_a_time = HOSTS_LOCK.lock().await;
     let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();

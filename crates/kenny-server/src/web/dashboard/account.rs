@@ -15,7 +15,7 @@ use crate::state::AppState;
 use crate::store::{GrantRecord, TokenRecord};
 use crate::web::html::esc;
 
-pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/account").await {
         Ok(v) => v,
         Err(redirect) => return redirect,

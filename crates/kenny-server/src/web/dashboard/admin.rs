@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::store::UserRecord;
 use crate::web::html::esc;
 
-pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/admin").await {
         Ok(v) => v,
         Err(redirect) => return redirect,

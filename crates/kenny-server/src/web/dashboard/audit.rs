@@ -20,7 +20,7 @@ const OUTCOMES: &[&str] = &["ok", "error", "refused", "sent", "interrupted"];
 /// Every field is text so a hand-edited URL gets a page that says what is wrong, not a
 /// bare 400.
 #[derive(Debug, Default, Deserialize)]
-pub struct Params {
+pub(super) struct Params {
     agent_id: Option<String>,
     tool: Option<String>,
     user: Option<String>,
@@ -32,7 +32,7 @@ fn given(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
-pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
+pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/audit").await {
         Ok(v) => v,
         Err(redirect) => return redirect,

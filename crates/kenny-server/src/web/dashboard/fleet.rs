@@ -12,7 +12,7 @@ use crate::health::Health;
 use crate::state::AppState;
 use crate::web::html::esc;
 
-pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/").await {
         Ok(v) => v,
         Err(redirect) => return redirect,

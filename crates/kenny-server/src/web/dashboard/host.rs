@@ -27,7 +27,11 @@ struct Extras {
     last_update: Option<UpdateRecord>,
 }
 
-pub async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Path(agent_id): Path<String>) -> Response {
+pub(super) async fn page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Path(agent_id): Path<String>,
+) -> Response {
     let path = format!("/hosts/{agent_id}");
     let (who, csrf) = match viewer(&state, &headers, &path).await {
         Ok(v) => v,

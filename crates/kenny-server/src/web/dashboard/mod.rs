@@ -30,7 +30,7 @@ const CHAT_SCRIPT: &str = include_str!("../assets/chat.js");
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; \
                    connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'";
 
-pub fn routes() -> Router<Arc<AppState>> {
+pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(fleet::page))
         .route("/hosts/{id}", get(host::page))
