@@ -186,6 +186,30 @@ async fn signing_in_sets_a_lax_httponly_session_cookie_and_signing_out_ends_the_
     assert_eq!(replay.get("/").await.location(), Some("/login"));
 }
 
+/// A session lasts twelve hours on the server's clock, whatever the browser keeps: past
+/// that the same cookie opens neither the pages nor the API.
+#[tokio::test]
+async fn a_session_ends_twelve_hours_after_sign_in_on_the_servers_clock() {
+    let server = TestServer::start().await.unwrap();
+    server.user("dora", Role::Operator, &[]).await.unwrap();
+    let browser = server.browser();
+    assert_eq!(browser.sign_in("dora", PASSWORD).await.unwrap().status, 303);
+    let home = browser.get("/").await.unwrap();
+    assert_eq!(home.status, 200);
+    let me = || async { browser.get("/api/me").await.unwrap().status };
+    assert_eq!(me().await, 200, "signed in");
+    server.clock().advance(Duration::from_secs(11 * 3600 + 59 * 60));
+    assert_eq!(browser.get("/").await.unwrap().status, 200, "still within twelve hours");
+    assert_eq!(me().await, 200);
+    server.clock().advance(Duration::from_secs(2 * 60));
+    assert_eq!(
+        browser.get("/").await.unwrap().location(),
+        Some("/login"),
+        "past twelve hours the cookie is no session"
+    );
+    assert_eq!(me().await, 401);
+}
+
 /// A page in the signed-in browser can make it send the cookie to `/mcp`; the cookie
 /// must not count there (only bearer tokens do).
 #[tokio::test]
