@@ -1,6 +1,42 @@
 //! Shapes of tool results that more than one side relies on.
 
+use serde::Deserialize;
 use serde_json::Value;
+
+/// A `screen_capture` result as the dashboard keeps it: the picture and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Screenshot {
+    pub mime_type: String,
+    pub width: u32,
+    pub height: u32,
+    /// The image, base64 (standard alphabet, padded).
+    pub data_base64: String,
+}
+
+impl Screenshot {
+    /// The result read as a screenshot, or why it is not one.
+    pub fn from_result(value: &Value) -> Result<Screenshot, String> {
+        Screenshot::deserialize(value).map_err(|e| e.to_string())
+    }
+}
+
+/// One section of a telemetry snapshot as the server reads it: its verdict and one line.
+/// The rest of a section is the agent's to fill and is shown as it came.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(default)]
+pub struct SectionVerdict {
+    /// `ok`, `warn`, `crit`, or anything else (read as unknown).
+    pub status: Option<String>,
+    pub summary: String,
+}
+
+impl SectionVerdict {
+    /// A section's verdict; a section that is not an object, or whose fields have other
+    /// types, has none (its status is unknown, its summary empty).
+    pub fn of(section: &Value) -> SectionVerdict {
+        SectionVerdict::deserialize(section).unwrap_or_default()
+    }
+}
 
 /// An image result (`screen_capture`): an `image/*` `mime_type` and the picture as
 /// base64 in `data_base64`. Takes the data out of the value, leaving the metadata.
@@ -35,6 +71,33 @@ mod tests {
         let mut text = json!({"mime_type": "text/plain", "data_base64": "eA=="});
         assert_eq!(take_image(&mut text), None);
         assert_eq!(text["data_base64"], "eA==");
+    }
+
+    #[test]
+    fn a_screenshot_needs_its_type_size_and_data() {
+        let shot = Screenshot::from_result(
+            &serde_json::json!({"mime_type": "image/png", "width": 2, "height": 1, "data_base64": "iVBOR", "bytes": 5}),
+        )
+        .unwrap();
+        assert_eq!((shot.width, shot.height, shot.data_base64.as_str()), (2, 1, "iVBOR"));
+        for bad in [
+            serde_json::json!({"mime_type": "image/png", "width": 2, "height": 1}),
+            serde_json::json!({"mime_type": "image/png", "width": -2, "height": 1, "data_base64": "x"}),
+            serde_json::json!("image"),
+        ] {
+            assert!(Screenshot::from_result(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_sections_verdict_is_read_or_unknown() {
+        let v = SectionVerdict::of(&serde_json::json!({"status": "warn", "summary": "91% full", "volumes": []}));
+        assert_eq!((v.status.as_deref(), v.summary.as_str()), (Some("warn"), "91% full"));
+        assert_eq!(
+            SectionVerdict::of(&serde_json::json!({"status": 3})),
+            SectionVerdict::default()
+        );
+        assert_eq!(SectionVerdict::of(&serde_json::json!([])), SectionVerdict::default());
     }
 
     #[test]

@@ -51,12 +51,9 @@ pub(crate) struct Health {
 
 /// One section's status and summary.
 pub(crate) fn section(value: &Value) -> (Status, String) {
-    let status = value
-        .get("status")
-        .and_then(Value::as_str)
-        .map_or(Status::Unknown, Status::parse);
-    let summary = value.get("summary").and_then(Value::as_str).unwrap_or("").to_owned();
-    (status, summary)
+    let verdict = kenny_proto::results::SectionVerdict::of(value);
+    let status = verdict.status.as_deref().map_or(Status::Unknown, Status::parse);
+    (status, verdict.summary)
 }
 
 /// The health of a snapshot; `None` when it holds no sections.

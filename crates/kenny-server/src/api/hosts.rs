@@ -22,6 +22,7 @@ use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::AppState;
 use crate::store::ScreenshotMeta;
+use kenny_proto::results::Screenshot;
 
 /// The audit trail's name for reading one host's facts (no agent is called).
 pub(super) const FACTS_TOOL: &str = "agent_health";
@@ -175,23 +176,20 @@ pub(super) async fn refresh(
     })))
 }
 
-/// The PNG in a `screen_capture` result, checked to be one.
-fn png_of(result: &Value) -> Result<Vec<u8>, ApiError> {
+/// The picture in a `screen_capture` result, checked to be a PNG, with its size.
+fn png_of(result: &Value) -> Result<(Vec<u8>, Screenshot), ApiError> {
     let tool = "screen_capture";
-    if result.get("mime_type").and_then(Value::as_str) != Some("image/png") {
+    let shot = Screenshot::from_result(result).map_err(|_| bad_answer(tool, "a screenshot (type, size and data)"))?;
+    if shot.mime_type != "image/png" {
         return Err(bad_answer(tool, "a PNG"));
     }
-    let data = result
-        .get("data_base64")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad_answer(tool, "image data"))?;
     let png = base64::engine::general_purpose::STANDARD
-        .decode(data)
+        .decode(&shot.data_base64)
         .map_err(|_| bad_answer(tool, "valid base64 image data"))?;
     if !png.starts_with(PNG_SIGNATURE) {
         return Err(bad_answer(tool, "a PNG"));
     }
-    Ok(png)
+    Ok((png, shot))
 }
 
 /// `POST /api/agent/{id}/screenshot`: captures the screen and keeps it as the host's
@@ -202,12 +200,11 @@ pub(super) async fn capture(
     Path(agent_id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let result = run(&state, &who, &agent_id, "screen_capture").await?;
-    let png = png_of(&result)?;
-    let dimension = |k: &str| result.get(k).and_then(Value::as_i64).unwrap_or(0);
+    let (png, shot) = png_of(&result)?;
     let meta = ScreenshotMeta {
         agent_id: agent_id.clone(),
-        width: dimension("width"),
-        height: dimension("height"),
+        width: i64::from(shot.width),
+        height: i64::from(shot.height),
         bytes: png.len() as i64,
         taken_at: state.clock.now(),
         taken_by: who.username.clone(),
@@ -350,13 +347,15 @@ mod tests {
     fn only_real_pngs_are_kept() {
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
         let png = [PNG_SIGNATURE, b"rest"].concat();
-        let ok = json!({"mime_type": "image/png", "data_base64": b64(&png)});
-        assert_eq!(png_of(&ok).unwrap(), png);
+        let shot = |mime: &str, data: String| json!({"mime_type": mime, "width": 4, "height": 3, "data_base64": data});
+        let (kept, meta) = png_of(&shot("image/png", b64(&png))).unwrap();
+        assert_eq!((kept, meta.width, meta.height), (png.clone(), 4, 3));
         for bad in [
-            json!({"mime_type": "image/jpeg", "data_base64": b64(&png)}),
-            json!({"mime_type": "image/png", "data_base64": "%%%"}),
-            json!({"mime_type": "image/png", "data_base64": b64(b"<svg>")}),
+            shot("image/jpeg", b64(&png)),
+            shot("image/png", "%%%".into()),
+            shot("image/png", b64(b"<svg>")),
             json!({"mime_type": "image/png"}),
+            json!({"mime_type": "image/png", "data_base64": b64(&png)}),
         ] {
             assert_eq!(png_of(&bad).unwrap_err().status, StatusCode::BAD_GATEWAY, "{bad}");
         }
