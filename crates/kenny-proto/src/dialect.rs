@@ -141,15 +141,13 @@ fn name_fragment(pattern: &str) -> Result<String, Untranslatable> {
 /// Its list hash: the first 16 hex digits of the SHA-256 of the sorted, distinct,
 /// lower-cased names, one per line (it recomputes it; the field must be present).
 fn list_hash(domains: &Value) -> String {
-    use sha2::Digest as _;
     let mut names: Vec<String> = domains
         .as_array()
         .map(|list| list.iter().filter_map(Value::as_str).map(str::to_lowercase).collect())
         .unwrap_or_default();
     names.sort();
     names.dedup();
-    let digest = sha2::Sha256::digest(names.join("\n").as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::results::webfilter_list_hash(&names)
 }
 
 /// The existing kenny's answer to `tool` (called with our `args`) in our shape; `now`

@@ -51,6 +51,15 @@ pub fn take_image(value: &mut Value) -> Option<(String, String)> {
     }
 }
 
+/// A web filter list's hash when the caller gives none (both kenny's agent and the
+/// existing kenny's compute it so): the first 16 hex digits of the SHA-256 of the
+/// sorted names joined by newlines.
+pub fn webfilter_list_hash(sorted: &[String]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(sorted.join("\n").as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 /// A release version as kenny writes them: exactly `x.y.z`, comparable as a triple.
 pub fn parse_version(text: &str) -> Option<(u64, u64, u64)> {
     let mut parts = text.split('.').map(|p| p.parse::<u64>().ok());

@@ -157,13 +157,18 @@ impl TestServer {
 
     /// A new user (password [`TestServer::PASSWORD`]) and its personal access token.
     pub async fn user(&self, name: &str, role: Role, hosts: &[&str]) -> anyhow::Result<(i64, String)> {
+        let id = self.person(name, role, hosts).await?;
+        let (store, name) = (self.state.store.clone(), name.to_owned());
+        let token = tokio::task::spawn_blocking(move || admin::create_token(&store, &name, Some("testkit"))).await??;
+        Ok((id, token))
+    }
+
+    /// A new user with the kit's password and no token of their own, so that what lists
+    /// their tokens shows only what a test made.
+    pub async fn person(&self, name: &str, role: Role, hosts: &[&str]) -> anyhow::Result<i64> {
         let (store, name) = (self.state.store.clone(), name.to_owned());
         let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
-        tokio::task::spawn_blocking(move || {
-            let id = admin::add_user(&store, &name, role, &hosts, TestServer::PASSWORD)?;
-            Ok((id, admin::create_token(&store, &name, Some("testkit"))?))
-        })
-        .await?
+        tokio::task::spawn_blocking(move || admin::add_user(&store, &name, role, &hosts, TestServer::PASSWORD)).await?
     }
 
     /// Registers an agent as `kenny-server agent add` does.

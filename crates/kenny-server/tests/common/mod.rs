@@ -66,17 +66,9 @@ pub fn api_error(reply: &Reply, status: u16, code: &str) -> String {
     message
 }
 
-/// A person with the kit's password and no token of their own, so that what lists
-/// their tokens shows only what a test made.
+/// A person with the kit's password and no token of their own.
 pub async fn person(server: &TestServer, name: &str, role: Role, hosts: &[&str]) -> i64 {
-    let (store, name) = (server.state().store.clone(), name.to_owned());
-    let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        kenny_server::admin::add_user(&store, &name, role, &hosts, TestServer::PASSWORD)
-    })
-    .await
-    .unwrap()
-    .unwrap()
+    server.person(name, role, hosts).await.unwrap()
 }
 
 /// A person signed in to the dashboard: the browser holding the session cookie, and the

@@ -7,8 +7,8 @@ mod hosts;
 
 use std::time::Duration;
 
+use kenny_proto::results::webfilter_list_hash;
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use super::bounded::{BoundedBuf, blocking};
@@ -87,7 +87,7 @@ pub(super) async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolR
     let domains = domains::validate_with(&raw, &ctx.protected_hosts)?;
     let list_hash = match arg_str(args, "list_hash") {
         Some(given) => check_hash(given)?,
-        None => list_hash(&domains),
+        None => webfilter_list_hash(&domains),
     };
     let meta = hosts::Meta {
         list_hash: list_hash.clone(),
@@ -195,13 +195,6 @@ fn read_hosts(path: &std::path::Path) -> Result<Vec<u8>, String> {
     }
 }
 
-/// The list hash when the caller gives none: the first 16 hex digits of the SHA-256 of
-/// the sorted names joined by newlines.
-fn list_hash(sorted: &[String]) -> String {
-    let digest = Sha256::digest(sorted.join("\n").as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
-}
-
 /// A caller's hash goes into a comment line of the hosts file, so it must be one plain token.
 fn check_hash(given: &str) -> Result<String, ToolError> {
     let ok = !given.is_empty()
@@ -259,10 +252,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn list_hash_is_stable_and_short() {
-        let hash = list_hash(&["badsite.example".to_owned(), "www.badsite.example".to_owned()]);
+        let hash = webfilter_list_hash(&["badsite.example".to_owned(), "www.badsite.example".to_owned()]);
         assert_eq!(hash.len(), 16);
         assert!(hash.chars().all(|c| c.is_ascii_hexdigit()));
         let expected: String = Sha256::digest(b"badsite.example\nwww.badsite.example")
@@ -271,7 +265,7 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(hash, expected);
-        assert_ne!(hash, list_hash(&["badsite.example".to_owned()]));
+        assert_ne!(hash, webfilter_list_hash(&["badsite.example".to_owned()]));
     }
 
     #[test]
