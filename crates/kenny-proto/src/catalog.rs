@@ -2,7 +2,11 @@
 //! and argument schema. The agent dispatches from it, the server validates and builds
 //! its MCP tool list from it, so the two can never drift apart.
 
+use std::sync::OnceLock;
+
 use serde_json::{Map, Value, json};
+
+use crate::args;
 
 /// The argument the server consumes for routing; it never reaches an agent.
 pub const AGENT_ID_ARG: &str = "agent_id";
@@ -53,27 +57,13 @@ impl Os {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-pub enum ParamKind {
-    String { max_len: usize },
-    Integer { min: i64, max: i64 },
-    Boolean,
-    StringList { max_items: usize },
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct Param {
-    pub name: &'static str,
-    pub kind: ParamKind,
-    pub required: bool,
-    pub description: &'static str,
-}
-
-/// Every forwarded tool, by name. A tool is added here and in [`TOOLS`]; the agent's
-/// dispatcher matches on this enum without a wildcard, so a catalog tool that no
-/// handler serves does not compile.
-macro_rules! tool_names {
-    ($($variant:ident => $name:literal,)*) => {
+/// Every forwarded tool: its name, the type of the arguments a caller passes, and
+/// (where the server rewrites them) the type the agent receives. One list makes
+/// [`Tool`], the argument schemas and [`ToolCall`], which the agent's dispatcher
+/// matches without a wildcard, so a catalog tool that no handler serves does not
+/// compile.
+macro_rules! catalog_tools {
+    ($($variant:ident => $name:literal ($args:ty $(, wire $wire:ty)?),)*) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Tool {
             $($variant,)*
@@ -95,40 +85,116 @@ macro_rules! tool_names {
                     _ => None,
                 }
             }
+
+            /// The schema of a caller's arguments, derived from their type.
+            fn derive_args_schema(self) -> Value {
+                match self {
+                    $(Tool::$variant => args::schema_of::<$args>(),)*
+                }
+            }
+
+            /// The caller's argument names in declaration order.
+            fn derive_arg_names(self) -> &'static [&'static str] {
+                match self {
+                    $(Tool::$variant => args::field_names::<$args>(),)*
+                }
+            }
+
+            /// Whether `args` decode as this tool's caller arguments.
+            fn decode_caller_args(self, args: &Map<String, Value>) -> Result<(), serde_json::Error> {
+                match self {
+                    $(Tool::$variant => <$args as serde::Deserialize>::deserialize(args).map(drop),)*
+                }
+            }
+        }
+
+        /// A call decoded into its tool's argument type: what an agent's handler gets.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum ToolCall {
+            $($variant(wire_type!($args $(, $wire)?)),)*
+        }
+
+        impl ToolCall {
+            /// Decodes the arguments an agent received for `tool`. Unknown fields and
+            /// wrong types are refused (serde's message names the field).
+            pub fn decode(tool: Tool, args: &Map<String, Value>) -> Result<ToolCall, serde_json::Error> {
+                use serde::Deserialize as _;
+                Ok(match tool {
+                    $(Tool::$variant => ToolCall::$variant(<wire_type!($args $(, $wire)?)>::deserialize(args)?),)*
+                })
+            }
+
+            pub fn tool(&self) -> Tool {
+                match self {
+                    $(ToolCall::$variant(_) => Tool::$variant,)*
+                }
+            }
         }
     };
 }
 
-tool_names! {
-    ShellExec => "shell_exec",
-    PowershellExec => "powershell_exec",
-    FsList => "fs_list",
-    FsRead => "fs_read",
-    FsSearch => "fs_search",
-    FsDiskUsage => "fs_disk_usage",
-    DiagProcesses => "diag_processes",
-    NetConfig => "net_config",
-    DiagServices => "diag_services",
-    DiagEventlog => "diag_eventlog",
-    DiagAutostart => "diag_autostart",
-    NetDnsFlush => "net_dns_flush",
-    NetAdapterReset => "net_adapter_reset",
-    NetPing => "net_ping",
-    NetDnsLookup => "net_dns_lookup",
-    NetPortCheck => "net_port_check",
-    ScreenCapture => "screen_capture",
-    WingetList => "winget_list",
-    WingetInstall => "winget_install",
-    WingetUninstall => "winget_uninstall",
-    WingetUpdate => "winget_update",
-    WebfilterStatus => "webfilter_status",
-    WebfilterApply => "webfilter_apply",
-    WebfilterClear => "webfilter_clear",
-    RemotehelpStatus => "remotehelp_status",
-    RemotehelpStart => "remotehelp_start",
-    RemotehelpStop => "remotehelp_stop",
-    AgentUpdate => "agent_update",
-    TelemetryCollect => "telemetry_collect",
+/// The type an agent receives for a tool: its caller arguments, unless the catalog
+/// names a wire type the server builds from them.
+macro_rules! wire_type {
+    ($args:ty) => {
+        $args
+    };
+    ($args:ty, $wire:ty) => {
+        $wire
+    };
+}
+
+catalog_tools! {
+    ShellExec => "shell_exec" (args::ShellExecArgs),
+    PowershellExec => "powershell_exec" (args::PowershellExecArgs),
+    FsList => "fs_list" (args::FsListArgs),
+    FsRead => "fs_read" (args::FsReadArgs),
+    FsSearch => "fs_search" (args::FsSearchArgs),
+    FsDiskUsage => "fs_disk_usage" (args::FsDiskUsageArgs),
+    DiagProcesses => "diag_processes" (args::DiagProcessesArgs),
+    NetConfig => "net_config" (args::NoArgs),
+    DiagServices => "diag_services" (args::DiagServicesArgs),
+    DiagEventlog => "diag_eventlog" (args::DiagEventlogArgs),
+    DiagAutostart => "diag_autostart" (args::NoArgs),
+    NetDnsFlush => "net_dns_flush" (args::NoArgs),
+    NetAdapterReset => "net_adapter_reset" (args::NetAdapterResetArgs),
+    NetPing => "net_ping" (args::NetPingArgs),
+    NetDnsLookup => "net_dns_lookup" (args::NetDnsLookupArgs),
+    NetPortCheck => "net_port_check" (args::NetPortCheckArgs),
+    ScreenCapture => "screen_capture" (args::ScreenCaptureArgs),
+    WingetList => "winget_list" (args::PackageListArgs),
+    WingetInstall => "winget_install" (args::PackageArgs),
+    WingetUninstall => "winget_uninstall" (args::PackageArgs),
+    WingetUpdate => "winget_update" (args::PackageUpdateArgs),
+    WebfilterStatus => "webfilter_status" (args::NoArgs),
+    WebfilterApply => "webfilter_apply" (args::WebfilterApplyArgs),
+    WebfilterClear => "webfilter_clear" (args::NoArgs),
+    RemotehelpStatus => "remotehelp_status" (args::NoArgs),
+    RemotehelpStart => "remotehelp_start" (args::NoArgs),
+    RemotehelpStop => "remotehelp_stop" (args::NoArgs),
+    AgentUpdate => "agent_update" (args::AgentUpdateArgs, wire crate::update::UpdateOrder),
+    TelemetryCollect => "telemetry_collect" (args::TelemetryCollectArgs),
+}
+
+/// Argument schemas and names, derived once per process: validation reads them on
+/// every call.
+struct DerivedArgs {
+    schema: Value,
+    names: &'static [&'static str],
+}
+
+fn derived(tool: Tool) -> &'static DerivedArgs {
+    static DERIVED: OnceLock<Vec<DerivedArgs>> = OnceLock::new();
+    let all = DERIVED.get_or_init(|| {
+        Tool::ALL
+            .iter()
+            .map(|t| DerivedArgs {
+                schema: t.derive_args_schema(),
+                names: t.derive_arg_names(),
+            })
+            .collect()
+    });
+    &all[tool as usize]
 }
 
 impl Tool {
@@ -157,7 +223,6 @@ pub struct ToolSpec {
     /// a TCP connection): a way out for data, so the chat never runs it unasked.
     pub reaches_out: bool,
     pub platforms: &'static [Os],
-    pub params: &'static [Param],
     /// Longest the agent works on a call that sets no `timeout_s` of its own; the
     /// server waits this long (plus a grace) before answering `timeout` itself.
     pub default_timeout_s: u64,
@@ -168,36 +233,6 @@ const UNIX: &[Os] = &[Os::Linux, Os::Macos];
 const WINDOWS: &[Os] = &[Os::Windows];
 const LINUX_WINDOWS: &[Os] = &[Os::Linux, Os::Windows];
 
-const fn p(name: &'static str, kind: ParamKind, required: bool, description: &'static str) -> Param {
-    Param {
-        name,
-        kind,
-        required,
-        description,
-    }
-}
-
-const PATH: ParamKind = ParamKind::String { max_len: 4096 };
-const TIMEOUT: Param = p(
-    "timeout_s",
-    ParamKind::Integer { min: 1, max: 3600 },
-    false,
-    "Seconds before the command and its whole process group are killed (default 60).",
-);
-
-const HOST: Param = p(
-    "host",
-    ParamKind::String { max_len: 253 },
-    true,
-    "Host name or IP address, e.g. `example.com` or `192.168.1.1`.",
-);
-const PACKAGE_ID: Param = p(
-    "id",
-    ParamKind::String { max_len: 256 },
-    true,
-    "Package id: winget id on Windows, apt/dnf package name on Linux.",
-);
-
 pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         tool: Tool::ShellExec,
@@ -207,15 +242,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: UNIX,
-        params: &[
-            p(
-                "command",
-                ParamKind::String { max_len: 65536 },
-                true,
-                "The command line, run by /bin/sh -c.",
-            ),
-            TIMEOUT,
-        ],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -226,15 +252,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: WINDOWS,
-        params: &[
-            p(
-                "script",
-                ParamKind::String { max_len: 65536 },
-                true,
-                "The PowerShell script text.",
-            ),
-            TIMEOUT,
-        ],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -245,15 +262,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: true,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p("path", PATH, true, "Absolute path of the directory."),
-            p(
-                "limit",
-                ParamKind::Integer { min: 1, max: 5000 },
-                false,
-                "Most entries to return (default 500).",
-            ),
-        ],
         default_timeout_s: 90,
     },
     ToolSpec {
@@ -264,21 +272,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: true,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p("path", PATH, true, "Absolute path of the file."),
-            p(
-                "offset",
-                ParamKind::Integer { min: 0, max: i64::MAX },
-                false,
-                "Byte offset to start at (default 0).",
-            ),
-            p(
-                "max_bytes",
-                ParamKind::Integer { min: 1, max: 1_048_576 },
-                false,
-                "Most bytes to return (default 65536).",
-            ),
-        ],
         default_timeout_s: 90,
     },
     ToolSpec {
@@ -289,27 +282,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: true,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p("path", PATH, true, "Directory to search under."),
-            p(
-                "pattern",
-                ParamKind::String { max_len: 256 },
-                true,
-                "Name fragment or glob, e.g. `report` or `*.log`.",
-            ),
-            p(
-                "max_results",
-                ParamKind::Integer { min: 1, max: 1000 },
-                false,
-                "Most matches to return (default 100).",
-            ),
-            p(
-                "max_depth",
-                ParamKind::Integer { min: 1, max: 64 },
-                false,
-                "Deepest level to descend (default 12).",
-            ),
-        ],
         default_timeout_s: 90,
     },
     ToolSpec {
@@ -320,15 +292,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p("path", PATH, false, "Directory to size; omit for volumes."),
-            p(
-                "top",
-                ParamKind::Integer { min: 1, max: 100 },
-                false,
-                "How many of the largest children to list (default 10).",
-            ),
-        ],
         default_timeout_s: 90,
     },
     ToolSpec {
@@ -341,20 +304,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: true,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p(
-                "sort_by",
-                ParamKind::String { max_len: 16 },
-                false,
-                "`cpu` or `memory`.",
-            ),
-            p(
-                "limit",
-                ParamKind::Integer { min: 1, max: 500 },
-                false,
-                "How many processes (default 25).",
-            ),
-        ],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -365,7 +314,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -376,26 +324,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "state",
-                ParamKind::String { max_len: 16 },
-                false,
-                "`all` (default), `running`, `failed` or `stopped`.",
-            ),
-            p(
-                "name",
-                ParamKind::String { max_len: 256 },
-                false,
-                "Only services whose name contains this (case-insensitive).",
-            ),
-            p(
-                "limit",
-                ParamKind::Integer { min: 1, max: 2000 },
-                false,
-                "Most services to return (default 300).",
-            ),
-        ],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -406,38 +334,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "log",
-                ParamKind::String { max_len: 64 },
-                false,
-                "Windows: `System` (default), `Application` or `Security`. Linux: ignored.",
-            ),
-            p(
-                "unit",
-                ParamKind::String { max_len: 256 },
-                false,
-                "Linux: systemd unit (e.g. `ssh.service`). Windows: event source/provider name.",
-            ),
-            p(
-                "priority",
-                ParamKind::String { max_len: 16 },
-                false,
-                "Most verbose level to include: `critical`, `error`, `warning` (default) or `info`.",
-            ),
-            p(
-                "since",
-                ParamKind::String { max_len: 64 },
-                false,
-                "Only entries after this: RFC 3339 time or a span back from now (`30m`, `6h`, `2d`). Default 24h.",
-            ),
-            p(
-                "limit",
-                ParamKind::Integer { min: 1, max: 1000 },
-                false,
-                "Most entries to return (default 100).",
-            ),
-        ],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -448,7 +344,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -459,7 +354,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -470,12 +364,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[p(
-            "adapter",
-            ParamKind::String { max_len: 256 },
-            true,
-            "Adapter name exactly as net_config lists it (e.g. `eth0`, `Wi-Fi`).",
-        )],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -486,21 +374,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: true,
         platforms: ALL_OS,
-        params: &[
-            HOST,
-            p(
-                "count",
-                ParamKind::Integer { min: 1, max: 10 },
-                false,
-                "Echo requests to send (default 4).",
-            ),
-            p(
-                "wait_s",
-                ParamKind::Integer { min: 1, max: 10 },
-                false,
-                "Seconds to wait for each reply (default 2).",
-            ),
-        ],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -511,15 +384,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: true,
         platforms: ALL_OS,
-        params: &[
-            HOST,
-            p(
-                "timeout_s",
-                ParamKind::Integer { min: 1, max: 30 },
-                false,
-                "Seconds before giving up (default 5).",
-            ),
-        ],
         default_timeout_s: 45,
     },
     ToolSpec {
@@ -530,21 +394,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: true,
         platforms: ALL_OS,
-        params: &[
-            HOST,
-            p(
-                "port",
-                ParamKind::Integer { min: 1, max: 65535 },
-                true,
-                "TCP port number.",
-            ),
-            p(
-                "timeout_s",
-                ParamKind::Integer { min: 1, max: 30 },
-                false,
-                "Seconds before giving up (default 5).",
-            ),
-        ],
         default_timeout_s: 45,
     },
     ToolSpec {
@@ -555,20 +404,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: true,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "max_width",
-                ParamKind::Integer { min: 160, max: 1920 },
-                false,
-                "Widest the image may be, in pixels (default 1280); the result always stays under 150,000 characters.",
-            ),
-            p(
-                "display",
-                ParamKind::String { max_len: 64 },
-                false,
-                "Linux: X display to capture (default the agent's DISPLAY, else :0).",
-            ),
-        ],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -579,20 +414,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "query",
-                ParamKind::String { max_len: 256 },
-                false,
-                "Only packages whose id or name contains this (case-insensitive).",
-            ),
-            p(
-                "limit",
-                ParamKind::Integer { min: 1, max: 5000 },
-                false,
-                "Most packages to return (default 500).",
-            ),
-        ],
         default_timeout_s: 120,
     },
     ToolSpec {
@@ -603,7 +424,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[PACKAGE_ID],
         default_timeout_s: 900,
     },
     ToolSpec {
@@ -614,7 +434,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[PACKAGE_ID],
         default_timeout_s: 900,
     },
     ToolSpec {
@@ -625,20 +444,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "id",
-                ParamKind::String { max_len: 256 },
-                false,
-                "Package to upgrade; omit only together with `all`.",
-            ),
-            p(
-                "all",
-                ParamKind::Boolean,
-                false,
-                "Upgrade every package that has an update.",
-            ),
-        ],
         default_timeout_s: 1800,
     },
     ToolSpec {
@@ -649,7 +454,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -660,26 +464,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[
-            p(
-                "domains",
-                ParamKind::StringList { max_items: 10_000 },
-                true,
-                "Domain names to block, e.g. `example.com`, `www.example.com`.",
-            ),
-            p(
-                "doh_policy",
-                ParamKind::String { max_len: 16 },
-                false,
-                "`disable` to turn browsers' DNS-over-HTTPS off, `leave` (default) to keep it.",
-            ),
-            p(
-                "list_hash",
-                ParamKind::String { max_len: 128 },
-                false,
-                "The caller's hash of this list, echoed back by webfilter_status; computed here when omitted.",
-            ),
-        ],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -690,7 +474,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: LINUX_WINDOWS,
-        params: &[],
         default_timeout_s: 60,
     },
     ToolSpec {
@@ -701,7 +484,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: WINDOWS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -712,7 +494,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: WINDOWS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -723,7 +504,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: WINDOWS,
-        params: &[],
         default_timeout_s: 30,
     },
     ToolSpec {
@@ -734,20 +514,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[
-            p(
-                "version",
-                ParamKind::String { max_len: 32 },
-                false,
-                "The version to install, e.g. `0.2.0`; omit for the newest build the server has for this PC.",
-            ),
-            p(
-                "allow_downgrade",
-                ParamKind::Boolean,
-                false,
-                "Install the named `version` even though it is older than the running one (superusers only).",
-            ),
-        ],
         default_timeout_s: 600,
     },
     ToolSpec {
@@ -758,12 +524,6 @@ pub const TOOLS: &[ToolSpec] = &[
         privacy_sensitive: false,
         reaches_out: false,
         platforms: ALL_OS,
-        params: &[p(
-            "sections",
-            ParamKind::StringList { max_items: 32 },
-            false,
-            "Names of the sections to collect; omit for all.",
-        )],
         default_timeout_s: 30,
     },
 ];
@@ -790,7 +550,7 @@ impl ToolSpec {
     }
 
     /// The server turns the caller's arguments into different wire arguments, so the
-    /// agent decodes them itself instead of checking them against `params`.
+    /// agent decodes them itself instead of checking them against the caller's type.
     pub fn args_built_by_server(&self) -> bool {
         self.tool == Tool::AgentUpdate
     }
@@ -816,22 +576,20 @@ impl ToolSpec {
         std::time::Duration::from_secs(secs)
     }
 
-    /// JSON schema of the arguments the agent receives.
+    /// JSON schema of a caller's arguments (without `agent_id`), derived from the
+    /// tool's argument type in [`crate::args`].
     pub fn args_schema(&self) -> Value {
-        let mut props = Map::new();
-        let mut required = Vec::new();
-        for param in self.params {
-            props.insert(param.name.into(), param_schema(param));
-            if param.required {
-                required.push(Value::from(param.name));
-            }
-        }
-        json!({
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": false,
-        })
+        derived(self.tool).schema.clone()
+    }
+
+    /// The caller's argument names, in the order the argument type declares them.
+    pub fn arg_names(&self) -> &'static [&'static str] {
+        derived(self.tool).names
+    }
+
+    /// Whether the tool takes an argument called `name`.
+    pub fn takes(&self, name: &str) -> bool {
+        self.arg_names().contains(&name)
     }
 
     /// JSON schema of the arguments an MCP client passes: the agent's plus the
@@ -875,77 +633,87 @@ impl ToolSpec {
         Ok(())
     }
 
+    /// Checks a caller's arguments (without `agent_id`) against the tool's argument
+    /// type: every name known, required ones present, each value of its type and
+    /// within its bounds, then decoded as that type. Each refusal names the argument.
     pub fn validate_args(&self, args: &Map<String, Value>) -> Result<(), String> {
+        let derived = derived(self.tool);
+        let properties = derived.schema.get("properties").and_then(Value::as_object);
+        let property = |name: &str| properties.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
         for key in args.keys() {
-            if !self.params.iter().any(|p| p.name == key) {
-                let known: Vec<_> = self.params.iter().map(|p| p.name).collect();
+            if !derived.names.contains(&key.as_str()) {
                 return Err(format!(
                     "unknown argument `{key}` for {}; it takes: {}",
                     self.name(),
-                    if known.is_empty() {
+                    if derived.names.is_empty() {
                         "no arguments".to_owned()
                     } else {
-                        known.join(", ")
+                        derived.names.join(", ")
                     }
                 ));
             }
         }
-        for param in self.params {
-            match args.get(param.name) {
-                None | Some(Value::Null) if param.required => {
-                    return Err(format!(
-                        "missing required argument `{}` ({})",
-                        param.name, param.description
-                    ));
+        let required = derived.schema.get("required").and_then(Value::as_array);
+        for name in derived.names {
+            let schema = property(name);
+            match args.get(*name) {
+                None | Some(Value::Null) if required.is_some_and(|r| r.iter().any(|n| n == name)) => {
+                    let about = schema.get("description").and_then(Value::as_str).unwrap_or_default();
+                    return Err(format!("missing required argument `{name}` ({about})"));
                 }
                 None | Some(Value::Null) => {}
-                Some(v) => check_value(param, v)?,
+                Some(value) => check_value(name, schema, value)?,
             }
         }
-        Ok(())
+        self.tool
+            .decode_caller_args(args)
+            .map_err(|e| format!("the arguments of {} do not fit: {e}", self.name()))
     }
 }
 
-fn param_schema(param: &Param) -> Value {
-    let mut s = match param.kind {
-        ParamKind::String { max_len } => json!({"type": "string", "maxLength": max_len}),
-        ParamKind::Integer { min, max } => {
-            json!({"type": "integer", "minimum": min, "maximum": max})
-        }
-        ParamKind::Boolean => json!({"type": "boolean"}),
-        ParamKind::StringList { max_items } => {
-            json!({"type": "array", "items": {"type": "string"}, "maxItems": max_items})
-        }
-    };
-    s["description"] = Value::from(param.description);
-    s
-}
-
-fn check_value(param: &Param, v: &Value) -> Result<(), String> {
-    let name = param.name;
-    match param.kind {
-        ParamKind::String { max_len } => match v.as_str() {
-            Some(s) if s.len() <= max_len => Ok(()),
-            Some(s) => Err(format!("`{name}` is {} bytes; at most {max_len} allowed", s.len())),
+/// Checks one argument against its property schema: the kinds our argument types
+/// use (string, integer, boolean, list of strings) and their bounds. A string's
+/// bound is in bytes, stricter than the schema's characters.
+fn check_value(name: &str, schema: &Value, v: &Value) -> Result<(), String> {
+    let bound = |key: &str| schema.get(key).and_then(Value::as_i64);
+    let len = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    match schema.get("type").and_then(Value::as_str) {
+        Some("string") => match v.as_str() {
+            Some(s) => match bound("maxLength") {
+                Some(max) if len(s.len()) > max => Err(format!("`{name}` is {} bytes; at most {max} allowed", s.len())),
+                _ => Ok(()),
+            },
             None => Err(format!("`{name}` must be a string")),
         },
-        ParamKind::Integer { min, max } => match v.as_i64() {
-            Some(n) if (min..=max).contains(&n) => Ok(()),
-            Some(n) => Err(format!("`{name}` is {n}; it must be between {min} and {max}")),
+        Some("integer") => match v.as_i64() {
+            Some(n) => {
+                let (min, max) = (
+                    bound("minimum").unwrap_or(i64::MIN),
+                    bound("maximum").unwrap_or(i64::MAX),
+                );
+                if (min..=max).contains(&n) {
+                    Ok(())
+                } else {
+                    Err(format!("`{name}` is {n}; it must be between {min} and {max}"))
+                }
+            }
             None => Err(format!("`{name}` must be an integer")),
         },
-        ParamKind::Boolean => v
+        Some("boolean") => v
             .is_boolean()
             .then_some(())
             .ok_or_else(|| format!("`{name}` must be true or false")),
-        ParamKind::StringList { max_items } => match v.as_array() {
-            Some(items) if items.len() > max_items => Err(format!(
-                "`{name}` has {} items; at most {max_items} allowed",
-                items.len()
+        Some("array") => match v.as_array() {
+            Some(items) if bound("maxItems").is_some_and(|max| len(items.len()) > max) => Err(format!(
+                "`{name}` has {} items; at most {} allowed",
+                items.len(),
+                bound("maxItems").unwrap_or_default()
             )),
             Some(items) if items.iter().all(Value::is_string) => Ok(()),
             _ => Err(format!("`{name}` must be a list of strings")),
         },
+        // Kinds no argument type uses yet: decoding into the type checks them.
+        _ => Ok(()),
     }
 }
 
@@ -1021,6 +789,83 @@ mod tests {
             assert!(tool.args_schema()["properties"].get(AGENT_ID_ARG).is_none());
             assert!(!tool.platforms.is_empty());
         }
+    }
+
+    /// Fills every required argument with a value of its kind, the way a caller
+    /// reading only the schema would.
+    fn minimal_args(spec: &ToolSpec) -> Map<String, Value> {
+        let schema = spec.args_schema();
+        let mut args = Map::new();
+        for name in schema["required"].as_array().unwrap() {
+            let name = name.as_str().unwrap();
+            let prop = &schema["properties"][name];
+            let value = match prop["type"].as_str().unwrap() {
+                "string" => json!("x"),
+                "integer" => prop["minimum"].clone(),
+                "boolean" => json!(true),
+                "array" => json!(["example.com"]),
+                other => panic!("{}: no sample for {other}", spec.name()),
+            };
+            args.insert(name.to_owned(), value);
+        }
+        args
+    }
+
+    #[test]
+    fn every_tools_arguments_decode_into_its_type() {
+        for spec in TOOLS {
+            let schema = spec.args_schema();
+            let mut listed: Vec<&str> = schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let mut names = spec.arg_names().to_vec();
+            listed.sort_unstable();
+            names.sort_unstable();
+            assert_eq!(listed, names, "{}: schema and type disagree", spec.name());
+            assert_eq!(schema["additionalProperties"], json!(false), "{}", spec.name());
+
+            let args = minimal_args(spec);
+            assert_eq!(spec.validate_args(&args), Ok(()), "{}", spec.name());
+            if spec.args_built_by_server() {
+                // The agent receives a signed order instead, which the caller's
+                // arguments are not.
+                assert!(ToolCall::decode(spec.tool, &args).is_err());
+                continue;
+            }
+            let call = ToolCall::decode(spec.tool, &args).unwrap();
+            assert_eq!(call.tool(), spec.tool);
+            let mut extra = args.clone();
+            extra.insert("surprise".into(), json!(1));
+            let err = ToolCall::decode(spec.tool, &extra).unwrap_err().to_string();
+            assert!(err.contains("surprise"), "{}: {err}", spec.name());
+        }
+    }
+
+    #[test]
+    fn typed_fields_carry_the_values_given() {
+        let args = json!({"path": "/var/log", "offset": 10, "max_bytes": 4096});
+        let call = ToolCall::decode(Tool::FsRead, args.as_object().unwrap()).unwrap();
+        assert_eq!(
+            call,
+            ToolCall::FsRead(args::FsReadArgs {
+                path: "/var/log".into(),
+                offset: Some(10),
+                max_bytes: Some(4096),
+            })
+        );
+        // null is the same as leaving an optional argument out, on both sides.
+        let args = json!({"path": "/", "offset": null});
+        assert_eq!(
+            find("fs_read").unwrap().validate_args(args.as_object().unwrap()),
+            Ok(())
+        );
+        let ToolCall::FsRead(read) = ToolCall::decode(Tool::FsRead, args.as_object().unwrap()).unwrap() else {
+            panic!("decoded as another tool");
+        };
+        assert_eq!(read.offset, None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 pub use agent_id::AgentId;
 
 pub mod agent_id;
+pub mod args;
 pub mod auth;
 pub mod catalog;
 pub mod dialect;

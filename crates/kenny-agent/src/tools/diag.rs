@@ -3,13 +3,14 @@
 use std::cmp::Ordering;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use kenny_proto::args::DiagProcessesArgs;
+use serde_json::{Value, json};
 use sysinfo::{Process, ProcessRefreshKind, ProcessesToUpdate, System, ThreadKind, UpdateKind};
 
 use super::bounded::blocking;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
-const DEFAULT_LIMIT: u64 = 25;
+const DEFAULT_LIMIT: usize = 25;
 const COMMAND_CHARS: usize = 200;
 /// CPU usage is a difference between two samples; closer than this and it is noise.
 const SAMPLE_GAP: Duration = Duration::from_millis(200);
@@ -41,17 +42,17 @@ pub(super) struct Row {
     pub(super) command: String,
 }
 
-pub(super) async fn processes(args: &Map<String, Value>) -> ToolResult {
-    let sort_by = sort_arg(args)?;
-    let limit = usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX);
+pub(super) async fn processes(args: DiagProcessesArgs) -> ToolResult {
+    let sort_by = sort_arg(args.sort_by.as_deref())?;
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let rows = blocking("diag_processes", BACKSTOP, sample)
         .await?
         .map_err(ToolError::exec_failed)?;
     Ok(render(rows, sort_by, limit))
 }
 
-fn sort_arg(args: &Map<String, Value>) -> Result<SortBy, ToolError> {
-    match arg_str(args, "sort_by") {
+fn sort_arg(sort_by: Option<&str>) -> Result<SortBy, ToolError> {
+    match sort_by {
         None | Some("memory") => Ok(SortBy::Memory),
         Some("cpu") => Ok(SortBy::Cpu),
         Some(other) => Err(ToolError::bad_args(format!(
@@ -159,7 +160,7 @@ mod tests {
     use super::*;
     use kenny_proto::error::ErrorCode;
 
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     fn row(pid: u32, cpu_percent: f32, memory_bytes: u64) -> Row {
         Row {
@@ -204,7 +205,7 @@ mod tests {
 
     #[tokio::test]
     async fn sort_by_accepts_only_cpu_or_memory() {
-        let err = processes(&args(json!({"sort_by": "name"}))).await.unwrap_err();
+        let err = processes(typed(json!({"sort_by": "name"}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("`cpu` or `memory`"), "{}", err.message);
     }
@@ -232,7 +233,7 @@ mod tests {
         let mut busiest_seen = 0.0_f64;
         let mut me = Value::Null;
         for _ in 0..5 {
-            let out = processes(&args(json!({"sort_by": "cpu", "limit": 500}))).await.unwrap();
+            let out = processes(typed(json!({"sort_by": "cpu", "limit": 500}))).await.unwrap();
             assert!(out["total"].as_u64().unwrap() >= 1);
             let listed = out["processes"].as_array().unwrap();
             let cpus: Vec<f64> = listed.iter().map(|p| p["cpu_percent"].as_f64().unwrap()).collect();

@@ -6,72 +6,71 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use kenny_proto::args::{FsDiskUsageArgs, FsListArgs, FsReadArgs, FsSearchArgs};
+use serde_json::{Value, json};
 
 use super::bounded::{blocking, complete_utf8_len, lossy_text};
 use super::telemetry::rfc3339;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
-const DEFAULT_LIST_LIMIT: u64 = 500;
+const DEFAULT_LIST_LIMIT: usize = 500;
 /// Entries read from one directory before giving up on seeing them all (and sorting
 /// them all): beyond this a listing is not useful to a person anyway.
 const LIST_SCAN_CAP: usize = 200_000;
-const DEFAULT_READ_BYTES: u64 = 65_536;
-const DEFAULT_MAX_RESULTS: u64 = 100;
-const DEFAULT_MAX_DEPTH: u64 = 12;
+const DEFAULT_READ_BYTES: usize = 65_536;
+const DEFAULT_MAX_RESULTS: usize = 100;
+const DEFAULT_MAX_DEPTH: usize = 12;
 const SEARCH_VISIT_CAP: u64 = 200_000;
-const DEFAULT_TOP: u64 = 10;
+const DEFAULT_TOP: usize = 10;
 const SIZE_VISIT_CAP: u64 = 500_000;
 /// Walks stop here with `truncated: true`: a partial answer beats a timed-out call.
 const WALK_TIME: Duration = Duration::from_secs(60);
 /// For work stuck in the kernel, e.g. on a hung network mount, that no deadline check reaches.
 const BACKSTOP: Duration = Duration::from_secs(90);
 
-pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
-    let path = absolute_path(args)?;
+pub(super) async fn list(args: FsListArgs) -> ToolResult {
+    let path = absolute_path(&args.path)?;
     let path = resolved(&path)?;
-    let limit = usize_arg(args, "limit", DEFAULT_LIST_LIMIT);
+    let limit = args.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     blocking("fs_list", BACKSTOP, move || list_dir(&path, limit)).await?
 }
 
-pub(super) async fn read(args: &Map<String, Value>) -> ToolResult {
-    let path = absolute_path(args)?;
+pub(super) async fn read(args: FsReadArgs) -> ToolResult {
+    let path = absolute_path(&args.path)?;
     let path = resolved(&path)?;
-    let offset = arg_u64(args, "offset", 0);
-    let max_bytes = usize_arg(args, "max_bytes", DEFAULT_READ_BYTES);
+    let offset = args.offset.unwrap_or(0);
+    let max_bytes = args.max_bytes.unwrap_or(DEFAULT_READ_BYTES);
     blocking("fs_read", BACKSTOP, move || read_chunk(&path, offset, max_bytes)).await?
 }
 
-pub(super) async fn search(args: &Map<String, Value>) -> ToolResult {
-    let root = absolute_path(args)?;
+pub(super) async fn search(args: FsSearchArgs) -> ToolResult {
+    let root = absolute_path(&args.path)?;
     let root = resolved(&root)?;
-    let pattern = arg_str(args, "pattern").ok_or_else(|| ToolError::bad_args("missing required argument `pattern`"))?;
     let query = SearchQuery {
-        matcher: NameMatcher::new(pattern),
-        max_results: usize_arg(args, "max_results", DEFAULT_MAX_RESULTS),
-        max_depth: usize_arg(args, "max_depth", DEFAULT_MAX_DEPTH),
+        matcher: NameMatcher::new(&args.pattern),
+        max_results: args.max_results.unwrap_or(DEFAULT_MAX_RESULTS),
+        max_depth: args.max_depth.unwrap_or(DEFAULT_MAX_DEPTH),
     };
     let budget = Budget::new(SEARCH_VISIT_CAP, WALK_TIME);
     blocking("fs_search", BACKSTOP, move || search_tree(&root, &query, budget)).await?
 }
 
-pub(super) async fn disk_usage(args: &Map<String, Value>) -> ToolResult {
-    if arg_str(args, "path").is_none() {
+pub(super) async fn disk_usage(args: FsDiskUsageArgs) -> ToolResult {
+    let Some(path) = args.path else {
         let volumes = blocking("listing volumes", BACKSTOP, volumes)
             .await?
             .map_err(|e| ToolError::exec_failed(format!("could not list volumes: {e}")))?;
         let volumes: Vec<Value> = volumes.iter().map(Volume::to_json).collect();
         return Ok(json!({ "volumes": volumes }));
-    }
-    let path = absolute_path(args)?;
+    };
+    let path = absolute_path(&path)?;
     let path = resolved(&path)?;
-    let top = usize_arg(args, "top", DEFAULT_TOP);
+    let top = args.top.unwrap_or(DEFAULT_TOP);
     let budget = Budget::new(SIZE_VISIT_CAP, WALK_TIME);
     blocking("fs_disk_usage", BACKSTOP, move || size_tree(&path, top, budget)).await?
 }
 
-fn absolute_path(args: &Map<String, Value>) -> Result<PathBuf, ToolError> {
-    let raw = arg_str(args, "path").ok_or_else(|| ToolError::bad_args("missing required argument `path`"))?;
+fn absolute_path(raw: &str) -> Result<PathBuf, ToolError> {
     let path = Path::new(raw);
     if path.is_absolute() {
         Ok(path.to_path_buf())
@@ -105,10 +104,6 @@ fn private_dirs() -> Vec<PathBuf> {
         .map(PathBuf::from),
     );
     out
-}
-
-fn usize_arg(args: &Map<String, Value>, name: &str, default: u64) -> usize {
-    usize::try_from(arg_u64(args, name, default)).unwrap_or(usize::MAX)
 }
 
 fn shown(path: &Path) -> String {
@@ -635,7 +630,7 @@ mod tests {
     use super::*;
     use kenny_proto::error::ErrorCode;
 
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     fn write(path: &Path, bytes: usize) {
         std::fs::write(path, vec![b'x'; bytes]).unwrap();
@@ -677,18 +672,18 @@ mod tests {
             "/dev/zero".to_owned(),
             path_str(&dev_link),
         ] {
-            let err = read(&args(json!({ "path": path }))).await.unwrap_err();
+            let err = read(typed(json!({ "path": path }))).await.unwrap_err();
             assert_eq!(err.code, ErrorCode::Blocked, "{path}: {err:?}");
         }
-        let err = list(&args(json!({ "path": path_str(&state) }))).await.unwrap_err();
+        let err = list(typed(json!({ "path": path_str(&state) }))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::Blocked, "{err:?}");
-        let found = search(&args(
+        let found = search(typed(
             json!({ "path": path_str(dir.path()), "pattern": "agent_ed25519" }),
         ))
         .await
         .unwrap();
         assert_eq!(found["matches"], json!([]), "the walk never enters the state directory");
-        let fine = read(&args(
+        let fine = read(typed(
             json!({ "path": path_str(&dir.path().join("sub/../innocent.txt")) }),
         ))
         .await;
@@ -724,10 +719,10 @@ mod tests {
     #[tokio::test]
     async fn relative_paths_are_refused() {
         for call in [
-            list(&args(json!({"path": "tmp"}))).await,
-            read(&args(json!({"path": "./x"}))).await,
-            search(&args(json!({"path": "..", "pattern": "x"}))).await,
-            disk_usage(&args(json!({"path": "a/b"}))).await,
+            list(typed(json!({"path": "tmp"}))).await,
+            read(typed(json!({"path": "./x"}))).await,
+            search(typed(json!({"path": "..", "pattern": "x"}))).await,
+            disk_usage(typed(json!({"path": "a/b"}))).await,
         ] {
             let err = call.unwrap_err();
             assert_eq!(err.code, ErrorCode::BadArgs);
@@ -745,7 +740,7 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink("b.txt", dir.path().join("c-link")).unwrap();
 
-        let out = list(&args(json!({"path": path_str(dir.path())}))).await.unwrap();
+        let out = list(typed(json!({"path": path_str(dir.path())}))).await.unwrap();
         let names: Vec<&str> = out["entries"]
             .as_array()
             .unwrap()
@@ -771,7 +766,7 @@ mod tests {
         #[cfg(unix)]
         assert_eq!(entries[4]["kind"], "symlink");
 
-        let cut = list(&args(json!({"path": path_str(dir.path()), "limit": 2})))
+        let cut = list(typed(json!({"path": path_str(dir.path()), "limit": 2})))
             .await
             .unwrap();
         assert_eq!(cut["count"], 2);
@@ -785,9 +780,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
         write(&file, 1);
-        let err = list(&args(json!({"path": path_str(&file)}))).await.unwrap_err();
+        let err = list(typed(json!({"path": path_str(&file)}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
-        let err = list(&args(json!({"path": path_str(&dir.path().join("nope"))})))
+        let err = list(typed(json!({"path": path_str(&dir.path().join("nope"))})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound);
@@ -801,7 +796,7 @@ mod tests {
         let page = |offset: u64, max_bytes: u64| {
             let file = path_str(&file);
             async move {
-                read(&args(json!({"path": file, "offset": offset, "max_bytes": max_bytes})))
+                read(typed(json!({"path": file, "offset": offset, "max_bytes": max_bytes})))
                     .await
                     .unwrap()
             }
@@ -832,7 +827,7 @@ mod tests {
         assert_eq!(past["bytes_read"], 0);
         assert_eq!(past["truncated"], false);
 
-        let whole = read(&args(json!({"path": path_str(&file)}))).await.unwrap();
+        let whole = read(typed(json!({"path": path_str(&file)}))).await.unwrap();
         assert_eq!(whole["content"], "0123456789");
         assert_eq!(whole["truncated"], false);
     }
@@ -842,20 +837,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text = dir.path().join("euro.txt");
         std::fs::write(&text, "ab€cd").unwrap(); // € is bytes 2..5
-        let page = read(&args(json!({"path": path_str(&text), "max_bytes": 3})))
+        let page = read(typed(json!({"path": path_str(&text), "max_bytes": 3})))
             .await
             .unwrap();
         assert_eq!(page["content"], "ab");
         assert_eq!(page["bytes_read"], 2, "the next page starts at the €");
         assert_eq!(page["truncated"], true);
-        let next = read(&args(json!({"path": path_str(&text), "offset": 2, "max_bytes": 3})))
+        let next = read(typed(json!({"path": path_str(&text), "offset": 2, "max_bytes": 3})))
             .await
             .unwrap();
         assert_eq!(next["content"], "€");
 
         let bin = dir.path().join("blob.bin");
         std::fs::write(&bin, b"MZ\0\0\xff").unwrap();
-        let out = read(&args(json!({"path": path_str(&bin)}))).await.unwrap();
+        let out = read(typed(json!({"path": path_str(&bin)}))).await.unwrap();
         assert_eq!(out["binary"], true);
         assert_eq!(out["bytes_read"], 5);
     }
@@ -863,12 +858,12 @@ mod tests {
     #[tokio::test]
     async fn read_reports_missing_files_and_refuses_directories() {
         let dir = tempfile::tempdir().unwrap();
-        let err = read(&args(json!({"path": path_str(&dir.path().join("missing.txt"))})))
+        let err = read(typed(json!({"path": path_str(&dir.path().join("missing.txt"))})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound);
         assert!(err.message.contains("missing.txt"), "{}", err.message);
-        let err = read(&args(json!({"path": path_str(dir.path())}))).await.unwrap_err();
+        let err = read(typed(json!({"path": path_str(dir.path())}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("directory"), "{}", err.message);
     }
@@ -906,9 +901,11 @@ mod tests {
     }
 
     async fn search_paths(root: &Path, extra: Value) -> (Vec<String>, Value) {
-        let mut call = args(json!({"path": path_str(root)}));
-        call.extend(args(extra));
-        let out = search(&call).await.unwrap();
+        let mut call = json!({"path": path_str(root)});
+        if let (Some(call), Value::Object(extra)) = (call.as_object_mut(), extra) {
+            call.extend(extra);
+        }
+        let out = search(typed(call)).await.unwrap();
         let mut paths: Vec<String> = out["matches"]
             .as_array()
             .unwrap()
@@ -985,7 +982,7 @@ mod tests {
     #[tokio::test]
     async fn search_of_a_missing_root_is_not_found() {
         let dir = tempfile::tempdir().unwrap();
-        let err = search(&args(
+        let err = search(typed(
             json!({"path": path_str(&dir.path().join("gone")), "pattern": "x"}),
         ))
         .await
@@ -1004,7 +1001,7 @@ mod tests {
         write(&root.join("sub/c"), 1000);
         write(&root.join("sub/deeper/d"), 5);
 
-        let out = disk_usage(&args(json!({"path": path_str(root)}))).await.unwrap();
+        let out = disk_usage(typed(json!({"path": path_str(root)}))).await.unwrap();
         assert_eq!(out["total_bytes"], 1355);
         assert_eq!(out["files"], 4);
         assert_eq!(out["dirs"], 3);
@@ -1018,7 +1015,7 @@ mod tests {
         assert_eq!(ranked, [("sub", 1005), ("b", 250), ("a", 100), ("empty", 0)]);
         assert_eq!(top[0]["kind"], "dir");
 
-        let two = disk_usage(&args(json!({"path": path_str(root), "top": 2})))
+        let two = disk_usage(typed(json!({"path": path_str(root), "top": 2})))
             .await
             .unwrap();
         assert_eq!(two["top"].as_array().unwrap().len(), 2);
@@ -1038,7 +1035,7 @@ mod tests {
 
     #[tokio::test]
     async fn disk_usage_without_a_path_lists_volumes() {
-        let out = disk_usage(&Map::new()).await.unwrap();
+        let out = disk_usage(typed(json!({}))).await.unwrap();
         for volume in out["volumes"].as_array().unwrap() {
             let percent = volume["percent_used"].as_u64().unwrap();
             assert!(percent <= 100, "{volume}");

@@ -1,6 +1,7 @@
 //! Tool execution: looks a call up in the shared catalog, checks that this OS supports
-//! it and that its arguments fit the schema, then runs the handler with the agent's
-//! [`ToolContext`] (where the tools act).
+//! it and that its arguments fit the tool's argument type, decodes them into a
+//! [`ToolCall`] once, then runs the handler with the agent's [`ToolContext`] (where
+//! the tools act).
 
 mod autostart;
 mod bounded;
@@ -25,7 +26,8 @@ pub mod update;
 mod webfilter;
 mod winsession;
 
-use kenny_proto::catalog::{self, Os, Tool};
+use kenny_proto::args::NoArgs;
+use kenny_proto::catalog::{self, Os, Tool, ToolCall};
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value};
 
@@ -133,7 +135,8 @@ pub async fn execute_with(
     // (package installs chain several): dropping it kills the programs it started. A
     // moment's slack lets a handler with its own timeout (shell_exec) report it first.
     let limit = spec.work_limit(&args);
-    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(spec.tool, &args, ctx)).await {
+    let call = ToolCall::decode(spec.tool, &args).map_err(|e| undecodable(spec.tool, &e))?;
+    match tokio::time::timeout(limit + HANDLER_SLACK, dispatch(call, ctx)).await {
         Ok(outcome) => outcome,
         Err(_) => Err(ToolError::new(
             ErrorCode::Timeout,
@@ -145,40 +148,50 @@ pub async fn execute_with(
     }
 }
 
-/// One arm per catalog tool and no wildcard: a tool added to [`catalog::Tool`] without
-/// a handler here is a compile error (E0004, non-exhaustive patterns), not an
-/// `unsupported` answer found at run time.
-async fn dispatch(tool: Tool, args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+/// One arm per catalog tool and no wildcard: a tool added to the catalog
+/// (`kenny_proto::catalog`, which generates [`ToolCall`]) without a handler here is a
+/// compile error (E0004, non-exhaustive patterns), not an `unsupported` answer found
+/// at run time. Each handler gets its tool's typed arguments.
+async fn dispatch(call: ToolCall, ctx: &ToolContext) -> ToolResult {
+    match call {
+        ToolCall::ShellExec(args) => shell::shell_exec(args).await,
+        ToolCall::PowershellExec(args) => shell::powershell_exec(args).await,
+        ToolCall::FsList(args) => fs::list(args).await,
+        ToolCall::FsRead(args) => fs::read(args).await,
+        ToolCall::FsSearch(args) => fs::search(args).await,
+        ToolCall::FsDiskUsage(args) => fs::disk_usage(args).await,
+        ToolCall::DiagProcesses(args) => diag::processes(args).await,
+        ToolCall::DiagServices(args) => services::list(args).await,
+        ToolCall::DiagEventlog(args) => eventlog::query(args, ctx).await,
+        ToolCall::DiagAutostart(NoArgs {}) => autostart::list(ctx).await,
+        ToolCall::NetConfig(NoArgs {}) => net::config().await,
+        ToolCall::NetDnsFlush(NoArgs {}) => netctl::dns_flush().await,
+        ToolCall::NetAdapterReset(args) => netctl::adapter_reset(args, ctx).await,
+        ToolCall::NetPing(args) => netprobe::ping(args).await,
+        ToolCall::NetDnsLookup(args) => netprobe::dns_lookup(args).await,
+        ToolCall::NetPortCheck(args) => netprobe::port_check(args).await,
+        ToolCall::ScreenCapture(args) => screen::capture(args).await,
+        ToolCall::WingetList(args) => packages::list(args).await,
+        ToolCall::WingetInstall(args) => packages::install(args).await,
+        ToolCall::WingetUninstall(args) => packages::uninstall(args).await,
+        ToolCall::WingetUpdate(args) => packages::update(args).await,
+        ToolCall::WebfilterStatus(NoArgs {}) => webfilter::status(ctx).await,
+        ToolCall::WebfilterApply(args) => webfilter::apply(args, ctx).await,
+        ToolCall::WebfilterClear(NoArgs {}) => webfilter::clear(ctx).await,
+        ToolCall::RemotehelpStatus(NoArgs {}) => remotehelp::status().await,
+        ToolCall::RemotehelpStart(NoArgs {}) => remotehelp::start().await,
+        ToolCall::RemotehelpStop(NoArgs {}) => remotehelp::stop().await,
+        ToolCall::TelemetryCollect(args) => telemetry::collect_tool(args).await,
+        ToolCall::AgentUpdate(order) => update::update(order).await,
+    }
+}
+
+/// Arguments that passed the checks above and still do not decode: only a server that
+/// builds them wrongly (or an update order not built by a signing server) gets here.
+fn undecodable(tool: Tool, e: &serde_json::Error) -> ToolError {
     match tool {
-        Tool::ShellExec => shell::shell_exec(args).await,
-        Tool::PowershellExec => shell::powershell_exec(args).await,
-        Tool::FsList => fs::list(args).await,
-        Tool::FsRead => fs::read(args).await,
-        Tool::FsSearch => fs::search(args).await,
-        Tool::FsDiskUsage => fs::disk_usage(args).await,
-        Tool::DiagProcesses => diag::processes(args).await,
-        Tool::DiagServices => services::list(args).await,
-        Tool::DiagEventlog => eventlog::query(args, ctx).await,
-        Tool::DiagAutostart => autostart::list(args, ctx).await,
-        Tool::NetConfig => net::config(args).await,
-        Tool::NetDnsFlush => netctl::dns_flush(args).await,
-        Tool::NetAdapterReset => netctl::adapter_reset(args, ctx).await,
-        Tool::NetPing => netprobe::ping(args).await,
-        Tool::NetDnsLookup => netprobe::dns_lookup(args).await,
-        Tool::NetPortCheck => netprobe::port_check(args).await,
-        Tool::ScreenCapture => screen::capture(args).await,
-        Tool::WingetList => packages::list(args).await,
-        Tool::WingetInstall => packages::install(args).await,
-        Tool::WingetUninstall => packages::uninstall(args).await,
-        Tool::WingetUpdate => packages::update(args).await,
-        Tool::WebfilterStatus => webfilter::status(args, ctx).await,
-        Tool::WebfilterApply => webfilter::apply(args, ctx).await,
-        Tool::WebfilterClear => webfilter::clear(args, ctx).await,
-        Tool::RemotehelpStatus => remotehelp::status(args).await,
-        Tool::RemotehelpStart => remotehelp::start(args).await,
-        Tool::RemotehelpStop => remotehelp::stop(args).await,
-        Tool::TelemetryCollect => telemetry::collect_tool(args).await,
-        Tool::AgentUpdate => update::update(args).await,
+        Tool::AgentUpdate => update::malformed_order(e),
+        _ => ToolError::bad_args(format!("the arguments of {tool} do not fit: {e}")),
     }
 }
 
@@ -195,21 +208,12 @@ fn alternative(tool: &str) -> Option<&'static str> {
     }
 }
 
-/// Argument accessors: the catalog has already checked types and bounds.
-pub(crate) fn arg_str<'a>(args: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    args.get(name).and_then(Value::as_str)
-}
-
-pub(crate) fn arg_u64(args: &Map<String, Value>, name: &str, default: u64) -> u64 {
-    args.get(name).and_then(Value::as_u64).unwrap_or(default)
-}
-
-/// Test helper: a JSON object literal as call arguments.
+/// Test helper: a JSON object literal decoded as a tool's typed arguments.
 #[cfg(test)]
-pub(crate) fn test_args(value: Value) -> Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        other => panic!("test args must be an object, got {other}"),
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    match serde_json::from_value(value) {
+        Ok(args) => args,
+        Err(e) => panic!("test args do not decode: {e}"),
     }
 }
 
@@ -223,7 +227,7 @@ mod limit_tests {
         // shell_exec has a timeout of its own; its more detailed message wins the race
         // against the general limit.
         let started = std::time::Instant::now();
-        let err = execute("shell_exec", test_args(json!({"command": "sleep 30", "timeout_s": 1})))
+        let err = execute("shell_exec", typed(json!({"command": "sleep 30", "timeout_s": 1})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::Timeout);
@@ -232,6 +236,6 @@ mod limit_tests {
         let spec = catalog::find("winget_install").unwrap();
         assert_eq!(spec.work_limit(&Map::new()).as_secs(), spec.default_timeout_s);
         let shell = catalog::find("shell_exec").unwrap();
-        assert_eq!(shell.work_limit(&test_args(json!({"timeout_s": 7}))).as_secs(), 7);
+        assert_eq!(shell.work_limit(&typed(json!({"timeout_s": 7}))).as_secs(), 7);
     }
 }

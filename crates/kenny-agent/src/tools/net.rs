@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sysinfo::{NetworkData, Networks, System};
 
 use super::bounded::blocking;
@@ -13,7 +13,7 @@ use super::{ToolError, ToolResult};
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 
-pub(super) async fn config(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn config() -> ToolResult {
     let mut result = blocking("net_config", BACKSTOP, snapshot)
         .await?
         .map_err(ToolError::exec_failed)?;
@@ -80,7 +80,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_interfaces_sorted_by_name() {
-        let out = config(&Map::new()).await.unwrap();
+        let out = config().await.unwrap();
         assert!(out["hostname"].is_string() || out["hostname"].is_null());
         assert!(
             out["dns_servers"].is_array() && out["default_routes"].is_array(),

@@ -3,16 +3,17 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use kenny_proto::args::NetAdapterResetArgs;
+use serde_json::{Value, json};
 
 use super::process::{ProgramOutput, run_program};
 use super::shell::{powershell_literal, powershell_output};
-use super::{ToolError, ToolResult, arg_str};
+use super::{ToolError, ToolResult};
 
 const COMMAND_TIME: Duration = Duration::from_secs(20);
 /// Long enough for DHCP clients and link watchers to see the link go down.
 const DOWN_TIME: Duration = Duration::from_secs(1);
-pub(super) async fn dns_flush(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn dns_flush() -> ToolResult {
     if cfg!(windows) {
         powershell_output("Clear-DnsClientCache -ErrorAction Stop", COMMAND_TIME)
             .await
@@ -58,8 +59,8 @@ fn linux_dns_cache() -> Option<LinuxCache> {
     }
 }
 
-pub(super) async fn adapter_reset(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
-    let adapter = adapter_arg(args)?;
+pub(super) async fn adapter_reset(args: NetAdapterResetArgs, ctx: &crate::tools::ToolContext) -> ToolResult {
+    let adapter = adapter_arg(&args.adapter)?;
     if cfg!(windows) {
         let out = powershell_output(&windows_reset_script(adapter), Duration::from_secs(45)).await?;
         return windows_reset_result(adapter, out);
@@ -91,8 +92,7 @@ pub(super) async fn adapter_reset(args: &Map<String, Value>, ctx: &crate::tools:
 /// Interface names as the kernel allows them (≤ 15 bytes, no `/` or spaces) on Linux;
 /// Windows names ("Wi-Fi 2") may have spaces, so only control characters are refused
 /// there, and wildcards everywhere: `Restart-NetAdapter -Name '*'` would restart them all.
-fn adapter_arg(args: &Map<String, Value>) -> Result<&str, ToolError> {
-    let name = arg_str(args, "adapter").unwrap_or_default();
+fn adapter_arg(name: &str) -> Result<&str, ToolError> {
     let linux_ok = |n: &str| {
         n.len() <= 15 && !n.starts_with('-') && n.chars().all(|c| c.is_ascii_graphic() && c != '/' && c != ':')
     };
@@ -221,7 +221,6 @@ fn checked(what: &str, out: ProgramOutput) -> Result<ProgramOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_args as args;
 
     fn output(code: i32, stdout: &str, stderr: &str) -> ProgramOutput {
         ProgramOutput {
@@ -261,12 +260,9 @@ mod tests {
             "eth?",
             "e[th]0",
         ] {
-            assert!(adapter_arg(&args(json!({ "adapter": bad }))).is_err(), "{bad:?}");
+            assert!(adapter_arg(bad).is_err(), "{bad:?}");
         }
-        assert_eq!(
-            adapter_arg(&args(json!({"adapter": "enp0s31f6"}))).unwrap(),
-            "enp0s31f6"
-        );
+        assert_eq!(adapter_arg("enp0s31f6").unwrap(), "enp0s31f6");
         let ip = Ip { netns: Some("test-ns") };
         assert_eq!(
             ip.argv(&["link", "set", "dev", "eth0", "up"]),

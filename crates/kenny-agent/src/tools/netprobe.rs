@@ -5,11 +5,12 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use kenny_proto::args::{NetDnsLookupArgs, NetPingArgs, NetPortCheckArgs};
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
 use super::process::run_program;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
 const DEFAULT_PING_COUNT: u64 = 4;
 const DEFAULT_PING_WAIT_S: u64 = 2;
@@ -19,20 +20,20 @@ const FALLBACK_PORT: u16 = 443;
 /// A name can resolve to dozens of addresses; trying the first few says enough.
 const MAX_ADDRESSES_TRIED: usize = 4;
 
-pub(super) async fn ping(args: &Map<String, Value>) -> ToolResult {
-    let host = host_arg(args)?;
-    let count = arg_u64(args, "count", DEFAULT_PING_COUNT);
+pub(super) async fn ping(args: NetPingArgs) -> ToolResult {
+    let host = host_arg(&args.host)?;
+    let count = args.count.unwrap_or(DEFAULT_PING_COUNT);
     // Not `timeout_s`: the server reads that as the whole call's deadline.
-    let wait = arg_u64(args, "wait_s", DEFAULT_PING_WAIT_S);
+    let wait = args.wait_s.unwrap_or(DEFAULT_PING_WAIT_S);
     match ping_program() {
         Some(program) => icmp_ping(&program, host, count, wait).await,
         None => tcp_ping(host, count, Duration::from_secs(wait)).await,
     }
 }
 
-pub(super) async fn dns_lookup(args: &Map<String, Value>) -> ToolResult {
-    let host = host_arg(args)?;
-    let limit = Duration::from_secs(arg_u64(args, "timeout_s", DEFAULT_TIMEOUT_S));
+pub(super) async fn dns_lookup(args: NetDnsLookupArgs) -> ToolResult {
+    let host = host_arg(&args.host)?;
+    let limit = Duration::from_secs(args.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
     let started = Instant::now();
     let outcome = resolve(host, 0, limit).await;
     let elapsed_ms = millis(started.elapsed());
@@ -53,13 +54,13 @@ pub(super) async fn dns_lookup(args: &Map<String, Value>) -> ToolResult {
     })
 }
 
-pub(super) async fn port_check(args: &Map<String, Value>) -> ToolResult {
-    let host = host_arg(args)?;
-    let port = u16::try_from(arg_u64(args, "port", 0))
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| ToolError::bad_args("`port` must be between 1 and 65535"))?;
-    let limit = Duration::from_secs(arg_u64(args, "timeout_s", DEFAULT_TIMEOUT_S));
+pub(super) async fn port_check(args: NetPortCheckArgs) -> ToolResult {
+    let host = host_arg(&args.host)?;
+    let port = args.port;
+    if port == 0 {
+        return Err(ToolError::bad_args("`port` must be between 1 and 65535"));
+    }
+    let limit = Duration::from_secs(args.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
     let deadline = Instant::now() + limit;
     let addrs = match resolve(host, port, limit).await {
         Ok(addrs) => addrs,
@@ -89,8 +90,8 @@ pub(super) async fn port_check(args: &Map<String, Value>) -> ToolResult {
 }
 
 /// Host names and addresses only: a leading `-` would be read as an option by ping.
-fn host_arg(args: &Map<String, Value>) -> Result<&str, ToolError> {
-    let host = arg_str(args, "host").unwrap_or_default().trim();
+fn host_arg(host: &str) -> Result<&str, ToolError> {
+    let host = host.trim();
     let ok = !host.is_empty()
         && !host.starts_with('-')
         && host.len() <= 253
@@ -356,7 +357,7 @@ fn round(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     const LINUX_OK: &str = "PING example.org (93.184.215.14) 56(84) bytes of data.
 64 bytes from 93.184.215.14: icmp_seq=1 ttl=55 time=14.2 ms
@@ -445,11 +446,11 @@ Ping statistics for 10.9.9.9:\r
     #[test]
     fn refuses_hosts_that_could_be_options_or_injection() {
         for bad in ["-f", "a b", "x;id", "$(id)", "", &"a".repeat(254)] {
-            let err = host_arg(&args(json!({ "host": bad }))).unwrap_err();
+            let err = host_arg(bad).unwrap_err();
             assert!(err.message.contains("host name or IP address"), "{bad}: {err:?}");
         }
         for good in ["example.org", "192.168.1.1", "::1", "fe80::1", "my_host.lan"] {
-            assert_eq!(host_arg(&args(json!({ "host": good }))).unwrap(), good);
+            assert_eq!(host_arg(good).unwrap(), good);
         }
     }
 
@@ -461,16 +462,16 @@ Ping statistics for 10.9.9.9:\r
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let r = port_check(&args(json!({"host": "127.0.0.1", "port": open})))
+        let r = port_check(typed(json!({"host": "127.0.0.1", "port": open})))
             .await
             .unwrap();
         assert_eq!(r["status"], "open", "{r}");
         assert!(r["connect_ms"].as_f64().unwrap() >= 0.0);
-        let r = port_check(&args(json!({"host": "127.0.0.1", "port": closed})))
+        let r = port_check(typed(json!({"host": "127.0.0.1", "port": closed})))
             .await
             .unwrap();
         assert_eq!(r["status"], "refused", "{r}");
-        let r = port_check(&args(
+        let r = port_check(typed(
             json!({"host": "no-such-host.invalid", "port": 80, "timeout_s": 5}),
         ))
         .await
@@ -480,7 +481,7 @@ Ping statistics for 10.9.9.9:\r
 
     #[tokio::test]
     async fn dns_lookup_resolves_localhost_and_reports_failures_as_data() {
-        let r = dns_lookup(&args(json!({"host": "localhost"}))).await.unwrap();
+        let r = dns_lookup(typed(json!({"host": "localhost"}))).await.unwrap();
         assert_eq!(r["resolved"], true, "{r}");
         let addrs: Vec<&str> = r["addresses"]
             .as_array()
@@ -489,7 +490,7 @@ Ping statistics for 10.9.9.9:\r
             .map(|a| a.as_str().unwrap())
             .collect();
         assert!(addrs.iter().any(|a| *a == "127.0.0.1" || *a == "::1"), "{addrs:?}");
-        let r = dns_lookup(&args(json!({"host": "no-such-host.invalid"})))
+        let r = dns_lookup(typed(json!({"host": "no-such-host.invalid"})))
             .await
             .unwrap();
         assert_eq!(r["resolved"], false, "{r}");

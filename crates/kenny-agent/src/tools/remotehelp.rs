@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use kenny_proto::error::ErrorCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::bounded::blocking;
 use super::shell::powershell_json;
@@ -125,7 +125,7 @@ async fn internet_ok() -> bool {
     )
 }
 
-pub(super) async fn status(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn status() -> ToolResult {
     windows_only()?;
     let (facts, online) = tokio::join!(gather(), internet_ok());
     let facts = facts?;
@@ -138,7 +138,7 @@ pub(super) async fn status(_args: &Map<String, Value>) -> ToolResult {
     }))
 }
 
-pub(super) async fn start(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn start() -> ToolResult {
     windows_only()?;
     let facts = gather().await?;
     if facts.version.is_none() {
@@ -185,7 +185,7 @@ pub(super) async fn start(_args: &Map<String, Value>) -> ToolResult {
     Ok(json!({"launched": true, "pid": pid, "user": user.account, "note": note}))
 }
 
-pub(super) async fn stop(_args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn stop() -> ToolResult {
     windows_only()?;
     let value = powershell_json("stopping Quick Assist", &stop_script(), SCRIPT_LIMIT).await?;
     let count = value.get("stopped").and_then(Value::as_u64).unwrap_or(0);
@@ -354,8 +354,7 @@ mod tests {
     #[cfg(not(windows))]
     #[tokio::test]
     async fn off_windows_the_handlers_refuse_plainly() {
-        let none = Map::new();
-        for result in [status(&none).await, start(&none).await, stop(&none).await] {
+        for result in [status().await, start().await, stop().await] {
             assert_eq!(result.unwrap_err().code, ErrorCode::Unsupported);
         }
     }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use serde_json::{Map, Value, json};
+use kenny_proto::args::ScreenCaptureArgs;
+use serde_json::json;
 
 use super::bounded::blocking;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
 const DEFAULT_MAX_WIDTH: u32 = 1280;
 /// Base64 characters the image may take: the MCP result (image plus metadata) must stay
@@ -27,13 +28,12 @@ pub(crate) struct Rgb {
     pub pixels: Vec<u8>,
 }
 
-pub(super) async fn capture(args: &Map<String, Value>) -> ToolResult {
-    let max_width =
-        u32::try_from(arg_u64(args, "max_width", u64::from(DEFAULT_MAX_WIDTH))).unwrap_or(DEFAULT_MAX_WIDTH);
+pub(super) async fn capture(args: ScreenCaptureArgs) -> ToolResult {
+    let max_width = args.max_width.unwrap_or(DEFAULT_MAX_WIDTH);
     let shot = if cfg!(windows) {
         windows::grab().await?
     } else {
-        let display = display_name(arg_str(args, "display"));
+        let display = display_name(args.display.as_deref());
         blocking("screen_capture", BACKSTOP, move || grab_x11(&display))
             .await?
             .map_err(ToolError::exec_failed)?

@@ -7,18 +7,19 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use kenny_proto::args::{PowershellExecArgs, ShellExecArgs};
 use kenny_proto::error::ErrorCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use super::process::{Captured, OUTPUT_CAP, ProgramOutput, run_captured};
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
 const DEFAULT_TIMEOUT_S: u64 = 60;
 
-pub(super) async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
-    let command = required_str(args, "command")?;
-    let limit = timeout_arg(args);
+pub(super) async fn shell_exec(args: ShellExecArgs) -> ToolResult {
+    let command = args.command;
+    let limit = timeout_arg(args.timeout_s);
     #[cfg(unix)]
     {
         let mut cmd = Command::new("/bin/sh");
@@ -41,12 +42,12 @@ pub(super) async fn shell_exec(args: &Map<String, Value>) -> ToolResult {
     }
 }
 
-pub(super) async fn powershell_exec(args: &Map<String, Value>) -> ToolResult {
-    let script = required_str(args, "script")?;
-    let limit = timeout_arg(args);
+pub(super) async fn powershell_exec(args: PowershellExecArgs) -> ToolResult {
+    let script = args.script;
+    let limit = timeout_arg(args.timeout_s);
     #[cfg(windows)]
     {
-        let invocation = powershell_invocation(script);
+        let invocation = powershell_invocation(&script);
         let mut cmd = Command::new(windows::powershell_program());
         cmd.args(&invocation.args);
         run(cmd, Some(invocation.stdin), limit).await
@@ -61,12 +62,8 @@ pub(super) async fn powershell_exec(args: &Map<String, Value>) -> ToolResult {
     }
 }
 
-fn required_str<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ToolError> {
-    arg_str(args, name).ok_or_else(|| ToolError::bad_args(format!("missing required argument `{name}`")))
-}
-
-fn timeout_arg(args: &Map<String, Value>) -> Duration {
-    Duration::from_secs(arg_u64(args, "timeout_s", DEFAULT_TIMEOUT_S))
+fn timeout_arg(timeout_s: Option<u64>) -> Duration {
+    Duration::from_secs(timeout_s.unwrap_or(DEFAULT_TIMEOUT_S))
 }
 
 /// How powershell.exe is started for a script.
@@ -244,7 +241,7 @@ mod tests {
     use super::*;
 
     #[cfg_attr(windows, allow(unused_imports))] // every caller is a Unix-only test
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     fn decode_powershell_command(encoded: &str) -> String {
         let bytes = BASE64.decode(encoded).expect("valid base64");
@@ -384,7 +381,7 @@ mod tests {
     #[cfg(not(windows))]
     #[tokio::test]
     async fn powershell_is_unsupported_off_windows() {
-        let err = powershell_exec(&args(json!({"script": "Get-Date"}))).await.unwrap_err();
+        let err = powershell_exec(typed(json!({"script": "Get-Date"}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::Unsupported);
     }
 
@@ -393,7 +390,7 @@ mod tests {
         use super::*;
 
         async fn sh(command: &str, timeout_s: u64) -> ToolResult {
-            shell_exec(&args(json!({"command": command, "timeout_s": timeout_s}))).await
+            shell_exec(typed(json!({"command": command, "timeout_s": timeout_s}))).await
         }
 
         /// Alive and not a zombie: an orphan killed by us may wait a moment for its

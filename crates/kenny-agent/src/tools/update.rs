@@ -16,7 +16,7 @@ use std::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use kenny_proto::error::ErrorCode;
 use kenny_proto::update::{Manifest, OrderError, UpdateOrder};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{ToolError, ToolResult};
@@ -65,7 +65,7 @@ pub fn take_staged() -> Option<Staged> {
     STAGED.lock().unwrap_or_else(|e| e.into_inner()).take()
 }
 
-pub async fn update(args: &Map<String, Value>) -> ToolResult {
+pub async fn update(order: UpdateOrder) -> ToolResult {
     let context = CONTEXT
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -83,7 +83,6 @@ pub async fn update(args: &Map<String, Value>) -> ToolResult {
         ));
     }
     let current = env!("CARGO_PKG_VERSION");
-    let order = UpdateOrder::from_args(args).map_err(order_error)?;
     let manifest = check_order(&order, &context, current, std::env::consts::OS, std::env::consts::ARCH)?;
     let url = format!("{}/d/agent/{}", context.server_url, manifest.file);
     let bytes = download(&url, manifest.size).await?;
@@ -123,6 +122,11 @@ pub async fn update(args: &Map<String, Value>) -> ToolResult {
             context.trial.as_secs()
         ),
     }))
+}
+
+/// Arguments that do not decode as an order were not built by a server that signs them.
+pub(super) fn malformed_order(e: &serde_json::Error) -> ToolError {
+    order_error(OrderError::Malformed(e.to_string()))
 }
 
 fn order_error(e: OrderError) -> ToolError {

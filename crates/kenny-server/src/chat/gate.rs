@@ -25,9 +25,7 @@ pub fn hold_reason(spec: &ToolSpec, args: &Value, target: &str, selected: Option
         return Some("it contacts a host named in the call, which could carry data off the PC".into());
     }
     let path = spec
-        .params
-        .iter()
-        .any(|p| p.name == PATH_ARG)
+        .takes(PATH_ARG)
         .then(|| args.get(PATH_ARG))
         .flatten()
         .filter(|p| !p.is_null());
@@ -170,7 +168,7 @@ mod tests {
 
     #[test]
     fn every_tool_that_takes_a_path_waits_when_given_one() {
-        for spec in TOOLS.iter().filter(|s| s.params.iter().any(|p| p.name == PATH_ARG)) {
+        for spec in TOOLS.iter().filter(|s| s.takes(PATH_ARG)) {
             let reason = hold_reason(spec, &json!({"path": "/etc"}), "pc-a", Some("pc-a"));
             assert!(reason.is_some(), "{}", spec.name());
         }

@@ -32,7 +32,7 @@ fn definition(spec: &ToolSpec) -> Value {
         "Changes the PC: held until the operator approves it."
     } else if spec.reaches_out || spec.privacy_sensitive {
         "Held until the operator approves it (it contacts another host or reads personal data)."
-    } else if spec.params.iter().any(|p| p.name == "path") {
+    } else if spec.takes("path") {
         "Without a path it runs at once on the conversation's PC; with one it is held until the operator approves it \
          (the names under a path are personal data, and a network path makes the PC contact another host)."
     } else {

@@ -44,7 +44,7 @@ impl Entry {
     }
 }
 
-pub(super) async fn list(_args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
+pub(super) async fn list(ctx: &crate::tools::ToolContext) -> ToolResult {
     let (entries, notes) = if cfg!(windows) {
         windows::list().await?
     } else {

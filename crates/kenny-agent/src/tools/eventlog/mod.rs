@@ -8,15 +8,16 @@ mod windows;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use kenny_proto::args::DiagEventlogArgs;
 use kenny_proto::error::ErrorCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::bounded::blocking;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
-const DEFAULT_LIMIT: u64 = 100;
+const DEFAULT_LIMIT: usize = 100;
 const DEFAULT_SPAN: time::Duration = time::Duration::hours(24);
 /// A log line longer than this is cut, with a marker saying so.
 const MESSAGE_CHARS: usize = 2000;
@@ -66,23 +67,23 @@ pub(super) struct Query {
 }
 
 impl Query {
-    fn parse(args: &Map<String, Value>, now: OffsetDateTime) -> Result<Self, ToolError> {
-        let since = match arg_str(args, "since") {
+    fn parse(args: DiagEventlogArgs, now: OffsetDateTime) -> Result<Self, ToolError> {
+        let since = match args.since.as_deref() {
             Some(text) => since::parse(text, now).map_err(ToolError::bad_args)?,
             None => now - DEFAULT_SPAN,
         };
-        let non_blank = |name| {
-            arg_str(args, name)
+        let non_blank = |text: Option<String>| {
+            text.as_deref()
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned)
         };
         Ok(Query {
             since,
-            priority: Priority::parse(arg_str(args, "priority"))?,
-            unit: non_blank("unit"),
-            limit: usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX),
-            log: non_blank("log"),
+            priority: Priority::parse(args.priority.as_deref())?,
+            unit: non_blank(args.unit),
+            limit: args.limit.unwrap_or(DEFAULT_LIMIT),
+            log: non_blank(args.log),
         })
     }
 }
@@ -162,7 +163,7 @@ pub(super) fn render(source: &str, entries: Vec<Entry>, truncated: bool, notes: 
     result
 }
 
-pub(super) async fn query(args: &Map<String, Value>, ctx: &crate::tools::ToolContext) -> ToolResult {
+pub(super) async fn query(args: DiagEventlogArgs, ctx: &crate::tools::ToolContext) -> ToolResult {
     let query = Query::parse(args, OffsetDateTime::now_utc())?;
     if cfg!(windows) {
         return windows::query(&query).await;
@@ -210,20 +211,20 @@ mod tests {
     use super::*;
     use time::macros::datetime;
 
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     const NOW: OffsetDateTime = datetime!(2024-05-10 12:00:00 UTC);
 
     #[test]
     fn arguments_have_defaults_and_are_checked() {
-        let q = Query::parse(&args(json!({})), NOW).unwrap();
+        let q = Query::parse(typed(json!({})), NOW).unwrap();
         assert_eq!(q.since, datetime!(2024-05-09 12:00:00 UTC));
         assert_eq!(q.priority, Priority::Warning);
         assert_eq!(q.limit, 100);
         assert_eq!((q.unit, q.log), (None, None));
 
         let q = Query::parse(
-            &args(
+            typed(
                 json!({"since": "6h", "priority": "info", "unit": " ssh.service ", "limit": 5, "log": "Application"}),
             ),
             NOW,
@@ -234,10 +235,10 @@ mod tests {
         assert_eq!(q.unit.as_deref(), Some("ssh.service"));
         assert_eq!(q.limit, 5);
 
-        let err = Query::parse(&args(json!({"since": "yesterday-ish"})), NOW).unwrap_err();
+        let err = Query::parse(typed(json!({"since": "yesterday-ish"})), NOW).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("yesterday-ish"), "{}", err.message);
-        let err = Query::parse(&args(json!({"priority": "loud"})), NOW).unwrap_err();
+        let err = Query::parse(typed(json!({"priority": "loud"})), NOW).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(err.message.contains("`critical`, `error`, `warning` or `info`"));
     }

@@ -13,15 +13,16 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use kenny_proto::args::{PackageArgs, PackageListArgs, PackageUpdateArgs};
 use kenny_proto::error::ErrorCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use super::bounded::BoundedBuf;
 use super::process::run_captured_into;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
-const DEFAULT_LIMIT: u64 = 500;
+const DEFAULT_LIMIT: usize = 500;
 /// Listings are parsed whole, so they get a generous cap; past it the list is cut and
 /// says so.
 const LIST_OUTPUT_CAP: usize = 16 * 1024 * 1024;
@@ -131,12 +132,14 @@ impl Change {
     }
 }
 
-pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
-    let query = arg_str(args, "query")
+pub(super) async fn list(args: PackageListArgs) -> ToolResult {
+    let query = args
+        .query
+        .as_deref()
         .map(str::trim)
         .filter(|q| !q.is_empty())
         .map(str::to_lowercase);
-    let limit = usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let manager = detect()?;
     let listing = match manager {
         Manager::Apt => apt::list().await?,
@@ -172,9 +175,9 @@ fn render_listing(manager: Manager, listing: Listing, query: Option<&str>, limit
     result
 }
 
-pub(super) async fn install(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn install(args: PackageArgs) -> ToolResult {
     let manager = detect()?;
-    let id = ids::validate(manager, required_id(args)?)?;
+    let id = ids::validate(manager, required_id(&args)?)?;
     let change = match manager {
         Manager::Apt => apt::install(&id).await?,
         Manager::Dnf => dnf::install(&id).await?,
@@ -183,9 +186,9 @@ pub(super) async fn install(args: &Map<String, Value>) -> ToolResult {
     Ok(change.to_json(manager))
 }
 
-pub(super) async fn uninstall(args: &Map<String, Value>) -> ToolResult {
+pub(super) async fn uninstall(args: PackageArgs) -> ToolResult {
     let manager = detect()?;
-    let id = ids::validate(manager, required_id(args)?)?;
+    let id = ids::validate(manager, required_id(&args)?)?;
     let change = match manager {
         Manager::Apt => apt::uninstall(&id).await?,
         Manager::Dnf => dnf::uninstall(&id).await?,
@@ -194,9 +197,9 @@ pub(super) async fn uninstall(args: &Map<String, Value>) -> ToolResult {
     Ok(change.to_json(manager))
 }
 
-pub(super) async fn update(args: &Map<String, Value>) -> ToolResult {
-    let all = args.get("all").and_then(Value::as_bool).unwrap_or(false);
-    let id = arg_str(args, "id").map(str::trim).filter(|id| !id.is_empty());
+pub(super) async fn update(args: PackageUpdateArgs) -> ToolResult {
+    let all = args.all.unwrap_or(false);
+    let id = args.id.as_deref().map(str::trim).filter(|id| !id.is_empty());
     let target = match (id, all) {
         (Some(_), true) => {
             return Err(ToolError::bad_args(
@@ -224,9 +227,9 @@ pub(super) async fn update(args: &Map<String, Value>) -> ToolResult {
     Ok(change.to_json(manager))
 }
 
-fn required_id(args: &Map<String, Value>) -> Result<&str, ToolError> {
-    arg_str(args, "id")
-        .map(str::trim)
+/// The package id, which the type makes present but a caller can still leave blank.
+fn required_id(args: &PackageArgs) -> Result<&str, ToolError> {
+    Some(args.id.trim())
         .filter(|id| !id.is_empty())
         .ok_or_else(|| ToolError::bad_args("missing required argument `id`: the package to act on"))
 }
@@ -607,7 +610,7 @@ mod tests {
         let Ok(manager) = detect() else {
             return;
         };
-        let out = list(&crate::tools::test_args(json!({"query": "bash", "limit": 5000})))
+        let out = list(crate::tools::typed(json!({"query": "bash", "limit": 5000})))
             .await
             .unwrap();
         assert_eq!(out["manager"], manager.as_str());
@@ -627,17 +630,17 @@ mod tests {
                     || p["name"].as_str().unwrap().to_lowercase().contains("bash"))
         );
 
-        let err = install(&crate::tools::test_args(json!({"id": "--reinstall"})))
+        let err = install(crate::tools::typed(json!({"id": "--reinstall"})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
-        let err = update(&crate::tools::test_args(json!({}))).await.unwrap_err();
+        let err = update(crate::tools::typed(json!({}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
-        let err = update(&crate::tools::test_args(json!({"id": "bash", "all": true})))
+        let err = update(crate::tools::typed(json!({"id": "bash", "all": true})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
-        let err = uninstall(&crate::tools::test_args(json!({"id": "kenny-no-such-package-xyz"})))
+        let err = uninstall(crate::tools::typed(json!({"id": "kenny-no-such-package-xyz"})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound, "{}", err.message);

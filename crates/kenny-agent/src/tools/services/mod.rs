@@ -7,10 +7,11 @@ mod windows;
 
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use kenny_proto::args::DiagServicesArgs;
+use serde_json::{Value, json};
 
 use super::bounded::blocking;
-use super::{ToolError, ToolResult, arg_str, arg_u64};
+use super::{ToolError, ToolResult};
 
 #[allow(
     unused_imports,
@@ -18,7 +19,7 @@ use super::{ToolError, ToolResult, arg_str, arg_u64};
 )]
 pub(crate) use systemd::failed_units_blocking;
 
-const DEFAULT_LIMIT: u64 = 300;
+const DEFAULT_LIMIT: usize = 300;
 const COMMAND_LIMIT: Duration = Duration::from_secs(20);
 /// systemctl's JSON for a thousand units is ~200 KiB; this leaves room for big fleets.
 const OUTPUT_CAP: usize = 8 * 1024 * 1024;
@@ -32,8 +33,8 @@ enum StateFilter {
 }
 
 impl StateFilter {
-    fn parse(args: &Map<String, Value>) -> Result<Self, ToolError> {
-        match arg_str(args, "state").map(str::trim) {
+    fn parse(state: Option<&str>) -> Result<Self, ToolError> {
+        match state.map(str::trim) {
             None | Some("all") => Ok(Self::All),
             Some("running") => Ok(Self::Running),
             Some("failed") => Ok(Self::Failed),
@@ -84,10 +85,10 @@ struct Service {
     entry: Value,
 }
 
-pub(super) async fn list(args: &Map<String, Value>) -> ToolResult {
-    let filter = StateFilter::parse(args)?;
-    let name = arg_str(args, "name").map(str::trim).filter(|n| !n.is_empty());
-    let limit = usize::try_from(arg_u64(args, "limit", DEFAULT_LIMIT)).unwrap_or(usize::MAX);
+pub(super) async fn list(args: DiagServicesArgs) -> ToolResult {
+    let filter = StateFilter::parse(args.state.as_deref())?;
+    let name = args.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
     let (source, services, mut notes) = if cfg!(windows) {
         ("windows", windows::services().await?, Vec::new())
     } else if super::systemd::is_running() {
@@ -147,7 +148,7 @@ mod tests {
     use super::*;
     use kenny_proto::error::ErrorCode;
 
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     fn service(name: &str, standing: Standing) -> Service {
         Service {
@@ -226,7 +227,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_bogus_state_is_refused() {
-        let err = list(&args(json!({"state": "bogus"}))).await.unwrap_err();
+        let err = list(typed(json!({"state": "bogus"}))).await.unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);
         assert!(
             err.message.contains("`all`, `running`, `failed` or `stopped`"),
@@ -240,7 +241,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn lists_this_pcs_services() {
-        let out = list(&args(json!({}))).await.unwrap();
+        let out = list(typed(json!({}))).await.unwrap();
         if crate::tools::systemd::is_running() {
             assert_eq!(out["source"], "systemd");
             assert!(out["count"].as_u64().unwrap() > 0, "{out}");

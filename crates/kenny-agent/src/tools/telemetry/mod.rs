@@ -23,6 +23,7 @@ mod time_sync;
 use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
+use kenny_proto::args::TelemetryCollectArgs;
 use serde_json::{Map, Value, json};
 
 use super::bounded::join_error_message;
@@ -117,33 +118,20 @@ fn release_freed_memory() {
     }
 }
 
-pub(super) async fn collect_tool(args: &Map<String, Value>) -> ToolResult {
-    let sections = requested_sections(args)?;
+pub(super) async fn collect_tool(args: TelemetryCollectArgs) -> ToolResult {
+    let sections = requested_sections(args.sections)?;
     let collected_at = rfc3339(SystemTime::now());
     let snapshot = collect(sections.as_deref()).await;
     Ok(json!({ "collected_at": collected_at, "snapshot": snapshot }))
 }
 
-fn requested_sections(args: &Map<String, Value>) -> Result<Option<Vec<String>>, ToolError> {
-    let items = match args.get("sections") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(items)) => items,
-        Some(_) => {
-            return Err(ToolError::bad_args("`sections` must be a list of section names"));
-        }
-    };
-    let mut names = Vec::with_capacity(items.len());
-    for item in items {
-        let name = item
-            .as_str()
-            .ok_or_else(|| ToolError::bad_args("`sections` must be a list of section names"))?;
-        if !SECTIONS.contains(&name) {
-            return Err(ToolError::bad_args(format!(
-                "unknown telemetry section `{name}`; known sections: {}",
-                SECTIONS.join(", ")
-            )));
-        }
-        names.push(name.to_owned());
+fn requested_sections(sections: Option<Vec<String>>) -> Result<Option<Vec<String>>, ToolError> {
+    let Some(names) = sections else { return Ok(None) };
+    if let Some(unknown) = names.iter().find(|name| !SECTIONS.contains(&name.as_str())) {
+        return Err(ToolError::bad_args(format!(
+            "unknown telemetry section `{unknown}`; known sections: {}",
+            SECTIONS.join(", ")
+        )));
     }
     Ok(Some(names))
 }
@@ -305,7 +293,7 @@ mod tests {
     use time::OffsetDateTime;
     use time::format_description::well_known::Rfc3339;
 
-    use crate::tools::test_args as args;
+    use crate::tools::typed;
 
     fn assert_section_shape(name: &str, section: &Value) {
         let status = section["status"].as_str().unwrap_or_default();
@@ -389,7 +377,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_tool_collects_only_the_sections_asked_for() {
-        let out = collect_tool(&args(json!({"sections": ["memory", "os"]})))
+        let out = collect_tool(typed(json!({"sections": ["memory", "os"]})))
             .await
             .unwrap();
         let snapshot = out["snapshot"].as_object().unwrap();
@@ -407,7 +395,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_section_is_refused_with_the_known_ones() {
-        let err = collect_tool(&args(json!({"sections": ["disk", "registry"]})))
+        let err = collect_tool(typed(json!({"sections": ["disk", "registry"]})))
             .await
             .unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgs);

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use ed25519_dalek::SigningKey;
+use kenny_proto::catalog::Tool;
 use kenny_proto::update::{MANIFEST_PURPOSE, Manifest, UpdateOrder};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -155,8 +156,8 @@ fn what_a_caller_could_type_is_not_an_order() {
         "url": "http://127.0.0.1:9/healthz",
         "sha256": hex::encode(Sha256::digest(b"ok")),
     });
-    let err = UpdateOrder::from_args(args.as_object().unwrap())
-        .map_err(order_error)
+    let err = kenny_proto::catalog::ToolCall::decode(Tool::AgentUpdate, args.as_object().unwrap())
+        .map_err(|e| super::malformed_order(&e))
         .unwrap_err();
     assert_eq!(err.code, ErrorCode::BadArgs);
     assert!(err.message.contains("not signed by the server"), "{err:?}");

@@ -7,14 +7,15 @@ mod hosts;
 
 use std::time::Duration;
 
+use kenny_proto::args::WebfilterApplyArgs;
 use kenny_proto::results::webfilter_list_hash;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::process::Command;
 
 use super::bounded::{BoundedBuf, blocking};
 use super::process::run_captured_into;
 use super::shell::system32_tool;
-use super::{ToolContext, ToolError, ToolResult, arg_str};
+use super::{ToolContext, ToolError, ToolResult};
 
 pub(super) use domains::server_host_name;
 
@@ -40,7 +41,7 @@ impl DohPolicy {
     }
 }
 
-pub(super) async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+pub(super) async fn status(ctx: &ToolContext) -> ToolResult {
     let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();
     let block = run_blocking("reading the hosts file", move || {
@@ -69,13 +70,8 @@ pub(super) async fn status(_args: &Map<String, Value>, ctx: &ToolContext) -> Too
     }))
 }
 
-pub(super) async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
-    let raw: Vec<String> = args
-        .get("domains")
-        .and_then(Value::as_array)
-        .map(|items| items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
-        .ok_or_else(|| ToolError::bad_args("missing required argument `domains`: the list of domain names to block"))?;
-    let doh_policy = match arg_str(args, "doh_policy").map(str::trim) {
+pub(super) async fn apply(args: WebfilterApplyArgs, ctx: &ToolContext) -> ToolResult {
+    let doh_policy = match args.doh_policy.as_deref().map(str::trim) {
         None | Some("") | Some("leave") => DohPolicy::Leave,
         Some("disable") => DohPolicy::Disable,
         Some(other) => {
@@ -84,8 +80,8 @@ pub(super) async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolR
             )));
         }
     };
-    let domains = domains::validate_with(&raw, &ctx.protected_hosts)?;
-    let list_hash = match arg_str(args, "list_hash") {
+    let domains = domains::validate_with(&args.domains, &ctx.protected_hosts)?;
+    let list_hash = match args.list_hash.as_deref() {
         Some(given) => check_hash(given)?,
         None => webfilter_list_hash(&domains),
     };
@@ -144,7 +140,7 @@ pub(super) async fn apply(args: &Map<String, Value>, ctx: &ToolContext) -> ToolR
     Ok(result)
 }
 
-pub(super) async fn clear(_args: &Map<String, Value>, ctx: &ToolContext) -> ToolResult {
+pub(super) async fn clear(ctx: &ToolContext) -> ToolResult {
     let _one_at_a_time = HOSTS_LOCK.lock().await;
     let path = hosts::hosts_path(ctx);
     let shown = path.display().to_string();

@@ -1,0 +1,386 @@
+//! Each tool's arguments as a Rust type. The catalog derives every argument schema
+//! from these types (MCP `inputSchema`, the chat's tool list, the checks on both
+//! sides), and the agent decodes a call into them once, so a handler reads fields the
+//! compiler knows instead of looking names up in a JSON map.
+//!
+//! A field's doc comment is its description in the schema; `#[schemars(...)]` bounds
+//! are checked by [`crate::catalog::ToolSpec::validate_args`] before decoding, with a
+//! message that names the argument.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, forward_to_deserialize_any};
+use serde_json::{Map, Value};
+
+/// A tool that takes no arguments: anything passed is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShellExecArgs {
+    /// The command line, run by /bin/sh -c.
+    #[schemars(length(max = 65536))]
+    pub command: String,
+    /// Seconds before the command and its whole process group are killed (default 60).
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowershellExecArgs {
+    /// The PowerShell script text.
+    #[schemars(length(max = 65536))]
+    pub script: String,
+    /// Seconds before the command and its whole process group are killed (default 60).
+    #[schemars(range(min = 1, max = 3600))]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsListArgs {
+    /// Absolute path of the directory.
+    #[schemars(length(max = 4096))]
+    pub path: String,
+    /// Most entries to return (default 500).
+    #[schemars(range(min = 1, max = 5000))]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsReadArgs {
+    /// Absolute path of the file.
+    #[schemars(length(max = 4096))]
+    pub path: String,
+    /// Byte offset to start at (default 0).
+    #[schemars(range(min = 0, max = i64::MAX))]
+    pub offset: Option<u64>,
+    /// Most bytes to return (default 65536).
+    #[schemars(range(min = 1, max = 1_048_576))]
+    pub max_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsSearchArgs {
+    /// Directory to search under.
+    #[schemars(length(max = 4096))]
+    pub path: String,
+    /// Name fragment or glob, e.g. `report` or `*.log`.
+    #[schemars(length(max = 256))]
+    pub pattern: String,
+    /// Most matches to return (default 100).
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_results: Option<usize>,
+    /// Deepest level to descend (default 12).
+    #[schemars(range(min = 1, max = 64))]
+    pub max_depth: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FsDiskUsageArgs {
+    /// Directory to size; omit for volumes.
+    #[schemars(length(max = 4096))]
+    pub path: Option<String>,
+    /// How many of the largest children to list (default 10).
+    #[schemars(range(min = 1, max = 100))]
+    pub top: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiagProcessesArgs {
+    /// `cpu` or `memory`.
+    #[schemars(length(max = 16))]
+    pub sort_by: Option<String>,
+    /// How many processes (default 25).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiagServicesArgs {
+    /// `all` (default), `running`, `failed` or `stopped`.
+    #[schemars(length(max = 16))]
+    pub state: Option<String>,
+    /// Only services whose name contains this (case-insensitive).
+    #[schemars(length(max = 256))]
+    pub name: Option<String>,
+    /// Most services to return (default 300).
+    #[schemars(range(min = 1, max = 2000))]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiagEventlogArgs {
+    /// Windows: `System` (default), `Application` or `Security`. Linux: ignored.
+    #[schemars(length(max = 64))]
+    pub log: Option<String>,
+    /// Linux: systemd unit (e.g. `ssh.service`). Windows: event source/provider name.
+    #[schemars(length(max = 256))]
+    pub unit: Option<String>,
+    /// Most verbose level to include: `critical`, `error`, `warning` (default) or `info`.
+    #[schemars(length(max = 16))]
+    pub priority: Option<String>,
+    /// Only entries after this: RFC 3339 time or a span back from now (`30m`, `6h`, `2d`). Default 24h.
+    #[schemars(length(max = 64))]
+    pub since: Option<String>,
+    /// Most entries to return (default 100).
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetAdapterResetArgs {
+    /// Adapter name exactly as net_config lists it (e.g. `eth0`, `Wi-Fi`).
+    #[schemars(length(max = 256))]
+    pub adapter: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetPingArgs {
+    /// Host name or IP address, e.g. `example.com` or `192.168.1.1`.
+    #[schemars(length(max = 253))]
+    pub host: String,
+    /// Echo requests to send (default 4).
+    #[schemars(range(min = 1, max = 10))]
+    pub count: Option<u64>,
+    /// Seconds to wait for each reply (default 2).
+    #[schemars(range(min = 1, max = 10))]
+    pub wait_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetDnsLookupArgs {
+    /// Host name or IP address, e.g. `example.com` or `192.168.1.1`.
+    #[schemars(length(max = 253))]
+    pub host: String,
+    /// Seconds before giving up (default 5).
+    #[schemars(range(min = 1, max = 30))]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetPortCheckArgs {
+    /// Host name or IP address, e.g. `example.com` or `192.168.1.1`.
+    #[schemars(length(max = 253))]
+    pub host: String,
+    /// TCP port number.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Seconds before giving up (default 5).
+    #[schemars(range(min = 1, max = 30))]
+    pub timeout_s: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScreenCaptureArgs {
+    /// Widest the image may be, in pixels (default 1280); the result always stays under 150,000 characters.
+    #[schemars(range(min = 160, max = 1920))]
+    pub max_width: Option<u32>,
+    /// Linux: X display to capture (default the agent's DISPLAY, else :0).
+    #[schemars(length(max = 64))]
+    pub display: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageListArgs {
+    /// Only packages whose id or name contains this (case-insensitive).
+    #[schemars(length(max = 256))]
+    pub query: Option<String>,
+    /// Most packages to return (default 500).
+    #[schemars(range(min = 1, max = 5000))]
+    pub limit: Option<usize>,
+}
+
+/// One package to install or remove.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageArgs {
+    /// Package id: winget id on Windows, apt/dnf package name on Linux.
+    #[schemars(length(max = 256))]
+    pub id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PackageUpdateArgs {
+    /// Package to upgrade; omit only together with `all`.
+    #[schemars(length(max = 256))]
+    pub id: Option<String>,
+    /// Upgrade every package that has an update.
+    pub all: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebfilterApplyArgs {
+    /// Domain names to block, e.g. `example.com`, `www.example.com`.
+    #[schemars(length(max = 10_000))]
+    pub domains: Vec<String>,
+    /// `disable` to turn browsers' DNS-over-HTTPS off, `leave` (default) to keep it.
+    #[schemars(length(max = 16))]
+    pub doh_policy: Option<String>,
+    /// The caller's hash of this list, echoed back by webfilter_status; computed here when omitted.
+    #[schemars(length(max = 128))]
+    pub list_hash: Option<String>,
+}
+
+/// What a caller may ask of `agent_update`. The agent never sees these: the server
+/// turns them into a signed [`crate::update::UpdateOrder`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentUpdateArgs {
+    /// The version to install, e.g. `0.2.0`; omit for the newest build the server has for this PC.
+    #[schemars(length(max = 32))]
+    pub version: Option<String>,
+    /// Install the named `version` even though it is older than the running one (superusers only).
+    pub allow_downgrade: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryCollectArgs {
+    /// Names of the sections to collect; omit for all.
+    #[schemars(length(max = 32))]
+    pub sections: Option<Vec<String>>,
+}
+
+/// The argument schema of `T` as callers see it: an object of the fields' own
+/// schemas, each with its description and bounds. A missing optional argument and
+/// `null` mean the same, so the schema offers the type alone; generator annotations
+/// (`$schema`, the Rust type's title and doc, integer formats) are left out.
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| s.meta_schema = None)
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("title");
+        object.remove("description");
+        object.entry("properties").or_insert_with(|| Value::Object(Map::new()));
+        object.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(Value::Object(props)) = object.get_mut("properties") {
+            props.values_mut().for_each(tidy_property);
+        }
+    }
+    schema
+}
+
+fn tidy_property(prop: &mut Value) {
+    let Some(prop) = prop.as_object_mut() else { return };
+    prop.remove("format");
+    if let Some(Value::Array(types)) = prop.get("type") {
+        let named: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
+        if let [only] = named.as_slice() {
+            let only = (*only).clone();
+            prop.insert("type".into(), only);
+        }
+    }
+    if let Some(items) = prop.get_mut("items") {
+        tidy_property(items);
+    }
+}
+
+/// The field names of an argument struct in declaration order, as serde spells them:
+/// the order a caller reads in "it takes: …" messages. (The schema's properties are
+/// sorted by name.) Asks serde's derived `Deserialize` for the fields it expects.
+pub(crate) fn field_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    let mut names: &'static [&'static str] = &[];
+    // The probe always ends in an error once it has the names; nothing is decoded.
+    let _ = T::deserialize(FieldProbe { names: &mut names });
+    names
+}
+
+struct FieldProbe<'a> {
+    names: &'a mut &'static [&'static str],
+}
+
+impl<'de> Deserializer<'de> for FieldProbe<'_> {
+    type Error = de::value::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
+        Err(de::Error::custom("not an argument struct"))
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.names = fields;
+        Err(de::Error::custom("field names read"))
+    }
+
+    forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schemas_are_plain_objects_with_bounds_and_descriptions() {
+        assert_eq!(
+            schema_of::<ShellExecArgs>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "command": {
+                        "type": "string",
+                        "maxLength": 65536,
+                        "description": "The command line, run by /bin/sh -c.",
+                    },
+                    "timeout_s": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 3600,
+                        "description": "Seconds before the command and its whole process group are killed (default 60).",
+                    },
+                },
+                "required": ["command"],
+                "additionalProperties": false,
+            })
+        );
+        assert_eq!(
+            schema_of::<NoArgs>(),
+            json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+        );
+        assert_eq!(
+            schema_of::<TelemetryCollectArgs>()["properties"]["sections"],
+            json!({
+                "type": "array",
+                "items": {"type": "string"},
+                "maxItems": 32,
+                "description": "Names of the sections to collect; omit for all.",
+            })
+        );
+    }
+
+    #[test]
+    fn field_names_keep_declaration_order() {
+        assert_eq!(field_names::<AgentUpdateArgs>(), ["version", "allow_downgrade"]);
+        assert_eq!(field_names::<FsReadArgs>(), ["path", "offset", "max_bytes"]);
+        assert!(field_names::<NoArgs>().is_empty());
+    }
+}
