@@ -17,7 +17,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use common::{Session, WAIT, api_error, audit_until, person};
 use kenny_server::principal::Role;
-use kenny_testkit::{TestAgent, TestServer};
+use kenny_testkit::{AgentOptions, TestAgent, TestServer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -488,4 +488,70 @@ async fn pages_show_a_viewer_only_what_they_may_see() {
     // The sign-in pages keep their own (framing-only) policy and inline style.
     let login = server.browser().get("/login").await.unwrap();
     assert_eq!(login.header("content-security-policy"), "frame-ancestors 'none'");
+}
+
+/// What an agent says of itself (host name, version, architecture) and what it sends
+/// back (telemetry) is text on the pages that show it, never markup.
+#[tokio::test]
+async fn what_an_agent_reports_is_text_on_the_pages() {
+    const EVIL: &str = "<script>alert(1)</script>\"";
+    const SHOWN: &str = "&lt;script&gt;alert(1)&lt;/script&gt;&quot;";
+    let server = TestServer::start().await.unwrap();
+    person(&server, "dana", Role::Superuser, &[]).await;
+    let mut options = AgentOptions::default();
+    options.meta.hostname = format!("den{EVIL}");
+    options.meta.version = format!("1.0{EVIL}");
+    options.meta.arch = Some(EVIL.into());
+    let mut agent = server.agent_with("pc-a", options).await.unwrap();
+    let dana = Session::sign_in(&server, "dana", PASSWORD).await;
+
+    let report = json!({
+        "collected_at": "2026-03-01T10:00:00Z",
+        "snapshot": {
+            "disk": {"status": "warn", "summary": format!("full {EVIL}"), "mount": EVIL},
+            "cpu": {"status": "ok", "summary": "idle"},
+        },
+    });
+    let (refreshed, ()) = tokio::join!(
+        dana.press("/api/agent/pc-a/refresh"),
+        serve(&mut agent, "telemetry_collect", Answer::Result(report))
+    );
+    assert_eq!(refreshed.status, 200, "{refreshed:?}");
+    // The pages read the stored snapshot, which the audit writer keeps in the background.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while dana.get("/api/agents/pc-a/telemetry").await.status != 200 {
+        assert!(tokio::time::Instant::now() < deadline, "snapshot not stored");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let fleet = dana.browser.get("/").await.unwrap();
+    assert_eq!(fleet.status, 200);
+    assert!(!fleet.text.contains("<script>"), "{}", fleet.text);
+    assert!(fleet.text.contains(&format!("<div class=\"muted\">den{SHOWN}</div>")));
+    assert!(
+        fleet
+            .text
+            .contains(&format!("<td data-label=\"Version\">1.0{SHOWN}</td>"))
+    );
+    assert!(
+        fleet
+            .text
+            .contains(&format!("<span class=\"summary\">disk: full {SHOWN}</span>"))
+    );
+
+    let host = dana.browser.get("/hosts/pc-a").await.unwrap();
+    assert_eq!(host.status, 200);
+    assert!(!host.text.contains("<script>"), "{}", host.text);
+    assert!(host.text.contains(&format!("<dt>Hostname</dt><dd>den{SHOWN}</dd>")));
+    assert!(host.text.contains(&format!("<dt>Architecture</dt><dd>{SHOWN}</dd>")));
+    assert!(
+        host.text
+            .contains(&format!("<span class=\"summary\">full {SHOWN}</span>"))
+    );
+    assert!(
+        host.text
+            .contains("&quot;mount&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;\\&quot;&quot;"),
+        "the section's details, as JSON text: {}",
+        host.text
+    );
 }

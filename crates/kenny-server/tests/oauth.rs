@@ -353,3 +353,76 @@ async fn a_mismatched_refresh_burns_nothing_and_registration_is_bounded() {
     assert!(statuses.iter().filter(|s| **s == 201).count() < 25, "{statuses:?}");
     assert_eq!(statuses.last(), Some(&429));
 }
+
+/// What a client chose (its name, its redirect URI) and what its request carries
+/// (`state`) are text on the consent page, never markup; the form still carries them
+/// back exactly, and the app gets its code.
+#[tokio::test]
+async fn the_consent_page_shows_what_the_client_chose_as_text() {
+    let name = "<script>alert(1)</script>\"";
+    let redirect = format!("{REDIRECT}?x=\"><script>alert(2)</script>");
+    let state = "\"><script>alert(3)</script>";
+    let server = TestServer::start().await.unwrap();
+    let flow = Flow::new(&server).await;
+    let registered = flow
+        .http
+        .post(format!("{}/oauth/register", server.base_url()))
+        .json(&json!({"redirect_uris": [redirect], "client_name": name}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), 201);
+    let client_id = registered.json::<Value>().await.unwrap()["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let browser = Browser::new(server.base_url());
+    assert_eq!(
+        browser.sign_in("owner", TestServer::PASSWORD).await.unwrap().status,
+        303
+    );
+    let (_, challenge) = Flow::pkce();
+    let url = reqwest::Url::parse_with_params(
+        &format!("{}/oauth/authorize", server.base_url()),
+        [
+            ("response_type", "code"),
+            ("client_id", client_id.as_str()),
+            ("redirect_uri", redirect.as_str()),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+            ("state", state),
+        ],
+    )
+    .unwrap();
+    let consent = browser.get(url.as_str()).await.unwrap();
+    assert_eq!(consent.status, 200, "{}", consent.text);
+    assert!(!consent.text.contains("<script>"), "{}", consent.text);
+    let shown = "&lt;script&gt;alert(1)&lt;/script&gt;&quot;";
+    let title = format!("<h1>Allow an app calling itself \u{201c}{shown}\u{201d} to use kenny?</h1>");
+    assert!(consent.text.contains(&title), "{}", consent.text);
+    let redirect_field = "name=\"redirect_uri\" \
+                          value=\"http://127.0.0.1:53682/callback?x=&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;\"";
+    assert!(consent.text.contains(redirect_field));
+    assert!(
+        consent
+            .text
+            .contains("name=\"state\" value=\"&quot;&gt;&lt;script&gt;alert(3)&lt;/script&gt;\"")
+    );
+    assert!(consent.text.contains("<code>http://127.0.0.1:53682</code>"));
+
+    let mut fields = consent.hidden_fields();
+    assert_eq!(
+        (fields["redirect_uri"].as_str(), fields["state"].as_str()),
+        (redirect.as_str(), state)
+    );
+    fields.insert("decision".into(), "approve".into());
+    let pairs: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let done = browser.post_form("/oauth/authorize", &pairs).await.unwrap();
+    assert_eq!(done.status, 303, "{}", done.text);
+    let location = reqwest::Url::parse(done.location().unwrap()).unwrap();
+    let query: std::collections::HashMap<_, _> = location.query_pairs().into_owned().collect();
+    assert_eq!(query["x"], "\"><script>alert(2)</script>");
+    assert_eq!(query["state"], state);
+    assert!(query["code"].starts_with("kenny_oac_"), "{query:?}");
+}

@@ -8,14 +8,15 @@ use std::sync::Arc;
 
 use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::html;
 use serde::Deserialize;
 
 use super::{CODE_PREFIX, SCOPE, pkce, resource_url};
 use crate::principal::Principal;
 use crate::state::AppState;
 use crate::store::{CodeGrant, OAuthClient};
-use crate::web::html::{esc, page};
+use crate::web::html::page;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 pub(super) struct Params {
@@ -214,51 +215,51 @@ fn consent_page(c: &Checked, who: &Principal, csrf: &str) -> Response {
         Some(h) if h.is_empty() => "no PC yet (none is assigned to you)".to_owned(),
         Some(h) => format!("the PCs assigned to you ({})", h.join(", ")),
     };
-    let hidden = |k: &str, v: &str| format!("<input type=\"hidden\" name=\"{k}\" value=\"{}\">", esc(v));
-    let fields = [
-        hidden("response_type", "code"),
-        hidden("client_id", &c.client.client_id),
-        hidden("redirect_uri", &c.redirect_uri),
-        hidden("code_challenge", &c.code_challenge),
-        hidden("code_challenge_method", "S256"),
-        hidden("resource", &c.resource),
-        c.state.as_deref().map(|s| hidden("state", s)).unwrap_or_default(),
-        c.scope.as_deref().map(|s| hidden("scope", s)).unwrap_or_default(),
-        hidden("csrf", csrf),
-    ]
-    .concat();
-    page(
-        "Allow access",
-        &format!(
-            "<div class=\"card\"><h1>Allow {title} to use kenny?</h1>\
-             <p>It asks to act as <strong>{user}</strong> through kenny's MCP endpoint: list PCs and run tools \
-             (shell commands, files, diagnostics) on {reach}.</p>\
-             <dl class=\"consent-facts\"><dt>App</dt><dd id=\"consent-client\"><code>{client}</code> {kind}</dd>\
-             <dt>Sends you back to</dt><dd id=\"consent-redirect\"><code>{back}</code>{local}</dd></dl>\
-             <p class=\"muted\">The app chose its name itself; the address above and the place it sends you back to \
-             are what identify it. Approve only if you started this from that app. You can revoke access at any time.</p>\
-             <form method=\"post\" action=\"/oauth/authorize\">{fields}\
-             <button name=\"decision\" value=\"approve\">Allow</button>\
-             <button name=\"decision\" value=\"deny\" style=\"background:transparent;color:inherit;border:1px solid var(--line)\">Deny</button>\
-             </form></div>",
-            title = esc(&app_title(&c.client)),
-            user = esc(&who.username),
-            reach = esc(&reach),
-            client = esc(&c.client.client_id),
-            kind = if super::cimd::is_document_url(&c.client.client_id) {
-                "(its published metadata)"
-            } else {
-                "(registered with this server)"
-            },
-            back = esc(&redirect_target(&c.redirect_uri)),
-            local = if is_loopback_redirect(&c.redirect_uri) {
-                " (an app on your own computer)"
-            } else {
-                ""
-            },
-        ),
-    )
-    .into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "Allow " (app_title(&c.client)) " to use kenny?" }
+            p {
+                "It asks to act as " strong { (who.username) } " through kenny's MCP endpoint: list PCs and run tools \
+                 (shell commands, files, diagnostics) on " (reach) "."
+            }
+            dl class="consent-facts" {
+                dt { "App" }
+                dd id="consent-client" {
+                    code { (c.client.client_id) }
+                    @if super::cimd::is_document_url(&c.client.client_id) {
+                        " (its published metadata)"
+                    } @else {
+                        " (registered with this server)"
+                    }
+                }
+                dt { "Sends you back to" }
+                dd id="consent-redirect" {
+                    code { (redirect_target(&c.redirect_uri)) }
+                    @if is_loopback_redirect(&c.redirect_uri) { " (an app on your own computer)" }
+                }
+            }
+            p class="muted" {
+                "The app chose its name itself; the address above and the place it sends you back to \
+                 are what identify it. Approve only if you started this from that app. \
+                 You can revoke access at any time."
+            }
+            form method="post" action="/oauth/authorize" {
+                input type="hidden" name="response_type" value="code";
+                input type="hidden" name="client_id" value=(c.client.client_id);
+                input type="hidden" name="redirect_uri" value=(c.redirect_uri);
+                input type="hidden" name="code_challenge" value=(c.code_challenge);
+                input type="hidden" name="code_challenge_method" value="S256";
+                input type="hidden" name="resource" value=(c.resource);
+                @if let Some(state) = &c.state { input type="hidden" name="state" value=(state); }
+                @if let Some(scope) = &c.scope { input type="hidden" name="scope" value=(scope); }
+                input type="hidden" name="csrf" value=(csrf);
+                button name="decision" value="approve" { "Allow" }
+                button name="decision" value="deny"
+                    style="background:transparent;color:inherit;border:1px solid var(--line)" { "Deny" }
+            }
+        }
+    };
+    page("Allow access", body).into_response()
 }
 
 /// How the consent page names an app: its self-chosen name, said to be that, or that
@@ -328,14 +329,13 @@ fn redirect_error(state: &AppState, c: &Checked, error: &str, description: &str)
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {
-    let body: Html<String> = page(
-        "Cannot connect",
-        &format!(
-            "<div class=\"card\"><h1>This connection request cannot continue</h1><p>{}</p></div>",
-            esc(message)
-        ),
-    );
-    (status, body).into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "This connection request cannot continue" }
+            p { (message) }
+        }
+    };
+    (status, page("Cannot connect", body)).into_response()
 }
 
 fn query_string(p: &Params) -> String {
@@ -356,4 +356,70 @@ fn query_string(p: &Params) -> String {
         }
     }
     s.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::principal::{CredentialKind, Role};
+
+    #[tokio::test]
+    async fn the_consent_page_shows_what_a_client_chose_as_text() {
+        let evil = "<script>alert(1)</script>\"";
+        let shown = "&lt;script&gt;alert(1)&lt;/script&gt;&quot;";
+        let c = Checked {
+            client: OAuthClient {
+                client_id: format!("kenny_client_{evil}"),
+                client_name: Some(evil.into()),
+                redirect_uris: Vec::new(),
+            },
+            redirect_uri: format!("http://127.0.0.1:9/cb?x={evil}"),
+            code_challenge: "c".into(),
+            resource: "http://127.0.0.1:7420/mcp".into(),
+            scope: Some(evil.into()),
+            state: Some(evil.into()),
+        };
+        let who = Principal {
+            user_id: 1,
+            username: evil.into(),
+            role: Role::User,
+            hosts: Some(Vec::new()),
+            credential_kind: CredentialKind::Session,
+            credential_id: "1".into(),
+            client_addr: None,
+        };
+        let page = consent_page(&c, &who, evil);
+        let bytes = axum::body::to_bytes(page.into_body(), 1 << 20).await.unwrap();
+        let html = String::from_utf8(bytes.to_vec()).unwrap();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains(&format!("calling itself \u{201c}{shown}\u{201d} to use kenny?")));
+        assert!(html.contains(&format!("act as <strong>{shown}</strong>")));
+        assert!(html.contains(&format!(
+            "<code>kenny_client_{shown}</code> (registered with this server)"
+        )));
+        assert!(html.contains("<code>http://127.0.0.1:9</code> (an app on your own computer)"));
+        for (name, value) in [
+            ("client_id", format!("kenny_client_{shown}")),
+            ("redirect_uri", format!("http://127.0.0.1:9/cb?x={shown}")),
+            ("state", shown.to_owned()),
+            ("scope", shown.to_owned()),
+            ("csrf", shown.to_owned()),
+        ] {
+            let field = format!("<input type=\"hidden\" name=\"{name}\" value=\"{value}\">");
+            assert!(html.contains(&field), "{field} in {html}");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_error_page_shows_the_reason_as_text() {
+        let page = refuse_request("invalid_request", "<b>\"bad\"</b>");
+        assert_eq!(page.status(), StatusCode::BAD_REQUEST);
+        let bytes = axum::body::to_bytes(page.into_body(), 1 << 20).await.unwrap();
+        let html = String::from_utf8(bytes.to_vec()).unwrap();
+        assert!(
+            html.contains(
+                "<p>The app sent an invalid request: &lt;b&gt;&quot;bad&quot;&lt;/b&gt; (invalid_request).</p>"
+            )
+        );
+    }
 }

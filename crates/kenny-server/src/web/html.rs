@@ -1,22 +1,11 @@
-//! Server-rendered HTML: one page shell and escaping. No templates, no build step.
+//! Server-rendered HTML for the pages outside the dashboard (first-run set-up, sign in,
+//! OAuth consent): one page shell. Pages are built with maud's `html!`, which escapes
+//! every value spliced into it, so text from a person, an agent or an OAuth client can
+//! never become markup; `PreEscaped` is only for constant text of ours (the stylesheet
+//! below). No build step.
 
 use axum::response::Html;
-
-/// Escapes text for HTML element content and attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 
 const STYLE: &str = r#"
 :root { color-scheme: light dark; --bg:#f6f7f9; --card:#fff; --fg:#1d2330; --muted:#5d6675; --accent:#2f6fed; --err:#b42318; --line:#d9dde4; }
@@ -36,12 +25,23 @@ dl.consent-facts dd { margin: 0; }
 code { overflow-wrap: anywhere; }
 "#;
 
-pub(crate) fn page(title: &str, body: &str) -> Html<String> {
-    Html(format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · kenny</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
-        esc(title)
-    ))
+/// The shell around `body`: `title` names the page in the browser's tab.
+pub(crate) fn page(title: &str, body: Markup) -> Html<String> {
+    Html(
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    meta name="viewport" content="width=device-width, initial-scale=1";
+                    title { (title) " · kenny" }
+                    style { (PreEscaped(STYLE)) }
+                }
+                body { main { (body) } }
+            }
+        }
+        .into_string(),
+    )
 }
 
 #[cfg(test)]
@@ -49,10 +49,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_markup_and_quotes() {
-        assert_eq!(
-            esc(r#"<a href="x">'&'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+    fn the_shell_escapes_the_title_and_keeps_the_stylesheet_as_written() {
+        let html = page("<b>\"x\"</b>", html! { p { "body" } }).0;
+        assert!(
+            html.contains("<title>&lt;b&gt;&quot;x&quot;&lt;/b&gt; · kenny</title>"),
+            "{html}"
         );
+        assert!(html.contains(&format!("<style>{STYLE}</style>")));
+        assert!(html.ends_with("<main><p>body</p></main></body></html>"));
     }
 }

@@ -1,5 +1,6 @@
 //! The dashboard: sign-in pages (first-run set-up, sign in, sign out) here, the
-//! signed-in pages in [`dashboard`]. Server-rendered HTML; forms carry CSRF tokens.
+//! signed-in pages in [`dashboard`]. Server-rendered HTML (maud, escaped by default);
+//! forms carry CSRF tokens.
 
 pub(crate) mod cookies;
 mod dashboard;
@@ -13,9 +14,10 @@ use axum::extract::{ConnectInfo, Form, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use maud::{Markup, html};
 use serde::Deserialize;
 
-use self::html::{esc, page};
+use self::html::page;
 use crate::accounts::{self, ClientInfo, LoginError, SESSION_LIFETIME};
 use crate::state::AppState;
 
@@ -82,25 +84,34 @@ async fn setup_form(State(state): State<Arc<AppState>>) -> Response {
 }
 
 fn setup_page(form_token: &str, error: Option<&str>, status: StatusCode) -> Response {
-    let error = error
-        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
-        .unwrap_or_default();
-    (
-        status,
-        page(
-            "Set up",
-            &format!(
-                "<div class=\"card\"><h1>Welcome to kenny</h1><p class=\"muted\">Create the first superuser. This page is available only until an account exists.</p>{error}\
-                 <form method=\"post\" action=\"/setup\"><input type=\"hidden\" name=\"form_token\" value=\"{}\">\
-                 <label for=\"username\">User name</label><input id=\"username\" name=\"username\" autocomplete=\"username\" required>\
-                 <label for=\"password\">Password (at least 8 characters)</label><input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"new-password\" required minlength=\"8\">\
-                 <label for=\"confirm\">Repeat the password</label><input id=\"confirm\" name=\"confirm\" type=\"password\" autocomplete=\"new-password\" required>\
-                 <button>Create superuser</button></form></div>",
-                esc(form_token)
-            ),
-        ),
-    )
-        .into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "Welcome to kenny" }
+            p class="muted" { "Create the first superuser. This page is available only until an account exists." }
+            (error_line(error))
+            form method="post" action="/setup" {
+                input type="hidden" name="form_token" value=(form_token);
+                label for="username" { "User name" }
+                input id="username" name="username" autocomplete="username" required;
+                label for="password" { "Password (at least 8 characters)" }
+                input id="password" name="password" type="password" autocomplete="new-password" required minlength="8";
+                label for="confirm" { "Repeat the password" }
+                input id="confirm" name="confirm" type="password" autocomplete="new-password" required;
+                button { "Create superuser" }
+            }
+        }
+    };
+    (status, page("Set up", body)).into_response()
+}
+
+/// What went wrong with the form just sent, announced to screen readers; nothing if
+/// nothing did.
+fn error_line(error: Option<&str>) -> Markup {
+    html! {
+        @if let Some(e) = error {
+            p class="error" role="alert" { (e) }
+        }
+    }
 }
 
 async fn setup_submit(
@@ -162,27 +173,24 @@ async fn login_form(State(state): State<Arc<AppState>>, Query(q): Query<NextPara
 }
 
 fn login_page(form_token: &str, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
-    let error = error
-        .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", esc(e)))
-        .unwrap_or_default();
-    (
-        status,
-        page(
-            "Sign in",
-            &format!(
-                "<div class=\"card\"><h1>Sign in to kenny</h1>{error}<form method=\"post\" action=\"/login\">\
-                 <input type=\"hidden\" name=\"form_token\" value=\"{}\"><input type=\"hidden\" name=\"next\" value=\"{}\">\
-                 <label for=\"username\">User name</label><input id=\"username\" name=\"username\" value=\"{}\" autocomplete=\"username\" required>\
-                 <label for=\"password\">Password</label><input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"current-password\" required>\
-                 <label for=\"code\">Authenticator code (if you turned it on)</label><input id=\"code\" name=\"code\" inputmode=\"numeric\" autocomplete=\"one-time-code\">\
-                 <button>Sign in</button></form></div>",
-                esc(form_token),
-                esc(next),
-                esc(username)
-            ),
-        ),
-    )
-        .into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "Sign in to kenny" }
+            (error_line(error))
+            form method="post" action="/login" {
+                input type="hidden" name="form_token" value=(form_token);
+                input type="hidden" name="next" value=(next);
+                label for="username" { "User name" }
+                input id="username" name="username" value=(username) autocomplete="username" required;
+                label for="password" { "Password" }
+                input id="password" name="password" type="password" autocomplete="current-password" required;
+                label for="code" { "Authenticator code (if you turned it on)" }
+                input id="code" name="code" inputmode="numeric" autocomplete="one-time-code";
+                button { "Sign in" }
+            }
+        }
+    };
+    (status, page("Sign in", body)).into_response()
 }
 
 async fn login_submit(
@@ -359,23 +367,24 @@ fn remember_device(state: &AppState, resp: &mut Response, user_id: i64) {
 }
 
 fn forbidden_form() -> Response {
-    (
-        StatusCode::FORBIDDEN,
-        page(
-            "Form expired",
-            "<div class=\"card\"><h1>This form has expired</h1><p>It was not sent from this site's page, or too long ago. <a href=\"/login\">Open it again</a>.</p></div>",
-        ),
-    )
-        .into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "This form has expired" }
+            p { "It was not sent from this site's page, or too long ago. " a href="/login" { "Open it again" } "." }
+        }
+    };
+    (StatusCode::FORBIDDEN, page("Form expired", body)).into_response()
 }
 
 fn server_error(message: &str) -> Response {
     tracing::error!(%message, "sign-in failed on the server");
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        page("Error", "<div class=\"card\"><h1>Something went wrong</h1><p>The server could not complete this; see its log.</p></div>"),
-    )
-        .into_response()
+    let body = html! {
+        div class="card" {
+            h1 { "Something went wrong" }
+            p { "The server could not complete this; see its log." }
+        }
+    };
+    (StatusCode::INTERNAL_SERVER_ERROR, page("Error", body)).into_response()
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use maud::{Markup, html};
 
 use super::{Nav, layout, message_page, time_el, viewer};
 use crate::state::AppState;
 use crate::store::{GrantRecord, TokenRecord};
-use crate::web::html::esc;
 
 pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/account").await {
@@ -39,26 +39,44 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
             );
         }
     };
-    let body = format!(
-        "<div class=\"page-head\"><h1>Your account</h1></div><div class=\"admin-grid\">{}{}{}</div>",
-        password_section(),
-        apps_section(&grants),
-        tokens_section(&tokens),
-    );
-    layout(&who, &csrf, "Account", Nav::Account, &body)
+    let body = html! {
+        div class="page-head" { h1 { "Your account" } }
+        div class="admin-grid" {
+            (password_section())
+            (apps_section(&grants))
+            (tokens_section(&tokens))
+        }
+    };
+    layout(&who, &csrf, "Account", Nav::Account, body)
 }
 
-fn password_section() -> String {
-    "<section class=\"card\" id=\"password\"><h2>Password</h2>\
-     <div id=\"password-result\" class=\"status\" role=\"status\" data-keep hidden></div>\
-     <p class=\"muted\">Changing it signs out your other sessions and disconnects every app you connected.</p>\
-     <form id=\"password-form\" class=\"inline-form\">\
-     <label>Current password<input name=\"current_password\" type=\"password\" autocomplete=\"current-password\" required></label>\
-     <label>New password (at least 8 characters)<input name=\"new_password\" type=\"password\" autocomplete=\"new-password\" minlength=\"8\" required></label>\
-     <label>Repeat the new password<input name=\"confirm\" type=\"password\" autocomplete=\"new-password\" required></label>\
-     <label class=\"check\"><input type=\"checkbox\" name=\"revoke_tokens\"> Also revoke my personal access tokens</label>\
-     <button>Change password</button></form></section>"
-        .to_owned()
+fn password_section() -> Markup {
+    html! {
+        section class="card" id="password" {
+            h2 { "Password" }
+            div id="password-result" class="status" role="status" data-keep hidden {}
+            p class="muted" { "Changing it signs out your other sessions and disconnects every app you connected." }
+            form id="password-form" class="inline-form" {
+                label {
+                    "Current password"
+                    input name="current_password" type="password" autocomplete="current-password" required;
+                }
+                label {
+                    "New password (at least 8 characters)"
+                    input name="new_password" type="password" autocomplete="new-password" minlength="8" required;
+                }
+                label {
+                    "Repeat the new password"
+                    input name="confirm" type="password" autocomplete="new-password" required;
+                }
+                label class="check" {
+                    input type="checkbox" name="revoke_tokens";
+                    " Also revoke my personal access tokens"
+                }
+                button { "Change password" }
+            }
+        }
+    }
 }
 
 /// How a grant's app is named: the name it gave itself, as its claim, or its id.
@@ -80,70 +98,79 @@ fn redirect_host(uri: Option<&str>) -> String {
         .unwrap_or_else(|| "—".to_owned())
 }
 
-fn apps_section(grants: &[GrantRecord]) -> String {
-    let rows: String = grants
-        .iter()
-        .map(|g| {
-            format!(
-                "<tr data-grant-id=\"{id}\" data-app=\"{label}\"><td data-label=\"App\"><strong>{label}</strong>\
-                 <div class=\"muted\"><code>{client}</code></div></td>\
-                 <td data-label=\"Sends back to\"><code>{back}</code></td>\
-                 <td data-label=\"Connected\">{created}</td><td data-label=\"Last active\">{last}</td>\
-                 <td data-label=\"\" class=\"row-actions\"><button type=\"button\" class=\"danger\" data-grant-action=\"revoke\">Disconnect</button></td></tr>",
-                id = esc(&g.id),
-                label = esc(&app_label(g)),
-                client = esc(&g.client_id),
-                back = esc(&redirect_host(g.redirect_uri.as_deref())),
-                created = time_el(Some(&g.created_at)),
-                last = time_el(Some(&g.last_issued_at)),
-            )
-        })
-        .collect();
-    let table = if grants.is_empty() {
-        "<p class=\"muted\" id=\"no-apps\">No app is connected to your account.</p>".to_owned()
-    } else {
-        format!(
-            "<table class=\"stack\"><thead><tr><th>App</th><th>Sends back to</th><th>Connected</th><th>Last active</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    };
-    format!(
-        "<section class=\"card\" id=\"apps\"><h2>Connected apps</h2>\
-         <div id=\"apps-result\" class=\"status\" role=\"status\" data-keep hidden></div>\
-         <p class=\"muted\">Apps you allowed to act as you through kenny's MCP endpoint (OAuth). An app names itself; \
-         its id and where it sends you back identify it. Disconnecting one ends its access at once.</p>{table}</section>"
-    )
+fn apps_section(grants: &[GrantRecord]) -> Markup {
+    html! {
+        section class="card" id="apps" {
+            h2 { "Connected apps" }
+            div id="apps-result" class="status" role="status" data-keep hidden {}
+            p class="muted" {
+                "Apps you allowed to act as you through kenny's MCP endpoint (OAuth). An app names itself; \
+                 its id and where it sends you back identify it. Disconnecting one ends its access at once."
+            }
+            @if grants.is_empty() {
+                p class="muted" id="no-apps" { "No app is connected to your account." }
+            } @else {
+                table class="stack" {
+                    thead { tr { th { "App" } th { "Sends back to" } th { "Connected" } th { "Last active" } th {} } }
+                    tbody {
+                        @for g in grants {
+                            @let label = app_label(g);
+                            tr data-grant-id=(g.id) data-app=(label) {
+                                td data-label="App" {
+                                    strong { (label) }
+                                    div class="muted" { code { (g.client_id) } }
+                                }
+                                td data-label="Sends back to" { code { (redirect_host(g.redirect_uri.as_deref())) } }
+                                td data-label="Connected" { (time_el(Some(&g.created_at))) }
+                                td data-label="Last active" { (time_el(Some(&g.last_issued_at))) }
+                                td data-label="" class="row-actions" {
+                                    button type="button" class="danger" data-grant-action="revoke" { "Disconnect" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
-fn tokens_section(tokens: &[TokenRecord]) -> String {
+fn tokens_section(tokens: &[TokenRecord]) -> Markup {
     let live: Vec<&TokenRecord> = tokens.iter().filter(|t| t.revoked_at.is_none()).collect();
-    let rows: String = live
-        .iter()
-        .map(|t| {
-            format!(
-                "<tr data-token-id=\"{id}\"><td data-label=\"Label\">{label}</td><td data-label=\"Created\">{created}</td>\
-                 <td data-label=\"Last used\">{used}</td><td data-label=\"\" class=\"row-actions\"><button type=\"button\" class=\"danger\" data-token-action=\"revoke\">Revoke</button></td></tr>",
-                id = t.id,
-                label = esc(t.label.as_deref().unwrap_or("(no label)")),
-                created = time_el(Some(&t.created_at)),
-                used = time_el(t.last_used_at.as_deref()),
-            )
-        })
-        .collect();
-    let table = if live.is_empty() {
-        "<p class=\"muted\">You have no personal access tokens.</p>".to_owned()
-    } else {
-        format!(
-            "<table class=\"stack\"><thead><tr><th>Label</th><th>Created</th><th>Last used</th><th></th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    };
-    format!(
-        "<section class=\"card\" id=\"tokens\"><h2>Your tokens</h2>\
-         <div id=\"tokens-result\" class=\"status\" role=\"status\" data-keep hidden></div>\
-         <p class=\"muted\">Personal access tokens let MCP and API clients act as you. A new token is shown once.</p>{table}\
-         <form id=\"token-form\" class=\"inline-form\"><label>Label<input name=\"label\" maxlength=\"100\" placeholder=\"laptop\" autocomplete=\"off\"></label>\
-         <label>Your password<input name=\"password\" type=\"password\" autocomplete=\"current-password\" required></label>\
-         <button>Create token</button></form></section>"
-    )
+    html! {
+        section class="card" id="tokens" {
+            h2 { "Your tokens" }
+            div id="tokens-result" class="status" role="status" data-keep hidden {}
+            p class="muted" { "Personal access tokens let MCP and API clients act as you. A new token is shown once." }
+            @if live.is_empty() {
+                p class="muted" { "You have no personal access tokens." }
+            } @else {
+                table class="stack" {
+                    thead { tr { th { "Label" } th { "Created" } th { "Last used" } th {} } }
+                    tbody {
+                        @for t in &live {
+                            tr data-token-id=(t.id) {
+                                td data-label="Label" { (t.label.as_deref().unwrap_or("(no label)")) }
+                                td data-label="Created" { (time_el(Some(&t.created_at))) }
+                                td data-label="Last used" { (time_el(t.last_used_at.as_deref())) }
+                                td data-label="" class="row-actions" {
+                                    button type="button" class="danger" data-token-action="revoke" { "Revoke" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            form id="token-form" class="inline-form" {
+                label { "Label" input name="label" maxlength="100" placeholder="laptop" autocomplete="off"; }
+                label {
+                    "Your password"
+                    input name="password" type="password" autocomplete="current-password" required;
+                }
+                button { "Create token" }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -164,7 +191,7 @@ mod tests {
 
     #[test]
     fn apps_are_named_by_their_claim_id_and_redirect_host_escaped() {
-        let html = apps_section(&[grant(Some("<Claude>"), Some("http://127.0.0.1:53682/callback?x=1"))]);
+        let html = apps_section(&[grant(Some("<Claude>"), Some("http://127.0.0.1:53682/callback?x=1"))]).into_string();
         assert!(html.contains("data-grant-id=\"fam-&quot;1\""));
         assert!(html.contains("<strong>\u{201c}&lt;Claude&gt;\u{201d}</strong>"));
         assert!(html.contains("<code>kenny_client_&lt;x&gt;</code>"));
@@ -172,9 +199,9 @@ mod tests {
             html.contains("<code>http://127.0.0.1:53682</code>"),
             "host and port, not the path"
         );
-        let html = apps_section(&[grant(None, None)]);
+        let html = apps_section(&[grant(None, None)]).into_string();
         assert!(html.contains("<strong>kenny_client_&lt;x&gt;</strong>") && html.contains("<code>—</code>"));
-        assert!(apps_section(&[]).contains("No app is connected"));
+        assert!(apps_section(&[]).into_string().contains("No app is connected"));
     }
 
     #[test]
@@ -195,7 +222,7 @@ mod tests {
                 revoked_at: None,
             },
         ];
-        let html = tokens_section(&tokens);
+        let html = tokens_section(&tokens).into_string();
         assert!(html.contains("data-token-id=\"2\"") && !html.contains("&lt;old"));
     }
 }

@@ -6,13 +6,13 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::{Nav, badge, layout, message_page, time_el, viewer};
 use crate::principal::Role;
 use crate::state::AppState;
 use crate::store::{AuditEntry, AuditFilter};
-use crate::web::html::esc;
 
 const PAGE: u32 = 50;
 const OUTCOMES: &[&str] = &["ok", "error", "refused", "sent", "interrupted"];
@@ -75,69 +75,68 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap,
     };
     let agents = crate::fleet::list(&state, &who).await.unwrap_or_default();
     let hosts: Vec<String> = agents.into_iter().map(|a| a.agent_id.to_string()).collect();
-    layout(&who, &csrf, "Audit log", Nav::Audit, &render(&filter, &entries, &hosts))
+    layout(&who, &csrf, "Audit log", Nav::Audit, render(&filter, &entries, &hosts))
 }
 
-fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> String {
-    let val = |v: &Option<String>| esc(v.as_deref().unwrap_or(""));
-    let outcome_options: String = std::iter::once("")
-        .chain(OUTCOMES.iter().copied())
-        .map(|o| {
-            let selected = if f.outcome.as_deref().unwrap_or("") == o {
-                " selected"
-            } else {
-                ""
-            };
-            let label = if o.is_empty() { "any" } else { o };
-            format!("<option value=\"{o}\"{selected}>{label}</option>")
-        })
-        .collect();
-    let host_options: String = hosts.iter().map(|h| format!("<option value=\"{}\">", esc(h))).collect();
-    let tool_options: String = kenny_proto::catalog::TOOLS
-        .iter()
-        .map(|t| t.name())
-        .chain(["agent_health", "agent_update", "select_agent", "list_agents"])
-        .map(|t| format!("<option value=\"{t}\">"))
-        .collect();
-    let rows: String = entries.iter().map(row).collect();
-    let table = if entries.is_empty() {
-        "<p class=\"empty\">No calls match.</p>".to_owned()
-    } else {
-        format!(
-            "<table class=\"stack\" id=\"audit-table\"><thead><tr><th>When</th><th>Who</th><th>From</th><th>PC</th><th>Tool</th><th>Outcome</th><th>Took</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
-    };
-    let older = match entries.last() {
-        Some(last) if entries.len() as u32 == f.limit => {
-            format!(
-                "<a class=\"button secondary\" id=\"audit-older\" href=\"/audit?{}\">Older</a>",
-                page_query(f, last.id)
-            )
+fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> Markup {
+    let val = |v: &Option<String>| v.as_deref().unwrap_or("").to_owned();
+    let outcome = f.outcome.as_deref().unwrap_or("");
+    let tools = kenny_proto::catalog::TOOLS.iter().map(|t| t.name()).chain([
+        "agent_health",
+        "agent_update",
+        "select_agent",
+        "list_agents",
+    ]);
+    // A full page may have older rows behind it; a short one is the last.
+    let older = entries.last().filter(|_| entries.len() as u32 == f.limit);
+    html! {
+        div class="page-head" {
+            h1 { "Audit log" }
+            p class="muted" { "Every call and refusal, newest first, with who made it and from where." }
         }
-        _ => String::new(),
-    };
-    let newest = if f.before_id.is_some() {
-        format!(
-            "<a class=\"button secondary\" href=\"/audit?{}\">Newest</a>",
-            page_query(f, 0)
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "<div class=\"page-head\"><h1>Audit log</h1><p class=\"muted\">Every call and refusal, newest first, with who made it and from where.</p></div>\
-         <section class=\"card\"><form class=\"filters\" method=\"get\" action=\"/audit\">\
-         <label>PC<input name=\"agent_id\" list=\"audit-hosts\" value=\"{host}\" autocomplete=\"off\"></label>\
-         <label>Tool<input name=\"tool\" list=\"audit-tools\" value=\"{tool}\" autocomplete=\"off\"></label>\
-         <label>User<input name=\"user\" value=\"{user}\" autocomplete=\"off\"></label>\
-         <label>Outcome<select name=\"outcome\">{outcome_options}</select></label>\
-         <div class=\"filter-buttons\"><button>Filter</button><a class=\"button secondary\" href=\"/audit\">Clear</a></div></form>\
-         <datalist id=\"audit-hosts\">{host_options}</datalist><datalist id=\"audit-tools\">{tool_options}</datalist>\
-         {table}<div class=\"pager\">{newest}{older}</div></section>",
-        host = val(&f.agent_id),
-        tool = val(&f.tool),
-        user = val(&f.username),
-    )
+        section class="card" {
+            form class="filters" method="get" action="/audit" {
+                label { "PC" input name="agent_id" list="audit-hosts" value=(val(&f.agent_id)) autocomplete="off"; }
+                label { "Tool" input name="tool" list="audit-tools" value=(val(&f.tool)) autocomplete="off"; }
+                label { "User" input name="user" value=(val(&f.username)) autocomplete="off"; }
+                label {
+                    "Outcome"
+                    select name="outcome" {
+                        @for o in std::iter::once("").chain(OUTCOMES.iter().copied()) {
+                            option value=(o) selected[o == outcome] { @if o.is_empty() { "any" } @else { (o) } }
+                        }
+                    }
+                }
+                div class="filter-buttons" {
+                    button { "Filter" }
+                    a class="button secondary" href="/audit" { "Clear" }
+                }
+            }
+            datalist id="audit-hosts" { @for h in hosts { option value=(h); } }
+            datalist id="audit-tools" { @for t in tools { option value=(t); } }
+            @if entries.is_empty() {
+                p class="empty" { "No calls match." }
+            } @else {
+                table class="stack" id="audit-table" {
+                    thead {
+                        tr {
+                            th { "When" } th { "Who" } th { "From" } th { "PC" } th { "Tool" } th { "Outcome" }
+                            th { "Took" }
+                        }
+                    }
+                    tbody { @for e in entries { (row(e)) } }
+                }
+            }
+            div class="pager" {
+                @if f.before_id.is_some() {
+                    a class="button secondary" href={ "/audit?" (page_query(f, 0)) } { "Newest" }
+                }
+                @if let Some(last) = older {
+                    a class="button secondary" id="audit-older" href={ "/audit?" (page_query(f, last.id)) } { "Older" }
+                }
+            }
+        }
+    }
 }
 
 /// The query string for a page of the same filter; `before` 0 means the newest page.
@@ -156,42 +155,40 @@ fn page_query(f: &AuditFilter, before: i64) -> String {
     if before > 0 {
         q.append_pair("before", &before.to_string());
     }
-    esc(&q.finish())
+    q.finish()
 }
 
-fn row(e: &AuditEntry) -> String {
+fn row(e: &AuditEntry) -> Markup {
     let dash = "—";
-    let who = match (&e.user, &e.credential_kind) {
-        (Some(u), Some(k)) => format!("{} <span class=\"muted\">({})</span>", esc(u), esc(k)),
-        (Some(u), None) => esc(u),
-        _ => dash.to_owned(),
-    };
-    let host = match &e.agent_id {
-        Some(a) => format!("<a href=\"/hosts/{0}\">{0}</a>", esc(a)),
-        None => dash.to_owned(),
-    };
-    let code = e
-        .error_code
-        .as_deref()
-        .map(|c| format!(" <span class=\"muted\">{}</span>", esc(c)))
-        .unwrap_or_default();
-    format!(
-        "<tr data-id=\"{id}\"><td data-label=\"When\">{at}</td><td data-label=\"Who\">{who}</td><td data-label=\"From\">{from}</td>\
-         <td data-label=\"PC\">{host}</td><td data-label=\"Tool\"><code>{tool}</code>{target}</td><td data-label=\"Outcome\">{outcome}{code}</td>\
-         <td data-label=\"Took\">{ms} ms</td></tr>",
-        id = e.id,
-        at = time_el(Some(&e.at)),
-        from = esc(e.client_addr.as_deref().unwrap_or(dash)),
-        tool = esc(&e.tool),
-        // API actions name the path they acted on (e.g. which user).
-        target = e
-            .target
-            .as_deref()
-            .map(|t| format!(" <span class=\"muted\">{}</span>", esc(t)))
-            .unwrap_or_default(),
-        outcome = badge(&e.outcome),
-        ms = e.duration_ms,
-    )
+    html! {
+        tr data-id=(e.id) {
+            td data-label="When" { (time_el(Some(&e.at))) }
+            td data-label="Who" {
+                @match (&e.user, &e.credential_kind) {
+                    (Some(u), Some(k)) => { (u) " " span class="muted" { "(" (k) ")" } },
+                    (Some(u), None) => (u),
+                    _ => (dash),
+                }
+            }
+            td data-label="From" { (e.client_addr.as_deref().unwrap_or(dash)) }
+            td data-label="PC" {
+                @match &e.agent_id {
+                    Some(a) => a href={ "/hosts/" (a) } { (a) },
+                    None => (dash),
+                }
+            }
+            td data-label="Tool" {
+                code { (e.tool) }
+                // API actions name the path they acted on (e.g. which user).
+                @if let Some(t) = &e.target { " " span class="muted" { (t) } }
+            }
+            td data-label="Outcome" {
+                (badge(&e.outcome))
+                @if let Some(c) = &e.error_code { " " span class="muted" { (c) } }
+            }
+            td data-label="Took" { (e.duration_ms) " ms" }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -225,7 +222,7 @@ mod tests {
             limit: 2,
             ..Default::default()
         };
-        let html = render(&f, &[entry(9), entry(7)], &["pc-a".into()]);
+        let html = render(&f, &[entry(9), entry(7)], &["pc-a".into()]).into_string();
         assert!(html.contains("kim&lt; <span class=\"muted\">(session)</span>"));
         assert!(html.contains("<td data-label=\"From\">127.0.0.1</td>"));
         assert!(
@@ -234,7 +231,7 @@ mod tests {
         );
         assert!(html.contains("value=\"a&amp;b\""));
         // A short page is the last one.
-        assert!(!render(&f, &[entry(9)], &[]).contains("audit-older"));
+        assert!(!render(&f, &[entry(9)], &[]).into_string().contains("audit-older"));
         assert!(
             render(
                 &AuditFilter {
@@ -244,6 +241,7 @@ mod tests {
                 &[],
                 &[]
             )
+            .into_string()
             .contains("No calls match")
         );
     }

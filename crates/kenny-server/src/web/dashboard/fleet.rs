@@ -5,12 +5,12 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
+use maud::{Markup, html};
 
-use super::{Nav, badge, chat_panel, layout, time_el, viewer};
+use super::{Nav, badge, chat_panel, layout, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::health::Health;
 use crate::state::AppState;
-use crate::web::html::esc;
 
 pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let (who, csrf) = match viewer(&state, &headers, "/").await {
@@ -49,55 +49,61 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
             Vec::new()
         });
     let body = render(&agents, &health, who.role == crate::principal::Role::Superuser);
-    layout(&who, &csrf, "Fleet", Nav::Fleet, &body)
+    layout(&who, &csrf, "Fleet", Nav::Fleet, body)
 }
 
-fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -> String {
+fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -> Markup {
     let online = agents.iter().filter(|a| a.online).count();
-    let mut rows = String::new();
-    for (i, a) in agents.iter().enumerate() {
-        rows += &row(a, health.get(i).and_then(|h| h.as_ref()));
-    }
-    let empty = if agents.is_empty() {
-        if superuser {
-            "<p class=\"empty\">No PCs yet. <a href=\"/admin#agents\">Add an agent</a> to get started.</p>"
-        } else {
-            "<p class=\"empty\">No PCs are assigned to you yet; ask a superuser.</p>"
+    html! {
+        div class="page-head" {
+            h1 { "Fleet" }
+            p class="muted" id="fleet-count" { (agents.len()) " PCs · " (online) " online" }
         }
-    } else {
-        ""
-    };
-    format!(
-        "<div class=\"page-head\"><h1>Fleet</h1><p class=\"muted\" id=\"fleet-count\">{total} PCs · {online} online</p></div>\
-         <div class=\"with-chat\"><section class=\"card\">\
-         <div class=\"toolbar\"><input id=\"fleet-search\" type=\"search\" placeholder=\"Search name, OS, version, health\" aria-label=\"Search the fleet\" autocomplete=\"off\">\
-         <select id=\"fleet-state\" aria-label=\"Show\"><option value=\"\">All</option><option value=\"online\">Online</option><option value=\"offline\">Offline</option></select></div>\
-         {empty}<table class=\"fleet stack\" id=\"fleet-table\"><thead><tr><th>PC</th><th>State</th><th>OS</th><th>Version</th><th>Last seen</th><th>Health</th></tr></thead>\
-         <tbody>{rows}</tbody></table><p class=\"empty\" id=\"fleet-none\" hidden>No PC matches the filter.</p></section>{chat}</div>",
-        total = agents.len(),
-        chat = chat_panel(None),
-    )
+        div class="with-chat" {
+            section class="card" {
+                div class="toolbar" {
+                    input id="fleet-search" type="search" placeholder="Search name, OS, version, health"
+                        aria-label="Search the fleet" autocomplete="off";
+                    select id="fleet-state" aria-label="Show" {
+                        option value="" { "All" }
+                        option value="online" { "Online" }
+                        option value="offline" { "Offline" }
+                    }
+                }
+                @if agents.is_empty() {
+                    @if superuser {
+                        p class="empty" { "No PCs yet. " a href="/admin#agents" { "Add an agent" } " to get started." }
+                    } @else {
+                        p class="empty" { "No PCs are assigned to you yet; ask a superuser." }
+                    }
+                }
+                table class="fleet stack" id="fleet-table" {
+                    thead {
+                        tr {
+                            th { "PC" } th { "State" } th { "OS" } th { "Version" } th { "Last seen" }
+                            th { "Health" }
+                        }
+                    }
+                    tbody {
+                        @for (i, a) in agents.iter().enumerate() {
+                            (row(a, health.get(i).and_then(|h| h.as_ref())))
+                        }
+                    }
+                }
+                p class="empty" id="fleet-none" hidden { "No PC matches the filter." }
+            }
+            (chat_panel(None))
+        }
+    }
 }
 
-fn row(a: &AgentSummary, health: Option<&Health>) -> String {
-    let state = if a.online {
-        "<span class=\"state on\">Online</span>"
-    } else {
-        "<span class=\"state off\">Offline</span>"
-    };
-    let health_cell = match health {
-        Some(h) => format!(
-            "{} <span class=\"summary\">{}</span>",
-            badge(h.status.as_str()),
-            esc(&h.summary)
-        ),
-        None => "<span class=\"muted\">no telemetry yet</span>".to_owned(),
-    };
+fn row(a: &AgentSummary, health: Option<&Health>) -> Markup {
     let os = match (&a.os, &a.arch) {
         (Some(os), Some(arch)) => format!("{os} ({arch})"),
         (Some(os), None) => os.clone(),
         _ => "—".to_owned(),
     };
+    // What the page's filter box matches against.
     let search = [
         a.agent_id.as_str(),
         a.hostname.as_deref().unwrap_or(""),
@@ -108,23 +114,27 @@ fn row(a: &AgentSummary, health: Option<&Health>) -> String {
     ]
     .join(" ")
     .to_lowercase();
-    let hostname = match &a.hostname {
-        Some(h) if h.as_str() != a.agent_id.as_str() => format!("<div class=\"muted\">{}</div>", esc(h)),
-        _ => String::new(),
-    };
-    format!(
-        "<tr data-search=\"{search}\" data-online=\"{online}\">\
-         <td data-label=\"PC\"><a class=\"host-link\" href=\"/hosts/{id}\">{id}</a>{hostname}</td>\
-         <td data-label=\"State\">{state}</td><td data-label=\"OS\">{os}</td>\
-         <td data-label=\"Version\">{version}</td><td data-label=\"Last seen\">{seen}</td>\
-         <td data-label=\"Health\">{health_cell}</td></tr>",
-        search = esc(&search),
-        online = a.online,
-        id = esc(&a.agent_id),
-        os = esc(&os),
-        version = esc(a.version.as_deref().unwrap_or("—")),
-        seen = time_el(a.last_seen.as_deref()),
-    )
+    let id = a.agent_id.as_str();
+    html! {
+        tr data-search=(search) data-online=(a.online) {
+            td data-label="PC" {
+                a class="host-link" href={ "/hosts/" (id) } { (id) }
+                @if let Some(h) = a.hostname.as_deref().filter(|h| *h != id) {
+                    div class="muted" { (h) }
+                }
+            }
+            td data-label="State" { (state_badge(a.online)) }
+            td data-label="OS" { (os) }
+            td data-label="Version" { (a.version.as_deref().unwrap_or("—")) }
+            td data-label="Last seen" { (time_el(a.last_seen.as_deref())) }
+            td data-label="Health" {
+                @match health {
+                    Some(h) => { (badge(h.status.as_str())) " " span class="summary" { (h.summary) } },
+                    None => span class="muted" { "no telemetry yet" },
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -154,7 +164,7 @@ mod tests {
             problems: 1,
             sections: 3,
         };
-        let html = render(&[agent("pc-a", true), agent("pc-b", false)], &[Some(h), None], false);
+        let html = render(&[agent("pc-a", true), agent("pc-b", false)], &[Some(h), None], false).into_string();
         assert!(html.contains("2 PCs · 1 online"));
         assert!(html.contains("<a class=\"host-link\" href=\"/hosts/pc-a\">pc-a</a>"));
         assert!(html.contains("data-online=\"true\"") && html.contains("data-online=\"false\""));
@@ -169,6 +179,6 @@ mod tests {
         assert!(html.contains("no telemetry yet"));
         assert!(!html.contains("<den>") && !html.contains("<b>91"));
         assert!(html.contains("<aside id=\"chat\""));
-        assert!(render(&[], &[], true).contains("Add an agent"));
+        assert!(render(&[], &[], true).into_string().contains("Add an agent"));
     }
 }

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use maud::{Markup, html};
 use serde_json::Value;
 
-use super::{Nav, badge, chat_panel, layout, message_page, short_time, time_el, viewer};
+use super::{Nav, badge, chat_panel, layout, message_page, short_time, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::principal::Role;
 use crate::state::AppState;
 use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta, UpdateRecord};
-use crate::web::html::esc;
 
 const RECENT_CALLS: u32 = 15;
 
@@ -95,78 +95,91 @@ pub(super) async fn page(
         }
     };
     let title = agent.agent_id.clone();
-    layout(&who, &csrf, &title, Nav::Fleet, &render(&agent, &extras))
+    layout(&who, &csrf, &title, Nav::Fleet, render(&agent, &extras))
 }
 
-fn render(a: &AgentSummary, x: &Extras) -> String {
-    let id = esc(&a.agent_id);
-    let state = if a.online {
-        "<span class=\"state on\">Online</span>"
-    } else {
-        "<span class=\"state off\">Offline</span>"
-    };
-    format!(
-        "<nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/\">Fleet</a> / {id}</nav>\
-         <div class=\"page-head\"><h1>{id}</h1>{state}</div>\
-         <div class=\"actions\" id=\"host-actions\" data-agent=\"{id}\">\
-         <button type=\"button\" data-action=\"refresh\">Refresh telemetry</button>\
-         <button type=\"button\" data-action=\"screenshot\">Capture screen</button>\
-         <button type=\"button\" data-action=\"remotehelp\" class=\"secondary\">Start remote help</button>\
-         <button type=\"button\" data-action=\"update\" class=\"secondary\">Update agent</button></div>\
-         <p id=\"action-status\" class=\"status\" role=\"status\" aria-live=\"polite\" hidden></p>\
-         <div class=\"with-chat\"><div class=\"host-grid\">{facts}{telemetry}{screen}{recent}</div>{chat}</div>",
-        facts = facts(a, x.last_update.as_ref()),
-        telemetry = telemetry(x.telemetry.as_ref()),
-        screen = screen(&a.agent_id, x.screenshot.as_ref()),
-        recent = recent(&a.agent_id, &x.recent),
-        chat = chat_panel(Some(&a.agent_id)),
-    )
+fn render(a: &AgentSummary, x: &Extras) -> Markup {
+    let id = a.agent_id.as_str();
+    html! {
+        nav class="crumbs" aria-label="Breadcrumb" { a href="/" { "Fleet" } " / " (id) }
+        div class="page-head" { h1 { (id) } (state_badge(a.online)) }
+        div class="actions" id="host-actions" data-agent=(id) {
+            button type="button" data-action="refresh" { "Refresh telemetry" }
+            button type="button" data-action="screenshot" { "Capture screen" }
+            button type="button" data-action="remotehelp" class="secondary" { "Start remote help" }
+            button type="button" data-action="update" class="secondary" { "Update agent" }
+        }
+        p id="action-status" class="status" role="status" aria-live="polite" hidden {}
+        div class="with-chat" {
+            div class="host-grid" {
+                (facts(a, x.last_update.as_ref()))
+                (telemetry(x.telemetry.as_ref()))
+                (screen(id, x.screenshot.as_ref()))
+                (recent(id, &x.recent))
+            }
+            (chat_panel(Some(id)))
+        }
+    }
 }
 
-fn facts(a: &AgentSummary, last_update: Option<&UpdateRecord>) -> String {
+fn facts(a: &AgentSummary, last_update: Option<&UpdateRecord>) -> Markup {
     let dash = "—";
+    let text = |v: Option<&str>| html! { (v.unwrap_or(dash)) };
+    let yes_no = |b: bool| html! { @if b { "yes" } @else { "no" } };
     let rows = [
-        ("Agent id", esc(&a.agent_id)),
-        ("Hostname", esc(a.hostname.as_deref().unwrap_or(dash))),
-        ("OS", esc(a.os.as_deref().unwrap_or(dash))),
-        ("Architecture", esc(a.arch.as_deref().unwrap_or(dash))),
-        ("Agent version", esc(a.version.as_deref().unwrap_or(dash))),
-        ("Online", if a.online { "yes" } else { "no" }.to_owned()),
-        ("Key enrolled", if a.enrolled { "yes" } else { "no" }.to_owned()),
+        ("Agent id", text(Some(a.agent_id.as_str()))),
+        ("Hostname", text(a.hostname.as_deref())),
+        ("OS", text(a.os.as_deref())),
+        ("Architecture", text(a.arch.as_deref())),
+        ("Agent version", text(a.version.as_deref())),
+        ("Online", yes_no(a.online)),
+        ("Key enrolled", yes_no(a.enrolled)),
         ("Last seen", time_el(a.last_seen.as_deref())),
-        ("Last update", last_update.map_or_else(|| dash.to_owned(), update_line)),
+        ("Last update", last_update.map_or_else(|| text(None), update_line)),
     ];
-    let dl: String = rows.iter().map(|(k, v)| format!("<dt>{k}</dt><dd>{v}</dd>")).collect();
-    format!("<section class=\"card\" id=\"facts\"><h2>Facts</h2><dl class=\"facts\">{dl}</dl></section>")
+    html! {
+        section class="card" id="facts" {
+            h2 { "Facts" }
+            dl class="facts" {
+                @for (k, v) in rows {
+                    dt { (k) }
+                    dd { (v) }
+                }
+            }
+        }
+    }
 }
 
-/// `0.1.1: rolled back (why), <time>`; the reason is the agent's words, escaped.
-fn update_line(u: &UpdateRecord) -> String {
+/// `0.1.1: rolled back (why), <time>`; the reason is the agent's words.
+fn update_line(u: &UpdateRecord) -> Markup {
     let outcome = match u.outcome.as_str() {
-        "succeeded" => "installed".to_owned(),
-        "rolled_back" => "rolled back".to_owned(),
-        "no_report" => "no report".to_owned(),
-        other => esc(other),
+        "succeeded" => "installed",
+        "rolled_back" => "rolled back",
+        "no_report" => "no report",
+        other => other,
     };
-    let why = if u.outcome == "succeeded" || u.detail.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", esc(&u.detail))
-    };
-    format!(
-        "<span id=\"last-update\">{}: {outcome}{why}, {}</span>",
-        esc(&u.to_version),
-        time_el(Some(&u.at))
-    )
+    let why = (u.outcome != "succeeded" && !u.detail.is_empty()).then_some(&u.detail);
+    html! {
+        span id="last-update" {
+            (u.to_version) ": " (outcome)
+            @if let Some(why) = why { " (" (why) ")" }
+            ", " (time_el(Some(&u.at)))
+        }
+    }
 }
 
 /// Sections sorted worst first, then by name, each expandable to its details.
-pub(super) fn telemetry(t: Option<&(String, String, Value)>) -> String {
+pub(super) fn telemetry(t: Option<&(String, String, Value)>) -> Markup {
     let Some((collected_at, _, snapshot)) = t else {
-        return "<section class=\"card\" id=\"telemetry\"><h2>Health</h2>\
-                <p class=\"muted\" id=\"telemetry-when\">No telemetry yet: it arrives when the agent connects, or press Refresh telemetry.</p>\
-                <div id=\"sections\"></div></section>"
-            .to_owned();
+        return html! {
+            section class="card" id="telemetry" {
+                h2 { "Health" }
+                p class="muted" id="telemetry-when" {
+                    "No telemetry yet: it arrives when the agent connects, or press Refresh telemetry."
+                }
+                div id="sections" {}
+            }
+        };
     };
     let mut sections: Vec<(crate::health::Status, &String, String, Value)> = snapshot
         .as_object()
@@ -183,77 +196,78 @@ pub(super) fn telemetry(t: Option<&(String, String, Value)>) -> String {
         })
         .collect();
     sections.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let items: String = sections
-        .iter()
-        .map(|(status, name, summary, details)| {
-            let pretty = serde_json::to_string_pretty(details).unwrap_or_default();
-            format!(
-                "<details class=\"section\" data-section=\"{n}\"><summary>{b} <strong>{n}</strong> <span class=\"summary\">{s}</span></summary><pre>{d}</pre></details>",
-                n = esc(name),
-                b = badge(status.as_str()),
-                s = esc(summary),
-                d = esc(&pretty),
-            )
-        })
-        .collect();
-    let overall = crate::health::of_snapshot(snapshot)
-        .map(|h| format!("{} {}", badge(h.status.as_str()), esc(&h.summary)))
-        .unwrap_or_default();
-    format!(
-        "<section class=\"card\" id=\"telemetry\"><h2>Health</h2><p class=\"overall\" id=\"telemetry-overall\">{overall}</p>\
-         <p class=\"muted\" id=\"telemetry-when\">Collected {}</p><div id=\"sections\">{items}</div></section>",
-        time_el(Some(collected_at))
-    )
+    let overall = crate::health::of_snapshot(snapshot);
+    html! {
+        section class="card" id="telemetry" {
+            h2 { "Health" }
+            p class="overall" id="telemetry-overall" {
+                @if let Some(h) = overall { (badge(h.status.as_str())) " " (h.summary) }
+            }
+            p class="muted" id="telemetry-when" { "Collected " (time_el(Some(collected_at))) }
+            div id="sections" {
+                @for (status, name, line, rest) in &sections {
+                    details class="section" data-section=(name) {
+                        summary {
+                            (badge(status.as_str())) " " strong { (name) } " " span class="summary" { (line) }
+                        }
+                        pre { (serde_json::to_string_pretty(rest).unwrap_or_default()) }
+                    }
+                }
+            }
+        }
+    }
 }
 
-fn screen(agent_id: &str, shot: Option<&ScreenshotMeta>) -> String {
-    let body = match shot {
-        Some(m) => format!(
-            "<figure><a href=\"/api/agent/{id}/screenshot\"><img id=\"screenshot-img\" src=\"/api/agent/{id}/screenshot\" alt=\"Latest screenshot of {id}\" width=\"{w}\" height=\"{h}\"></a>\
-             <figcaption id=\"screenshot-caption\">{w}×{h}, taken {at} by {by}</figcaption></figure>",
-            id = esc(agent_id),
-            w = m.width,
-            h = m.height,
-            at = esc(&short_time(&m.taken_at)),
-            by = esc(&m.taken_by),
-        ),
-        None => format!(
-            "<figure><img id=\"screenshot-img\" alt=\"Latest screenshot of {}\" hidden>\
-             <figcaption id=\"screenshot-caption\" class=\"muted\">No screenshot yet: press Capture screen.</figcaption></figure>",
-            esc(agent_id)
-        ),
-    };
-    format!("<section class=\"card\" id=\"screen\"><h2>Screen</h2>{body}</section>")
+fn screen(agent_id: &str, shot: Option<&ScreenshotMeta>) -> Markup {
+    html! {
+        section class="card" id="screen" {
+            h2 { "Screen" }
+            figure {
+                @if let Some(m) = shot {
+                    a href={ "/api/agent/" (agent_id) "/screenshot" } {
+                        img id="screenshot-img" src={ "/api/agent/" (agent_id) "/screenshot" }
+                            alt={ "Latest screenshot of " (agent_id) } width=(m.width) height=(m.height);
+                    }
+                    figcaption id="screenshot-caption" {
+                        (m.width) "×" (m.height) ", taken " (short_time(&m.taken_at)) " by " (m.taken_by)
+                    }
+                } @else {
+                    img id="screenshot-img" alt={ "Latest screenshot of " (agent_id) } hidden;
+                    figcaption id="screenshot-caption" class="muted" { "No screenshot yet: press Capture screen." }
+                }
+            }
+        }
+    }
 }
 
-fn recent(agent_id: &str, rows: &[AuditEntry]) -> String {
-    let list = if rows.is_empty() {
-        "<p class=\"muted\">No calls yet.</p>".to_owned()
-    } else {
-        let trs: String = rows
-            .iter()
-            .map(|e| {
-                format!(
-                    "<tr><td data-label=\"When\">{}</td><td data-label=\"Tool\"><code>{}</code></td><td data-label=\"Who\">{}</td><td data-label=\"Outcome\">{}{}</td></tr>",
-                    time_el(Some(&e.at)),
-                    esc(&e.tool),
-                    esc(e.user.as_deref().unwrap_or("—")),
-                    badge(&e.outcome),
-                    e.error_code
-                        .as_deref()
-                        .map(|c| format!(" <span class=\"muted\">{}</span>", esc(c)))
-                        .unwrap_or_default(),
-                )
-            })
-            .collect();
-        format!(
-            "<table class=\"stack compact\"><thead><tr><th>When</th><th>Tool</th><th>Who</th><th>Outcome</th></tr></thead><tbody>{trs}</tbody></table>"
-        )
-    };
-    format!(
-        "<section class=\"card\" id=\"recent\"><h2>Recent calls</h2>{list}<p><a href=\"/audit?agent_id={}\">All calls for this PC</a></p></section>",
-        esc(&url::form_urlencoded::byte_serialize(agent_id.as_bytes()).collect::<String>())
-    )
+fn recent(agent_id: &str, rows: &[AuditEntry]) -> Markup {
+    let all_calls: String = url::form_urlencoded::byte_serialize(agent_id.as_bytes()).collect();
+    html! {
+        section class="card" id="recent" {
+            h2 { "Recent calls" }
+            @if rows.is_empty() {
+                p class="muted" { "No calls yet." }
+            } @else {
+                table class="stack compact" {
+                    thead { tr { th { "When" } th { "Tool" } th { "Who" } th { "Outcome" } } }
+                    tbody {
+                        @for e in rows {
+                            tr {
+                                td data-label="When" { (time_el(Some(&e.at))) }
+                                td data-label="Tool" { code { (e.tool) } }
+                                td data-label="Who" { (e.user.as_deref().unwrap_or("—")) }
+                                td data-label="Outcome" {
+                                    (badge(&e.outcome))
+                                    @if let Some(c) = &e.error_code { " " span class="muted" { (c) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            p { a href={ "/audit?agent_id=" (all_calls) } { "All calls for this PC" } }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -268,7 +282,7 @@ mod tests {
             "cpu": {"status": "crit", "summary": "<hot>", "load": [9]},
             "memory": {"status": "warn", "summary": "tight"},
         });
-        let html = telemetry(Some(&("2026-01-02T03:04:05.000Z".into(), "x".into(), snap)));
+        let html = telemetry(Some(&("2026-01-02T03:04:05.000Z".into(), "x".into(), snap))).into_string();
         let pos = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} missing in {html}"));
         assert!(pos("data-section=\"cpu\"") < pos("data-section=\"memory\""));
         assert!(pos("data-section=\"memory\"") < pos("data-section=\"disk\""));
@@ -282,7 +296,7 @@ mod tests {
             html.contains("cpu: &lt;hot&gt;"),
             "the overall line names the worst section"
         );
-        assert!(telemetry(None).contains("No telemetry yet"));
+        assert!(telemetry(None).into_string().contains("No telemetry yet"));
     }
 
     #[test]
@@ -297,7 +311,7 @@ mod tests {
             detail: "<b>did not log in</b>".into(),
             at: "2026-01-02T03:04:05.000Z".into(),
         };
-        let line = update_line(&u);
+        let line = update_line(&u).into_string();
         assert!(
             line.contains("0.2.0: rolled back (&lt;b&gt;did not log in&lt;/b&gt;)"),
             "{line}"
@@ -305,7 +319,8 @@ mod tests {
         let ok = update_line(&UpdateRecord {
             outcome: "succeeded".into(),
             ..u
-        });
+        })
+        .into_string();
         assert!(ok.contains("0.2.0: installed,") && !ok.contains("did not"), "{ok}");
     }
 }

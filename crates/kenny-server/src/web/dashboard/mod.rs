@@ -1,6 +1,7 @@
 //! The signed-in dashboard: fleet, host, audit, account and admin pages. Server-rendered HTML in
 //! one shared layout, with one stylesheet and one script served from this binary (no
-//! build step). Pages escape every value with [`esc`]; the script only ever sets
+//! build step). Pages are maud `html!` templates, which escape every value spliced in
+//! (nothing here is pre-escaped but maud's own `DOCTYPE`); the script only ever sets
 //! `textContent`, and sends the session's CSRF token (from `<meta name="csrf-token">`)
 //! on every request that changes something.
 
@@ -16,8 +17,8 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
+use maud::{DOCTYPE, Markup, html};
 
-use super::html::esc;
 use crate::principal::{Principal, Role};
 use crate::state::AppState;
 
@@ -95,38 +96,48 @@ pub(super) enum Nav {
 }
 
 /// The shared layout: nav bar, theme toggle, sign-out, then `body`.
-pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body: &str) -> Response {
+pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body: Markup) -> Response {
     let link = |href: &str, label: &str, nav: Nav| {
-        let current = if nav == active { " aria-current=\"page\"" } else { "" };
-        format!("<a href=\"{href}\"{current}>{label}</a>")
+        html! { a href=(href) aria-current=[(nav == active).then_some("page")] { (label) } }
     };
-    let mut nav = link("/", "Fleet", Nav::Fleet)
-        + &link("/audit", "Audit", Nav::Audit)
-        + &link("/account", "Account", Nav::Account);
-    if who.role == Role::Superuser {
-        nav += &link("/admin", "Admin", Nav::Admin);
-    }
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta name=\"csrf-token\" content=\"{csrf}\">\
-         <title>{title} · kenny</title>\
-         <link rel=\"stylesheet\" href=\"/assets/dashboard.css\">\
-         <script src=\"/assets/dashboard.js\"></script>\
-         <script src=\"/assets/chat.js\" defer></script></head>\
-         <body><header class=\"topbar\"><a class=\"brand\" href=\"/\">kenny</a>\
-         <nav class=\"mainnav\" aria-label=\"Main\">{nav}</nav>\
-         <div class=\"account\"><span class=\"who\">Signed in as <strong>{user}</strong> ({role})</span>\
-         <button type=\"button\" id=\"theme-toggle\" class=\"ghost\" aria-label=\"Switch between light and dark theme\">Theme</button>\
-         <form method=\"post\" action=\"/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-         <button class=\"ghost\">Sign out</button></form></div></header>\
-         <main class=\"dash\">{body}</main></body></html>",
-        csrf = esc(csrf),
-        title = esc(title),
-        user = esc(&who.username),
-        role = who.role.as_str(),
-    );
-    let mut response = html_response(StatusCode::OK, html);
+    let html = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="csrf-token" content=(csrf);
+                title { (title) " · kenny" }
+                link rel="stylesheet" href="/assets/dashboard.css";
+                script src="/assets/dashboard.js" {}
+                script src="/assets/chat.js" defer {}
+            }
+            body {
+                header class="topbar" {
+                    a class="brand" href="/" { "kenny" }
+                    nav class="mainnav" aria-label="Main" {
+                        (link("/", "Fleet", Nav::Fleet))
+                        (link("/audit", "Audit", Nav::Audit))
+                        (link("/account", "Account", Nav::Account))
+                        @if who.role == Role::Superuser {
+                            (link("/admin", "Admin", Nav::Admin))
+                        }
+                    }
+                    div class="account" {
+                        span class="who" { "Signed in as " strong { (who.username) } " (" (who.role.as_str()) ")" }
+                        button type="button" id="theme-toggle" class="ghost"
+                            aria-label="Switch between light and dark theme" { "Theme" }
+                        form method="post" action="/logout" {
+                            input type="hidden" name="csrf" value=(csrf);
+                            button class="ghost" { "Sign out" }
+                        }
+                    }
+                }
+                main class="dash" { (body) }
+            }
+        }
+    };
+    let mut response = html_response(StatusCode::OK, html.into_string());
     response
         .headers_mut()
         .insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
@@ -147,27 +158,26 @@ fn html_response(status: StatusCode, html: String) -> Response {
 
 /// A page that says what is wrong, in the layout, with a status.
 pub(super) fn message_page(who: &Principal, csrf: &str, status: StatusCode, title: &str, message: &str) -> Response {
-    let mut r = layout(
-        who,
-        csrf,
-        title,
-        Nav::None,
-        &format!(
-            "<section class=\"card narrow\"><h1>{}</h1><p>{}</p><p><a href=\"/\">Back to the fleet</a></p></section>",
-            esc(title),
-            esc(message)
-        ),
-    );
+    let body = html! {
+        section class="card narrow" {
+            h1 { (title) }
+            p { (message) }
+            p { a href="/" { "Back to the fleet" } }
+        }
+    };
+    let mut r = layout(who, csrf, title, Nav::None, body);
     *r.status_mut() = status;
     r
 }
 
 /// An RFC 3339 time as a `<time>` element: UTC text that the script turns into local,
 /// relative time.
-pub(super) fn time_el(t: Option<&str>) -> String {
-    match t {
-        Some(t) => format!("<time datetime=\"{}\">{}</time>", esc(t), esc(&short_time(t))),
-        None => "<span class=\"muted\">never</span>".to_owned(),
+pub(super) fn time_el(t: Option<&str>) -> Markup {
+    html! {
+        @match t {
+            Some(t) => time datetime=(t) { (short_time(t)) },
+            None => span class="muted" { "never" },
+        }
     }
 }
 
@@ -180,20 +190,34 @@ pub(super) fn short_time(t: &str) -> String {
 }
 
 /// A status badge (`ok`, `warn`, `crit`, `unknown`, or an audit outcome).
-pub(super) fn badge(status: &str) -> String {
+pub(super) fn badge(status: &str) -> Markup {
+    // The class is cut to a safe token even though maud escapes it: an outcome is free
+    // text and must not add classes the stylesheet gives meaning to.
     let class: String = status
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
-    format!("<span class=\"badge st-{class}\">{}</span>", esc(status))
+    html! { span class={ "badge st-" (class) } { (status) } }
+}
+
+/// Online or offline, as the fleet and host pages show it.
+pub(super) fn state_badge(online: bool) -> Markup {
+    html! {
+        @if online {
+            span class="state on" { "Online" }
+        } @else {
+            span class="state off" { "Offline" }
+        }
+    }
 }
 
 /// The chat panel's place. The chat script fills it; until then it says so.
-pub(super) fn chat_panel(agent_id: Option<&str>) -> String {
-    format!(
-        "<aside id=\"chat\" class=\"card chat\" data-agent=\"{}\" aria-label=\"Chat\"><p class=\"muted\">Chat loads here</p></aside>",
-        esc(agent_id.unwrap_or(""))
-    )
+pub(super) fn chat_panel(agent_id: Option<&str>) -> Markup {
+    html! {
+        aside id="chat" class="card chat" data-agent=(agent_id.unwrap_or("")) aria-label="Chat" {
+            p class="muted" { "Chat loads here" }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -220,7 +244,13 @@ mod tests {
 
     #[tokio::test]
     async fn layout_escapes_and_shows_admin_only_to_superusers() {
-        let r = layout(&who("<b>x", Role::Operator), "t\"ok", "A<b>", Nav::Fleet, "<p>body</p>");
+        let r = layout(
+            &who("<b>x", Role::Operator),
+            "t\"ok",
+            "A<b>",
+            Nav::Fleet,
+            html! { p { "body" } },
+        );
         assert_eq!(r.headers()[header::CONTENT_SECURITY_POLICY], CSP);
         let html = body_of(r).await;
         assert!(html.contains("Signed in as <strong>&lt;b&gt;x</strong> (operator)"));
@@ -229,7 +259,7 @@ mod tests {
         assert!(html.contains("<a href=\"/\" aria-current=\"page\">Fleet</a>"));
         assert!(!html.contains("/admin"));
         assert!(!html.contains("<script>"), "no inline script");
-        let html = body_of(layout(&who("root", Role::Superuser), "t", "A", Nav::Admin, "")).await;
+        let html = body_of(layout(&who("root", Role::Superuser), "t", "A", Nav::Admin, html! {})).await;
         assert!(html.contains("<a href=\"/admin\" aria-current=\"page\">Admin</a>"));
     }
 
@@ -237,9 +267,16 @@ mod tests {
     fn small_helpers() {
         assert_eq!(short_time("2026-01-02T03:04:05.678Z"), "2026-01-02 03:04 UTC");
         assert_eq!(short_time("yesterday"), "yesterday");
-        assert_eq!(badge("crit"), "<span class=\"badge st-crit\">crit</span>");
-        assert_eq!(badge("a\"b<"), "<span class=\"badge st-ab\">a&quot;b&lt;</span>");
-        assert!(chat_panel(Some("pc-\"a")).contains("data-agent=\"pc-&quot;a\""));
-        assert!(time_el(None).contains("never"));
+        assert_eq!(badge("crit").into_string(), "<span class=\"badge st-crit\">crit</span>");
+        assert_eq!(
+            badge("a\"b<").into_string(),
+            "<span class=\"badge st-ab\">a&quot;b&lt;</span>"
+        );
+        assert!(
+            chat_panel(Some("pc-\"a"))
+                .into_string()
+                .contains("data-agent=\"pc-&quot;a\"")
+        );
+        assert!(time_el(None).into_string().contains("never"));
     }
 }
