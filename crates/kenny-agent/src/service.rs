@@ -9,10 +9,6 @@ use std::path::{Path, PathBuf};
 
 pub const SERVICE_NAME: &str = "kenny-agent";
 
-/// Where an installed Linux agent keeps the remote-control switch: writable by every
-/// local user (sticky, so one user cannot delete another's switch file).
-pub const LINUX_SWITCH_DIR: &str = "/var/lib/kenny-agent-switch";
-
 /// The settings a config file may hold: the `KENNY_*` variables `kenny-agent run` reads.
 pub const KNOWN_SETTINGS: &[&str] = &[
     "KENNY_SERVER",
@@ -167,9 +163,9 @@ pub fn linux_plan(root: &Path, settings: &InstallSettings) -> Result<InstallPlan
     Ok(InstallPlan {
         binary: rooted(root, binary),
         config: rooted(root, config),
-        config_text: settings.config_text(state_dir, Path::new(LINUX_SWITCH_DIR), true)?,
+        config_text: settings.config_text(state_dir, Path::new(crate::switch::LINUX_DIR), true)?,
         state_dir: rooted(root, state_dir),
-        switch_dir: rooted(root, Path::new(LINUX_SWITCH_DIR)),
+        switch_dir: rooted(root, Path::new(crate::switch::LINUX_DIR)),
         // /etc and /var/lib belong to root, so nobody else can have made these first.
         setup: vec![
             Step::MakeDir {
@@ -183,7 +179,7 @@ pub fn linux_plan(root: &Path, settings: &InstallSettings) -> Result<InstallPlan
             // Any local user may turn remote control off; sticky, so nobody removes
             // another's switch.
             Step::MakeDir {
-                path: rooted(root, Path::new(LINUX_SWITCH_DIR)),
+                path: rooted(root, Path::new(crate::switch::LINUX_DIR)),
                 mode: 0o1777,
             },
             Step::WriteSettings,
@@ -434,7 +430,7 @@ mod tests {
         assert_eq!(plan.start[1], ["systemctl", "enable", "--now", "kenny-agent.service"]);
         let vars = parse_config(&plan.config_text).unwrap();
         assert_eq!(vars["KENNY_STATE_DIR"], "/var/lib/kenny-agent");
-        assert_eq!(vars["KENNY_SWITCH_DIR"], LINUX_SWITCH_DIR);
+        assert_eq!(vars["KENNY_SWITCH_DIR"], crate::switch::LINUX_DIR);
         assert_eq!(vars["KENNY_ENROLL_TOKEN"], "kenny_agt_abc123");
         assert!(!vars.contains_key("KENNY_TOKEN"));
     }

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 pub const FILE: &str = "remote-control-off";
 
+/// Where an installed Linux agent keeps the switch: writable by every local user
+/// (sticky, so one user cannot delete another's switch file).
+pub const LINUX_DIR: &str = "/var/lib/kenny-agent-switch";
+
 #[derive(Debug, Clone)]
 pub struct KillSwitch {
     path: PathBuf,
@@ -26,7 +30,7 @@ impl KillSwitch {
                 .join("kenny")
                 .join("switch")
         } else {
-            PathBuf::from(crate::service::LINUX_SWITCH_DIR)
+            PathBuf::from(LINUX_DIR)
         };
         dir.is_dir().then_some(dir)
     }

@@ -4,7 +4,7 @@
 //! compiler knows instead of looking names up in a JSON map.
 //!
 //! A field's doc comment is its description in the schema; `#[schemars(...)]` bounds
-//! are checked by [`crate::catalog::ToolSpec::validate_args`] before decoding, with a
+//! are checked by the catalog's `ToolSpec::validate_args` before decoding, with a
 //! message that names the argument.
 
 use schemars::JsonSchema;

@@ -16,6 +16,7 @@ mod posix;
 mod powershell;
 mod programs;
 mod windows;
+mod words;
 
 use serde_json::{Map, Value};
 

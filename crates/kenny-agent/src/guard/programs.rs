@@ -5,7 +5,8 @@
 use super::Blocked;
 use super::paths::{Use, refusal};
 use super::pattern::Pattern;
-use super::posix::{Arg, Shell, Stdin, blocked, fetched_and_run, program_name};
+use super::posix::Shell;
+use super::words::{Arg, Stdin, blocked, fetched_and_run, program_name};
 
 /// The names the agent runs as; a signal or service command aimed at one of them
 /// would stop it.

@@ -5,7 +5,7 @@
 use super::Blocked;
 use super::paths::{Use, is_raw_device_path, refusal};
 use super::pattern::Pattern;
-use super::posix::blocked;
+use super::words::blocked;
 
 /// A registry key in one spelling: `hklm/system/...` (any of `HKLM\`, `HKLM:\`,
 /// `HKEY_LOCAL_MACHINE\`, `Registry::...`, `\\machine\HKLM\...`, quoted).

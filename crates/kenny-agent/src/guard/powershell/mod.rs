@@ -18,8 +18,8 @@ use parse::{CmdArg, Command, Element, Part, Pipeline};
 use super::Blocked;
 use super::paths::{Use, is_raw_device_path, refusal};
 use super::pattern::Pattern;
-use super::posix::{Arg, blocked};
 use super::windows;
+use super::words::{Arg, blocked};
 
 const MAX_DEPTH: usize = 12;
 
