@@ -91,7 +91,7 @@ pub async fn run(mut config: AgentConfig, shutdown: CancellationToken) -> anyhow
         private_dirs: config.private_dirs.clone(),
     });
     crate::sandbox::prepare();
-    tools::update::configure(UpdateContext {
+    config.tools.update = Some(UpdateContext {
         server_url: config.server.clone(),
         agent_id: config.agent_id.clone(),
         pinned,
@@ -459,7 +459,7 @@ async fn run_call(
         ),
     };
     let _ = out.send(Outgoing::Frame(Frame::Response(response))).await;
-    if let Some(staged) = tools::update::take_staged() {
+    if let Some(staged) = tools.take_staged() {
         let _ = out.send(Outgoing::Handover(staged)).await;
     }
 }

@@ -1,9 +1,13 @@
 //! Where the tools act, decided once when the agent starts and handed to every call:
-//! the system's own files and namespaces, or the stand-ins a test names. Only the
-//! binaries read these from the environment ([`ToolContext::from_env`]); no handler
-//! looks at an environment variable to decide where to write.
+//! the system's own files and namespaces, or the stand-ins a test names, and for
+//! `agent_update` whom this agent is and where a staged build waits for the tunnel.
+//! Only the binaries read these from the environment ([`ToolContext::from_env`]); no
+//! handler looks at an environment variable to decide where to write.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::update::{Staged, UpdateContext};
 
 #[derive(Clone, Debug, Default)]
 pub struct ToolContext {
@@ -22,6 +26,13 @@ pub struct ToolContext {
     pub autostart_root: Option<PathBuf>,
     /// Names the web filter must never block: the kenny server's own.
     pub protected_hosts: Vec<String>,
+    /// Who this agent is to its server, for checking update orders; set by the tunnel
+    /// before the first call. Without it `agent_update` refuses.
+    pub update: Option<UpdateContext>,
+    /// A build `agent_update` checked and wrote beside the running binary: the tunnel
+    /// takes it after sending the answer and hands over to it. Shared by the clones of
+    /// one context.
+    pub(crate) staged: Arc<Mutex<Option<Staged>>>,
 }
 
 /// The environment variables a test sets to give the tools stand-ins.
@@ -41,8 +52,17 @@ impl ToolContext {
             syslog_file: var(SYSLOG_FILE_ENV).map(PathBuf::from),
             netns: var(NETNS_ENV).and_then(|v| v.into_string().ok()),
             autostart_root: var(AUTOSTART_ROOT_ENV).map(PathBuf::from),
-            protected_hosts: Vec::new(),
+            ..ToolContext::default()
         }
+    }
+
+    pub(crate) fn stage(&self, build: Staged) {
+        *self.staged.lock().unwrap_or_else(|e| e.into_inner()) = Some(build);
+    }
+
+    /// The build to hand over to, if a call just staged one.
+    pub fn take_staged(&self) -> Option<Staged> {
+        self.staged.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Keeps the host of the server this agent reports to out of any block list.

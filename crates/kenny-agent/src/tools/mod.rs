@@ -182,7 +182,7 @@ async fn dispatch(call: ToolCall, ctx: &ToolContext) -> ToolResult {
         ToolCall::RemotehelpStart(NoArgs {}) => remotehelp::start().await,
         ToolCall::RemotehelpStop(NoArgs {}) => remotehelp::stop().await,
         ToolCall::TelemetryCollect(args) => telemetry::collect_tool(args).await,
-        ToolCall::AgentUpdate(order) => update::update(order).await,
+        ToolCall::AgentUpdate(order) => update::update(order, ctx).await,
     }
 }
 

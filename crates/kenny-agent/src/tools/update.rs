@@ -10,7 +10,6 @@
 //! with redirects refused.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ed25519_dalek::VerifyingKey;
@@ -19,7 +18,7 @@ use kenny_proto::update::{Manifest, OrderError, UpdateOrder};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{ToolError, ToolResult};
+use super::{ToolContext, ToolError, ToolResult};
 
 const DOWNLOAD_LIMIT: Duration = Duration::from_secs(300);
 
@@ -52,24 +51,11 @@ pub struct Staged {
     pub signature: String,
 }
 
-static CONTEXT: Mutex<Option<UpdateContext>> = Mutex::new(None);
-/// Set once a build is staged; the tunnel hands over after answering.
-static STAGED: Mutex<Option<Staged>> = Mutex::new(None);
 
-pub fn configure(context: UpdateContext) {
-    *CONTEXT.lock().unwrap_or_else(|e| e.into_inner()) = Some(context);
-}
-
-/// The build to hand over to, if one was just staged.
-pub fn take_staged() -> Option<Staged> {
-    STAGED.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
-pub async fn update(order: UpdateOrder) -> ToolResult {
-    let context = CONTEXT
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
+pub(super) async fn update(order: UpdateOrder, ctx: &ToolContext) -> ToolResult {
+    let context = ctx
+        .update
+        .as_ref()
         .ok_or_else(|| ToolError::exec_failed("this agent is not connected to a server yet"))?;
     let exe = std::env::current_exe()
         .map_err(|e| ToolError::exec_failed(format!("cannot find this agent's own binary: {e}")))?;
@@ -83,7 +69,7 @@ pub async fn update(order: UpdateOrder) -> ToolResult {
         ));
     }
     let current = env!("CARGO_PKG_VERSION");
-    let manifest = check_order(&order, &context, current, std::env::consts::OS, std::env::consts::ARCH)?;
+    let manifest = check_order(&order, context, current, std::env::consts::OS, std::env::consts::ARCH)?;
     let url = format!("{}/d/agent/{}", context.server_url, manifest.file);
     let bytes = download(&url, manifest.size).await?;
     let got = hex::encode(Sha256::digest(&bytes));
@@ -101,7 +87,7 @@ pub async fn update(order: UpdateOrder) -> ToolResult {
     tokio::task::spawn_blocking(move || write_executable(&to_write, &bytes))
         .await
         .map_err(|e| ToolError::exec_failed(format!("staging the update failed: {e}")))??;
-    *STAGED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Staged {
+    ctx.stage(Staged {
         exe: exe.clone(),
         staged: staged_path,
         sha256: manifest.sha256.to_lowercase(),
