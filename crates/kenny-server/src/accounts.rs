@@ -1,14 +1,34 @@
 //! Signing in and out: password checks, sessions, and the first-run superuser.
 //! Pure logic over the store; the web layer turns it into pages and cookies.
+//! [`Accounts`] is what the handlers for people's accounts and credentials share.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::auth::Authenticator;
 use crate::clock::Clock;
+use crate::device::DeviceKey;
 use crate::principal::{Principal, Role};
 use crate::ratelimit::{Caller, SignInThrottle};
 use crate::secrets;
 use crate::store::{NewSession, Store, StoreError};
+
+/// People and their credentials: accounts in the store, sessions, bearer tokens, and
+/// the throttle and device cookies that stand between a password guesser and an
+/// account. The sign-in pages, `/api/me`, `/api/users` and the guards in front of
+/// `/api` and `/mcp` work with this.
+#[derive(Clone)]
+pub struct Accounts {
+    pub store: Arc<Store>,
+    /// What time it is for session and token expiry; see [`crate::clock::Clock`].
+    pub clock: Clock,
+    /// Resolves bearer tokens (personal access tokens, OAuth access tokens).
+    pub auth: Arc<Authenticator>,
+    /// Failed password checks (sign-in and re-checks) per caller and per account.
+    pub login_limiter: Arc<SignInThrottle>,
+    /// Signs the device cookies of browsers that signed in before.
+    pub device_key: DeviceKey,
+}
 
 pub(crate) const SESSION_PREFIX: &str = "kenny_ses_";
 /// How long a sign-in lasts.

@@ -1,11 +1,37 @@
-//! The fleet as a principal sees it: known agents merged with their live state.
+//! The fleet: [`Fleet`], what the handlers that reach the PCs share, and the fleet as a
+//! principal sees it (known agents merged with their live state).
+
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::audit::AuditLog;
+use crate::clock::Clock;
+use crate::forward::Forwarder;
+use crate::policy::PolicyBook;
 use crate::principal::Principal;
-use crate::registry::AgentLink;
-use crate::state::AppState;
-use crate::store::{AgentRecord, StoreError};
+use crate::registry::{AgentLink, Registry};
+use crate::store::{AgentRecord, Store, StoreError};
+use crate::tunnel::pushed::PushedBook;
+
+/// The PCs and everything that reaches them: the agents known in the store and
+/// connected now, the forwarder every call to one goes through, the operator's rules
+/// pushed to them, what each may still push unasked, and the audit writer that records
+/// it all. The agent tunnel, `/mcp`, the host and agent routes, the policy routes, the
+/// dashboard pages and the chat's tool calls work with this.
+#[derive(Clone)]
+pub struct Fleet {
+    pub store: Arc<Store>,
+    /// What time it is for every decision by time; see [`crate::clock::Clock`].
+    pub clock: Clock,
+    pub registry: Arc<Registry>,
+    pub forwarder: Arc<Forwarder>,
+    /// The operator's guard rules, pushed to agents.
+    pub policy: Arc<PolicyBook>,
+    pub audit: AuditLog,
+    /// What each agent may still push (log lines, telemetry), kept across reconnects.
+    pub pushed: Arc<PushedBook>,
+}
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub(crate) struct AgentSummary {
@@ -20,32 +46,34 @@ pub(crate) struct AgentSummary {
     pub last_seen: Option<String>,
 }
 
-/// Every agent `who` may reach, sorted by id.
-pub(crate) async fn list(state: &AppState, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
-    let records = state.store.blocking(|s| s.agents()).await?;
-    let live = state.registry.snapshot();
-    Ok(records
-        .into_iter()
-        .filter(|r| who.may_reach(&r.agent_id))
-        .map(|r| {
-            let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
-            summarize(r, link)
-        })
-        .collect())
-}
-
-/// One agent, if `who` may reach it and it is known here; out of reach and unknown
-/// look the same.
-pub(crate) async fn one(state: &AppState, who: &Principal, agent_id: &str) -> Result<Option<AgentSummary>, StoreError> {
-    if !who.may_reach(agent_id) {
-        return Ok(None);
+impl Fleet {
+    /// Every agent `who` may reach, sorted by id.
+    pub(crate) async fn list(&self, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
+        let records = self.store.blocking(|s| s.agents()).await?;
+        let live = self.registry.snapshot();
+        Ok(records
+            .into_iter()
+            .filter(|r| who.may_reach(&r.agent_id))
+            .map(|r| {
+                let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
+                summarize(r, link)
+            })
+            .collect())
     }
-    let id = agent_id.to_owned();
-    let Some(record) = state.store.blocking(move |s| s.agent(&id)).await? else {
-        return Ok(None);
-    };
-    let link = state.registry.get(agent_id);
-    Ok(Some(summarize(record, link.as_deref())))
+
+    /// One agent, if `who` may reach it and it is known here; out of reach and unknown
+    /// look the same.
+    pub(crate) async fn one(&self, who: &Principal, agent_id: &str) -> Result<Option<AgentSummary>, StoreError> {
+        if !who.may_reach(agent_id) {
+            return Ok(None);
+        }
+        let id = agent_id.to_owned();
+        let Some(record) = self.store.blocking(move |s| s.agent(&id)).await? else {
+            return Ok(None);
+        };
+        let link = self.registry.get(agent_id);
+        Ok(Some(summarize(record, link.as_deref())))
+    }
 }
 
 fn summarize(r: AgentRecord, link: Option<&AgentLink>) -> AgentSummary {

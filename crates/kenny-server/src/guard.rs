@@ -1,18 +1,21 @@
 //! Bearer authentication in front of `/mcp` and `/api`: no principal, no access.
 
-use std::sync::Arc;
-
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::ApiError;
-use crate::state::AppState;
+use crate::state::{Accounts, Site};
 
-pub(crate) async fn require_bearer(State(state): State<Arc<AppState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn require_bearer(
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let principal = match crate::auth::bearer(request.headers()) {
-        Some(token) => state.auth.principal(token).await,
+        Some(token) => accounts.auth.principal(token).await,
         None => None,
     };
     match principal {
@@ -21,14 +24,14 @@ pub(crate) async fn require_bearer(State(state): State<Arc<AppState>>, mut reque
             request.extensions_mut().insert(p);
             next.run(request).await
         }
-        None => unauthorized(&state, request.headers().contains_key(header::AUTHORIZATION)),
+        None => unauthorized(&site.base_url, request.headers().contains_key(header::AUTHORIZATION)),
     }
 }
 
 /// 401 with a challenge that tells the client what to send and where to discover how
 /// to get a token (RFC 9728 `resource_metadata`).
-pub(crate) fn unauthorized(state: &AppState, had_credentials: bool) -> Response {
-    let metadata = crate::oauth::resource_metadata_url(&state.base_url);
+pub(crate) fn unauthorized(base_url: &str, had_credentials: bool) -> Response {
+    let metadata = crate::oauth::resource_metadata_url(base_url);
     let (challenge, message) = if had_credentials {
         (
             format!(
@@ -62,13 +65,13 @@ fn closing(mut response: Response) -> Response {
 /// The MCP endpoint answers only for the hosts it was configured for (a guard against
 /// DNS rebinding). The SDK enforces the same list; this check runs first so the
 /// refusal says how to fix it.
-pub(crate) async fn require_known_host(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_known_host(State(site): State<Site>, request: Request, next: Next) -> Response {
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    let allowed = crate::config::allowed_hosts(state.config.public_url.as_deref());
+    let allowed = crate::config::allowed_hosts(site.config.public_url.as_deref());
     if crate::config::host_allowed(host, &allowed) {
         return next.run(request).await;
     }
@@ -83,19 +86,20 @@ pub(crate) async fn require_known_host(State(state): State<Arc<AppState>>, reque
 /// that change state must carry the session's CSRF token in `X-CSRF-Token`: a cookie
 /// rides along on cross-site requests, a header set by our own page does not.
 pub(crate) async fn require_principal(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
     mut request: Request,
     next: Next,
 ) -> Response {
     if let Some(token) = crate::auth::bearer(request.headers()) {
         // OAuth access tokens are issued for the MCP endpoint and nothing else.
         if token.starts_with(crate::oauth::ACCESS_TOKEN_PREFIX) {
-            return unauthorized(&state, true);
+            return unauthorized(&site.base_url, true);
         }
-        return require_bearer(State(state), request, next).await;
+        return require_bearer(State(accounts), State(site), request, next).await;
     }
-    let Some((principal, csrf)) = crate::session::signed_in(&state, request.headers()).await else {
-        return unauthorized(&state, false);
+    let Some((principal, csrf)) = crate::session::signed_in(&accounts, request.headers()).await else {
+        return unauthorized(&site.base_url, false);
     };
     let changes_state = !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     let header_token = request
@@ -150,21 +154,20 @@ pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
 
 /// Cross-site form posts are refused: a browser names the page a POST came from, and
 /// sign-in, set-up and consent forms must come from this server's own pages.
-pub(crate) fn same_origin(state: &AppState, headers: &axum::http::HeaderMap) -> bool {
+pub(crate) fn same_origin(base_url: &str, headers: &axum::http::HeaderMap) -> bool {
     match headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) {
         None => true,
         Some(origin) => {
-            let ours = url::Url::parse(&state.base_url)
-                .ok()
-                .map(|u| u.origin().ascii_serialization());
-            ours.as_deref() == Some(origin) || url::Url::parse(origin).is_ok_and(|o| is_loopback_origin_of(&o, state))
+            let ours = url::Url::parse(base_url).ok().map(|u| u.origin().ascii_serialization());
+            ours.as_deref() == Some(origin)
+                || url::Url::parse(origin).is_ok_and(|o| is_loopback_origin_of(&o, base_url))
         }
     }
 }
 
 /// On a loopback server, `localhost` and `127.0.0.1` are the same site for a person.
-fn is_loopback_origin_of(origin: &url::Url, state: &AppState) -> bool {
-    let Ok(base) = url::Url::parse(&state.base_url) else {
+fn is_loopback_origin_of(origin: &url::Url, base_url: &str) -> bool {
+    let Ok(base) = url::Url::parse(base_url) else {
         return false;
     };
     let loopback = |u: &url::Url| matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));

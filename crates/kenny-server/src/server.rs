@@ -17,7 +17,7 @@ use crate::config::ServeConfig;
 use crate::forward::Forwarder;
 use crate::guard::{require_bearer, require_known_host, require_principal};
 use crate::registry::Registry;
-use crate::state::AppState;
+use crate::state::{Accounts, AppState, Conversations, Fleet, OAuth, Site};
 use crate::store::Store;
 
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
@@ -106,53 +106,74 @@ pub async fn start_with_clock(
         store.clone(),
     ));
     let device_key = crate::device::DeviceKey::derive(&server_key);
+    let auth = Arc::new(Authenticator::new(
+        store.clone(),
+        crate::oauth::resource_url(&base_url),
+        clock.clone(),
+    ));
+    let base_url: Arc<str> = base_url.into();
     let state = Arc::new(AppState {
-        forwarder: Forwarder::new(
-            registry.clone(),
-            store.clone(),
-            audit.clone(),
-            digest,
-            config.call_timeout,
-            updates,
-        ),
-        auth: Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url), clock.clone()),
-        clock,
-        oauth: config.oauth,
-        client_documents: Default::default(),
-        base_url,
-        chat: crate::chat::Chat::new(config.chat.clone()),
-        registry,
-        policy,
-        store,
-        audit,
-        server_key,
-        config,
-        shutdown: shutdown.clone(),
-        login_limiter: Default::default(),
-        device_key,
-        registration_limiter: crate::ratelimit::FailureLimiter::new(REGISTRATIONS_ALLOWED, REGISTRATION_WINDOW),
-        pushed: Default::default(),
+        accounts: Accounts {
+            store: store.clone(),
+            clock: clock.clone(),
+            auth: auth.clone(),
+            login_limiter: Default::default(),
+            device_key,
+        },
+        fleet: Fleet {
+            forwarder: Arc::new(Forwarder::new(
+                registry.clone(),
+                store.clone(),
+                audit.clone(),
+                digest,
+                config.call_timeout,
+                updates,
+            )),
+            store: store.clone(),
+            clock: clock.clone(),
+            registry,
+            policy: Arc::new(policy),
+            audit: audit.clone(),
+            pushed: Default::default(),
+        },
+        oauth: OAuth {
+            settings: config.oauth,
+            base_url: base_url.clone(),
+            client_documents: Default::default(),
+            registration_limiter: Arc::new(crate::ratelimit::FailureLimiter::new(
+                REGISTRATIONS_ALLOWED,
+                REGISTRATION_WINDOW,
+            )),
+            store: store.clone(),
+            clock: clock.clone(),
+        },
+        conversations: Conversations {
+            chat: Arc::new(crate::chat::Chat::new(config.chat.clone())),
+            store: store.clone(),
+            clock: clock.clone(),
+        },
+        site: Site {
+            config: Arc::new(config),
+            base_url,
+            server_key: Arc::new(server_key),
+            shutdown: shutdown.clone(),
+        },
     });
 
     let app = router(state.clone());
 
-    tokio::spawn(touch_tokens(state.clone(), shutdown.clone()));
-    match state.config.audit_retention {
+    tokio::spawn(touch_tokens(auth, audit, shutdown.clone()));
+    match state.site.config.audit_retention {
         Some(retention) => {
             tracing::info!(
                 days = retention.as_secs() / 86400,
                 "audit rows older than the retention period are pruned hourly"
             );
-            tokio::spawn(crate::audit::prune_loop(
-                state.store.clone(),
-                state.clock.clone(),
-                retention,
-                shutdown.clone(),
-            ));
+            tokio::spawn(crate::audit::prune_loop(store, clock, retention, shutdown.clone()));
         }
         None => tracing::info!("audit retention is off: audit rows are kept for ever"),
     }
-    let limits = state.config.http;
+    let limits = state.site.config.http;
     let task = tokio::spawn(async move {
         crate::listener::serve(listener, app, limits, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
@@ -162,9 +183,12 @@ pub async fn start_with_clock(
     Ok(RunningServer { addr, state, task })
 }
 
+/// Every route, each handler taking the parts of the state it names; building them
+/// is the one place that needs all of it.
 pub fn router(state: Arc<AppState>) -> Router {
+    let mcp_service = crate::mcp::service(state.fleet.clone(), state.site.config.public_url.as_deref());
     let mcp = Router::new()
-        .nest_service("/mcp", crate::mcp::service(state.clone()))
+        .nest_service("/mcp", mcp_service)
         .layer(from_fn_with_state(state.clone(), require_known_host));
     let mcp = mcp.layer(from_fn_with_state(state.clone(), require_bearer));
     // Layers run outside-in: the principal is resolved before the action is audited.
@@ -184,13 +208,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn touch_tokens(state: Arc<AppState>, shutdown: CancellationToken) {
+async fn touch_tokens(auth: Arc<Authenticator>, audit: AuditLog, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(TOKEN_TOUCH_INTERVAL);
     loop {
         tokio::select! {
-            _ = tick.tick() => state.auth.flush_touched(&state.audit).await,
+            _ = tick.tick() => auth.flush_touched(&audit).await,
             _ = shutdown.cancelled() => {
-                state.auth.flush_touched(&state.audit).await;
+                auth.flush_touched(&audit).await;
                 return;
             }
         }

@@ -4,12 +4,12 @@
 
 use axum::http::HeaderMap;
 
+use crate::accounts::Accounts;
 use crate::principal::Principal;
-use crate::state::AppState;
 use crate::web::cookies;
 
 /// The signed-in principal and its session's CSRF token, from the session cookie.
-pub(crate) async fn signed_in(state: &AppState, headers: &HeaderMap) -> Option<(Principal, String)> {
+pub(crate) async fn signed_in(accounts: &Accounts, headers: &HeaderMap) -> Option<(Principal, String)> {
     let token = cookies::get(headers, cookies::SESSION)?;
-    crate::accounts::session(&state.store, &state.clock, &token).await
+    crate::accounts::session(&accounts.store, &accounts.clock, &token).await
 }

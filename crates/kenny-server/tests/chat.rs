@@ -671,7 +671,7 @@ async fn a_held_call_survives_a_restart_and_runs_on_its_target_after_it() {
     let restarted = Restarted::configured(server, move |config| config.chat = settings).await;
     let mut pc_a = pc_a.reconnect(&restarted.ws_url()).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
-    while restarted.running.state.registry.get("pc-a").is_none() {
+    while restarted.running.state.fleet.registry.get("pc-a").is_none() {
         assert!(tokio::time::Instant::now() < deadline, "pc-a never came back");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

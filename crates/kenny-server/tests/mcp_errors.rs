@@ -72,7 +72,7 @@ async fn a_pc_that_left_or_never_came_is_offline_and_the_others_still_answer() {
     server.enroll("pc-never").await.unwrap();
     drop(gone);
     for _ in 0..500 {
-        if server.state().registry.get("pc-a").is_none() {
+        if server.state().fleet.registry.get("pc-a").is_none() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

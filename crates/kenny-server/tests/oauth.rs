@@ -216,7 +216,7 @@ async fn codes_and_access_tokens_expire_on_the_servers_clock() {
     let client_id = flow.register().await;
     let (verifier, challenge) = Flow::pkce();
     let code = flow.code(&client_id, &challenge).await;
-    let settings = server.state().oauth;
+    let settings = server.state().oauth.settings;
     server.clock().advance(settings.code_ttl + Duration::from_secs(1));
     refused(flow.exchange(&client_id, &code, &verifier, REDIRECT).await);
 
@@ -250,7 +250,7 @@ async fn refresh_tokens_expire_too() {
     let (client_id, tokens) = flow.grant().await;
     server
         .clock()
-        .advance(server.state().oauth.refresh_ttl + Duration::from_secs(1));
+        .advance(server.state().oauth.settings.refresh_ttl + Duration::from_secs(1));
     refused(
         flow.refresh(&client_id, tokens["refresh_token"].as_str().unwrap())
             .await,

@@ -123,7 +123,7 @@ async fn rules_before_the_first_call(mcp: &Mcp, agent: &mut TestAgent) -> Value 
 async fn a_rule_is_pushed_at_once_and_again_to_every_agent_that_connects_even_after_a_restart() {
     let server = TestServer::start().await.unwrap();
     let admin_token = server.admin_token().to_owned();
-    let registry = &server.state().registry;
+    let registry = &server.state().fleet.registry;
     let pc = Pc::enroll(&server, "pc-a").await;
     let mut agent = pc.connect(&server.ws_url(), registry).await;
     let api = server.api(&admin_token);
@@ -154,7 +154,7 @@ async fn a_rule_is_pushed_at_once_and_again_to_every_agent_that_connects_even_af
     // ...and so does one connecting to a restarted server, which kept them.
     pc.disconnect(agent, registry).await;
     let restarted = Restarted::from(server).await;
-    let registry = &restarted.running.state.registry;
+    let registry = &restarted.running.state.fleet.registry;
     let api = restarted.api(&admin_token);
     let kept = api.get("/api/policy").await.unwrap().body;
     assert_eq!(

@@ -119,7 +119,7 @@ async fn first_run_setup_creates_the_superuser_once_and_signs_it_in() {
         "set-up is gone once an account exists"
     );
     // The account works for the CLI too.
-    let store = server.state().store.clone();
+    let store = server.state().accounts.store.clone();
     let pat = tokio::task::spawn_blocking(move || kenny_server::admin::create_token(&store, "root", Some("cli")))
         .await
         .unwrap()

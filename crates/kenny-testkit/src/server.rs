@@ -59,7 +59,7 @@ impl TestServerBuilder {
         let shutdown = CancellationToken::new();
         let running = kenny_server::server::start_with_clock(config, shutdown.clone(), clock.clone()).await?;
         Ok(TestServer {
-            base_url: running.state.base_url.clone(),
+            base_url: running.state.site.base_url.to_string(),
             state: running.state.clone(),
             running,
             _stop_on_drop: shutdown.clone().drop_guard(),
@@ -158,7 +158,7 @@ impl TestServer {
     /// A new user (password [`TestServer::PASSWORD`]) and its personal access token.
     pub async fn user(&self, name: &str, role: Role, hosts: &[&str]) -> anyhow::Result<(i64, String)> {
         let id = self.person(name, role, hosts).await?;
-        let (store, name) = (self.state.store.clone(), name.to_owned());
+        let (store, name) = (self.state.accounts.store.clone(), name.to_owned());
         let token = tokio::task::spawn_blocking(move || admin::create_token(&store, &name, Some("testkit"))).await??;
         Ok((id, token))
     }
@@ -166,14 +166,14 @@ impl TestServer {
     /// A new user with the kit's password and no token of their own, so that what lists
     /// their tokens shows only what a test made.
     pub async fn person(&self, name: &str, role: Role, hosts: &[&str]) -> anyhow::Result<i64> {
-        let (store, name) = (self.state.store.clone(), name.to_owned());
+        let (store, name) = (self.state.accounts.store.clone(), name.to_owned());
         let hosts: Vec<String> = hosts.iter().map(|h| (*h).to_owned()).collect();
         tokio::task::spawn_blocking(move || admin::add_user(&store, &name, role, &hosts, TestServer::PASSWORD)).await?
     }
 
     /// Registers an agent as `kenny-server agent add` does.
     pub async fn enroll(&self, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
-        let (store, dir, id) = (self.state.store.clone(), self.data_dir(), agent_id.to_owned());
+        let (store, dir, id) = (self.state.fleet.store.clone(), self.data_dir(), agent_id.to_owned());
         tokio::task::spawn_blocking(move || admin::add_agent(&store, &dir, &id)).await?
     }
 
@@ -193,7 +193,7 @@ impl TestServer {
     /// Waits (up to 10 s) until the registry holds a live link for `agent_id`.
     pub async fn wait_online(&self, agent_id: &str) -> anyhow::Result<()> {
         for _ in 0..1000 {
-            if self.state.registry.get(agent_id).is_some() {
+            if self.state.fleet.registry.get(agent_id).is_some() {
                 return Ok(());
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

@@ -71,7 +71,7 @@ async fn up(listen: SocketAddr, data_dir: PathBuf, prepared: setup::Prepared) ->
 async fn wait_online(server: &kenny_server::RunningServer, agent_id: &str, within: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + within;
     while tokio::time::Instant::now() < deadline {
-        if server.state.registry.get(agent_id).is_some() {
+        if server.state.fleet.registry.get(agent_id).is_some() {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -51,7 +51,6 @@ pub struct Staged {
     pub signature: String,
 }
 
-
 pub(super) async fn update(order: UpdateOrder, ctx: &ToolContext) -> ToolResult {
     let context = ctx
         .update

@@ -1,7 +1,5 @@
 //! `/api/agents`: the fleet listing and agent enrollment.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -9,12 +7,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{ApiError, BodyShape, JsonBody, SignedIn, Superuser};
-use crate::state::AppState;
+use crate::state::{Fleet, Site};
 use crate::tunnel::handshake::check_token;
 use kenny_proto::agent_id::{AGENT_ID_RULE, is_valid as valid_agent_id};
 
-pub(super) async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
-    let agents = crate::fleet::list(&state, &who).await?;
+pub(super) async fn list(State(fleet): State<Fleet>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+    let agents = fleet.list(&who).await?;
     Ok(Json(json!({ "agents": agents })))
 }
 
@@ -32,12 +30,13 @@ impl BodyShape for NewAgent {
 /// and answers with its enrollment values and the command that installs it on the PC.
 /// The token is in this response and nowhere else.
 pub(super) async fn create(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
+    State(site): State<Site>,
     Superuser(who): Superuser,
     JsonBody(body): JsonBody<NewAgent>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let store = state.store.clone();
-    let data_dir = state.config.data_dir.clone();
+    let store = fleet.store.clone();
+    let data_dir = site.config.data_dir.clone();
     let id = body.agent_id.trim().to_owned();
     let enrollment = tokio::task::spawn_blocking(move || crate::admin::add_agent(&store, &data_dir, &id))
         .await?
@@ -46,14 +45,14 @@ pub(super) async fn create(
             Err(other) => ApiError::bad_request(other.to_string()),
         })?;
     tracing::info!(agent = %enrollment.agent_id, by = %who.username, "agent added");
-    let command = crate::admin::install_command(&state.base_url, &enrollment);
+    let command = crate::admin::install_command(&site.base_url, &enrollment);
     Ok((
         StatusCode::CREATED,
         Json(json!({
             "agent_id": enrollment.agent_id,
             "token": enrollment.token,
             "server_pubkey": enrollment.server_pubkey,
-            "server": state.base_url,
+            "server": &*site.base_url,
             "install_command": command,
         })),
     ))
@@ -62,7 +61,7 @@ pub(super) async fn create(
 /// The newest health snapshot the agent pushed (agents push one on connecting and
 /// then every `--telemetry-interval-secs`).
 pub(super) async fn telemetry(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
@@ -78,7 +77,7 @@ pub(super) async fn telemetry(
         return Err(not_found());
     }
     let id = agent_id.clone();
-    let latest = state.store.blocking(move |s| s.latest_telemetry(&id)).await?;
+    let latest = fleet.store.blocking(move |s| s.latest_telemetry(&id)).await?;
     let (collected_at, received_at, snapshot) = latest.ok_or_else(not_found)?;
     let snapshot: Value = serde_json::from_str(&snapshot).map_err(|e| {
         tracing::error!(agent = %agent_id, error = %e, "stored telemetry is not JSON");
@@ -108,7 +107,7 @@ impl BodyShape for EnrollBody {
 
 /// The agent proves it holds the enrollment token and registers its Ed25519 key.
 pub(super) async fn enroll(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     Path(agent_id): Path<String>,
     headers: HeaderMap,
     body: Result<JsonBody<EnrollBody>, ApiError>,
@@ -129,12 +128,12 @@ pub(super) async fn enroll(
         .map_err(|e| ApiError::bad_request(format!("public_key: {e}")))?;
 
     let id = agent_id.clone();
-    let hash = state.store.blocking(move |s| s.agent_token_hash(&id)).await?;
+    let hash = fleet.store.blocking(move |s| s.agent_token_hash(&id)).await?;
     check_token(hash.as_deref(), &token).map_err(|_| unauthorized())?;
 
     let id = agent_id.clone();
-    let now = state.clock.now();
-    state
+    let now = fleet.clock.now();
+    fleet
         .store
         .blocking(move |s| s.enroll_agent(&id, &body.public_key, &now))
         .await?;

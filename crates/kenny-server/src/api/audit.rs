@@ -1,8 +1,6 @@
 //! `GET /api/audit`: the audit log, newest first, filterable by agent, tool, user and
 //! outcome.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Query, State};
 use serde::Deserialize;
@@ -10,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, SignedIn};
 use crate::principal::Role;
-use crate::state::AppState;
+use crate::state::Fleet;
 use crate::store::AuditFilter;
 
 #[derive(Debug, Deserialize)]
@@ -28,7 +26,7 @@ pub(super) struct Params {
 }
 
 pub(super) async fn list(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Query(p): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
@@ -46,6 +44,6 @@ pub(super) async fn list(
         username: p.user.filter(|u| !u.is_empty()),
         outcome: p.outcome.filter(|o| !o.is_empty()),
     };
-    let entries = state.store.blocking(move |s| s.audit(&filter)).await?;
+    let entries = fleet.store.blocking(move |s| s.audit(&filter)).await?;
     Ok(Json(json!({ "entries": entries })))
 }

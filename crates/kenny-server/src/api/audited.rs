@@ -2,17 +2,15 @@
 //! where, which action (method and route) on which path, and how it ended. Forwarded
 //! tool calls get their own rows on top, from the forwarder.
 
-use std::sync::Arc;
-
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::Fleet;
 
-pub(crate) async fn audit_actions(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub(crate) async fn audit_actions(State(fleet): State<Fleet>, request: Request, next: Next) -> Response {
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(request).await;
     }
@@ -44,7 +42,7 @@ pub(crate) async fn audit_actions(State(state): State<Arc<AppState>>, request: R
         row.outcome = if status.is_client_error() { "refused" } else { "error" };
         row.error_code = Some(status.as_u16().to_string());
     }
-    state.audit.record(row).await;
+    fleet.audit.record(row).await;
     response
 }
 

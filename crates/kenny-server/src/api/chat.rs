@@ -3,7 +3,6 @@
 //! `tool_result`, `held`, `error`, `done`).
 
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -16,28 +15,28 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{ApiError, BodyShape, JsonBody, SignedIn};
-use crate::chat::{ChatEvent, NO_KEY_MESSAGE, engine};
+use crate::chat::{Chat, ChatEvent, NO_KEY_MESSAGE, engine};
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::{Conversations, Fleet};
 use crate::store::{ChatCall, ChatSession, call_status};
 
 const MAX_MESSAGE_CHARS: usize = 20_000;
 const NEW_TITLE: &str = "New conversation";
 
 pub(super) async fn status(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
     SignedIn(who): SignedIn,
 ) -> Result<Json<Value>, ApiError> {
-    let settings = &state.chat.settings;
+    let settings = &conversations.chat.settings;
     let enabled = settings.api_key.is_some();
-    let (user, day) = (who.user_id, state.clock.today());
-    let used = state.store.blocking(move |s| s.chat_usage(user, &day)).await?;
+    let (user, day) = (who.user_id, conversations.clock.today());
+    let used = conversations.store.blocking(move |s| s.chat_usage(user, &day)).await?;
     Ok(Json(json!({
         "enabled": enabled,
         "model": enabled.then(|| settings.model.clone()),
         "message": (!enabled).then_some(NO_KEY_MESSAGE),
         "usage": {
-            "day": state.clock.today(),
+            "day": conversations.clock.today(),
             "tokens": used.tokens(),
             "turns": used.turns,
             "daily_limit": (settings.daily_tokens_per_user > 0).then_some(settings.daily_tokens_per_user),
@@ -45,9 +44,12 @@ pub(super) async fn status(
     })))
 }
 
-pub(super) async fn list(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn list(
+    State(conversations): State<Conversations>,
+    SignedIn(who): SignedIn,
+) -> Result<Json<Value>, ApiError> {
     let user = who.user_id;
-    let sessions = state.store.blocking(move |s| s.chat_sessions(user)).await?;
+    let sessions = conversations.store.blocking(move |s| s.chat_sessions(user)).await?;
     Ok(Json(json!({ "sessions": sessions })))
 }
 
@@ -62,14 +64,14 @@ impl BodyShape for NewSession {
 }
 
 pub(super) async fn create(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<NewSession>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     if let Some(agent) = &body.selected_agent {
-        check_selectable(&state, &who, agent).await?;
+        check_selectable(&conversations, &who, agent).await?;
     }
-    let now = state.clock.now();
+    let now = conversations.clock.now();
     let session = ChatSession {
         id: uuid::Uuid::new_v4().to_string(),
         user_id: who.user_id,
@@ -79,18 +81,21 @@ pub(super) async fn create(
         updated_at: now,
     };
     let stored = session.clone();
-    state.store.blocking(move |s| s.create_chat_session(&stored)).await?;
+    conversations
+        .store
+        .blocking(move |s| s.create_chat_session(&stored))
+        .await?;
     Ok((StatusCode::CREATED, Json(json!(session))))
 }
 
 pub(super) async fn show(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = own_session(&state, &who, &id).await?;
+    let session = own_session(&conversations, &who, &id).await?;
     let sid = session.id.clone();
-    let (messages, calls) = state
+    let (messages, calls) = conversations
         .store
         .blocking(move |s| Ok((s.chat_messages(&sid)?, s.chat_calls(&sid)?)))
         .await?;
@@ -98,16 +103,20 @@ pub(super) async fn show(
 }
 
 pub(super) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     // Whose it is comes first: someone else's conversation is "not found" whether or not
     // a reply is being written in it, and their request never touches its turn lock.
-    let session = own_session(&state, &who, &id).await?;
+    let session = own_session(&conversations, &who, &id).await?;
     let user = who.user_id;
-    let _turn = state.chat.try_lock(&session.id).ok_or_else(busy)?;
-    if state.store.blocking(move |s| s.delete_chat_session(&id, user)).await? {
+    let _turn = conversations.chat.try_lock(&session.id).ok_or_else(busy)?;
+    if conversations
+        .store
+        .blocking(move |s| s.delete_chat_session(&id, user))
+        .await?
+    {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(not_found())
@@ -127,18 +136,18 @@ impl BodyShape for Selection {
 /// Changes which PC the conversation works on from now on. Calls already proposed
 /// (held ones included) keep the target they were frozen with.
 pub(super) async fn select(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<Selection>,
 ) -> Result<Json<Value>, ApiError> {
-    let session = own_session(&state, &who, &id).await?;
+    let session = own_session(&conversations, &who, &id).await?;
     if let Some(agent) = &body.agent_id {
-        check_selectable(&state, &who, agent).await?;
+        check_selectable(&conversations, &who, agent).await?;
     }
-    let now = state.clock.now();
+    let now = conversations.clock.now();
     let (sid, title, agent) = (session.id.clone(), session.title.clone(), body.agent_id.clone());
-    state
+    conversations
         .store
         .blocking(move |s| s.update_chat_session(&sid, &title, agent.as_deref(), &now))
         .await?;
@@ -156,7 +165,8 @@ impl BodyShape for UserText {
 }
 
 pub(super) async fn message(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<UserText>,
@@ -167,18 +177,18 @@ pub(super) async fn message(
             "text must be 1 to {MAX_MESSAGE_CHARS} characters"
         )));
     }
-    chat_enabled(&state)?;
-    let session = own_session(&state, &who, &id).await?;
-    let turn = state.chat.try_lock(&session.id).ok_or_else(busy)?;
+    chat_enabled(&conversations.chat)?;
+    let session = own_session(&conversations, &who, &id).await?;
+    let turn = conversations.chat.try_lock(&session.id).ok_or_else(busy)?;
     // Checked before the message is stored, so a refused message leaves no trace.
-    match engine::allowance_left(&state, &state.chat, &who).await {
+    match engine::allowance_left(&conversations, &who).await {
         Ok(()) => {}
         Err(engine::EngineError::Model(e)) => {
             return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.code, e.message));
         }
         Err(engine::EngineError::Store(e)) => return Err(e.into()),
     }
-    let pending = held(&state, &session).await?;
+    let pending = held(&conversations, &session).await?;
     if !pending.is_empty() {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -191,21 +201,26 @@ pub(super) async fn message(
     }
     if session.title == NEW_TITLE {
         let title: String = text.chars().take(60).collect();
-        let (sid, agent, now) = (session.id.clone(), session.selected_agent.clone(), state.clock.now());
-        state
+        let (sid, agent, now) = (
+            session.id.clone(),
+            session.selected_agent.clone(),
+            conversations.clock.now(),
+        );
+        conversations
             .store
             .blocking(move |s| s.update_chat_session(&sid, &title, agent.as_deref(), &now))
             .await?;
     }
     Ok(stream(move |tx| async move {
         let _turn = turn;
-        engine::user_message(&state, &state.chat, &who, &session, &text, &tx).await;
+        engine::user_message(&conversations, &fleet, &who, &session, &text, &tx).await;
     }))
 }
 
 /// `approve` or `deny` a held call.
 pub(super) async fn decide(
-    State(state): State<Arc<AppState>>,
+    State(conversations): State<Conversations>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path((call_id, decision)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
@@ -221,16 +236,16 @@ pub(super) async fn decide(
         }
     };
     let cid = call_id.clone();
-    let call: ChatCall = state
+    let call: ChatCall = conversations
         .store
         .blocking(move |s| s.chat_call(&cid))
         .await?
         .ok_or_else(not_found)?;
-    let session = own_session(&state, &who, &call.session_id).await?;
+    let session = own_session(&conversations, &who, &call.session_id).await?;
     if approve {
-        chat_enabled(&state)?;
+        chat_enabled(&conversations.chat)?;
     }
-    let turn = state.chat.try_lock(&session.id).ok_or_else(busy)?;
+    let turn = conversations.chat.try_lock(&session.id).ok_or_else(busy)?;
     if call.status != call_status::HELD {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -240,7 +255,7 @@ pub(super) async fn decide(
     }
     Ok(stream(move |tx| async move {
         let _turn = turn;
-        engine::decide(&state, &state.chat, &who, &session, call, approve, &tx).await;
+        engine::decide(&conversations, &fleet, &who, &session, call, approve, &tx).await;
     }))
 }
 
@@ -269,20 +284,20 @@ fn events(rx: mpsc::Receiver<ChatEvent>) -> impl Stream<Item = Result<Event, Inf
     })
 }
 
-async fn held(state: &AppState, session: &ChatSession) -> Result<Vec<ChatCall>, ApiError> {
+async fn held(conversations: &Conversations, session: &ChatSession) -> Result<Vec<ChatCall>, ApiError> {
     let sid = session.id.clone();
-    let calls = state.store.blocking(move |s| s.chat_calls(&sid)).await?;
+    let calls = conversations.store.blocking(move |s| s.chat_calls(&sid)).await?;
     Ok(calls.into_iter().filter(|c| c.status == call_status::HELD).collect())
 }
 
 /// The conversation, if it is this user's; anyone else's looks the same as none.
-async fn own_session(state: &AppState, who: &Principal, id: &str) -> Result<ChatSession, ApiError> {
+async fn own_session(conversations: &Conversations, who: &Principal, id: &str) -> Result<ChatSession, ApiError> {
     let sid = id.to_owned();
-    let session = state.store.blocking(move |s| s.chat_session(&sid)).await?;
+    let session = conversations.store.blocking(move |s| s.chat_session(&sid)).await?;
     session.filter(|s| s.user_id == who.user_id).ok_or_else(not_found)
 }
 
-async fn check_selectable(state: &AppState, who: &Principal, agent: &str) -> Result<(), ApiError> {
+async fn check_selectable(conversations: &Conversations, who: &Principal, agent: &str) -> Result<(), ApiError> {
     let unknown = || {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -294,12 +309,12 @@ async fn check_selectable(state: &AppState, who: &Principal, agent: &str) -> Res
         return Err(unknown());
     }
     let id = agent.to_owned();
-    let known = state.store.blocking(move |s| s.agent(&id)).await?.is_some();
+    let known = conversations.store.blocking(move |s| s.agent(&id)).await?.is_some();
     if known { Ok(()) } else { Err(unknown()) }
 }
 
-fn chat_enabled(state: &AppState) -> Result<(), ApiError> {
-    if state.chat.settings.api_key.is_some() {
+fn chat_enabled(chat: &Chat) -> Result<(), ApiError> {
+    if chat.settings.api_key.is_some() {
         Ok(())
     } else {
         Err(ApiError::new(

@@ -6,8 +6,6 @@
 //! Failures map to HTTP statuses in [`call_error`]; a host out of the caller's scope
 //! answers exactly like an unknown one (404), so a `user` learns nothing about it.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -20,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::{ApiError, SignedIn};
 use crate::forward::CallFailure;
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::Fleet;
 use crate::store::ScreenshotMeta;
 use kenny_proto::results::Screenshot;
 
@@ -74,9 +72,9 @@ pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
 }
 
 /// Runs `tool` (no arguments) on `agent_id` for `who`, through the forwarder.
-async fn run(state: &AppState, who: &Principal, agent_id: &str, tool: &str) -> Result<Value, ApiError> {
+async fn run(fleet: &Fleet, who: &Principal, agent_id: &str, tool: &str) -> Result<Value, ApiError> {
     let target = AgentId::parse(agent_id).map_err(|_| not_found(agent_id))?;
-    state
+    fleet
         .forwarder
         .forward(who, &target, tool, Map::new())
         .await
@@ -93,25 +91,25 @@ fn bad_answer(tool: &str, what: &str) -> ApiError {
 
 /// Refuses (and audits) a request for a host out of reach or unknown.
 async fn known_host(
-    state: &AppState,
+    fleet: &Fleet,
     who: &Principal,
     agent_id: &str,
     tool: &str,
 ) -> Result<crate::fleet::AgentSummary, ApiError> {
     // Only a well-formed id goes into the trail; anything else is just "unknown".
     let shown = kenny_proto::agent_id::is_valid(agent_id).then(|| agent_id.to_owned());
-    if let Err(refusal) = state.forwarder.check_reach(who, agent_id) {
-        state
+    if let Err(refusal) = fleet.forwarder.check_reach(who, agent_id) {
+        fleet
             .forwarder
             .audit_refusal(who, shown, tool, &Map::new(), &refusal)
             .await;
         return Err(not_found(agent_id));
     }
-    match crate::fleet::one(state, who, agent_id).await? {
+    match fleet.one(who, agent_id).await? {
         Some(agent) => Ok(agent),
         None => {
             let refusal = CallFailure::refusal(ErrorCode::UnknownAgent, "no agent with that id");
-            state
+            fleet
                 .forwarder
                 .audit_refusal(who, shown, tool, &Map::new(), &refusal)
                 .await;
@@ -122,13 +120,13 @@ async fn known_host(
 
 /// `GET /api/agent/{id}`: what the server knows about one host.
 pub(super) async fn facts(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = known_host(&state, &who, &agent_id, FACTS_TOOL).await?;
+    let agent = known_host(&fleet, &who, &agent_id, FACTS_TOOL).await?;
     let id = agent_id.clone();
-    let (latest, screenshot) = state
+    let (latest, screenshot) = fleet
         .store
         .blocking(move |s| Ok((s.latest_telemetry(&id)?, s.screenshot_meta(&id)?)))
         .await?;
@@ -140,7 +138,7 @@ pub(super) async fn facts(
             "health": crate::health::of_snapshot(&snapshot),
         })
     });
-    state.forwarder.audit_served(&who, &agent_id, FACTS_TOOL).await;
+    fleet.forwarder.audit_served(&who, &agent_id, FACTS_TOOL).await;
     Ok(Json(
         json!({ "agent": agent, "telemetry": telemetry, "screenshot": screenshot }),
     ))
@@ -149,12 +147,12 @@ pub(super) async fn facts(
 /// `POST /api/agent/{id}/refresh`: collects telemetry now, keeps it as the latest
 /// snapshot and returns it.
 pub(super) async fn refresh(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let tool = "telemetry_collect";
-    let result = run(&state, &who, &agent_id, tool).await?;
+    let result = run(&fleet, &who, &agent_id, tool).await?;
     let collected_at = result
         .get("collected_at")
         .and_then(Value::as_str)
@@ -165,7 +163,7 @@ pub(super) async fn refresh(
         .filter(|s| s.is_object())
         .ok_or_else(|| bad_answer(tool, "a snapshot"))?
         .clone();
-    state
+    fleet
         .audit
         .telemetry(agent_id.clone(), collected_at.clone(), snapshot.to_string());
     Ok(Json(json!({
@@ -195,22 +193,22 @@ fn png_of(result: &Value) -> Result<(Vec<u8>, Screenshot), ApiError> {
 /// `POST /api/agent/{id}/screenshot`: captures the screen and keeps it as the host's
 /// latest screenshot; answers with its metadata.
 pub(super) async fn capture(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let result = run(&state, &who, &agent_id, "screen_capture").await?;
+    let result = run(&fleet, &who, &agent_id, "screen_capture").await?;
     let (png, shot) = png_of(&result)?;
     let meta = ScreenshotMeta {
         agent_id: agent_id.clone(),
         width: i64::from(shot.width),
         height: i64::from(shot.height),
         bytes: png.len() as i64,
-        taken_at: state.clock.now(),
+        taken_at: fleet.clock.now(),
         taken_by: who.username.clone(),
     };
     let stored = meta.clone();
-    state.store.blocking(move |s| s.put_screenshot(&stored, &png)).await?;
+    fleet.store.blocking(move |s| s.put_screenshot(&stored, &png)).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "screenshot": meta, "url": format!("/api/agent/{agent_id}/screenshot") })),
@@ -220,7 +218,7 @@ pub(super) async fn capture(
 /// `GET /api/agent/{id}/screenshot`: the latest screenshot as `image/png`, with who took
 /// it and when in `X-Kenny-Taken-By` / `X-Kenny-Taken-At`.
 pub(super) async fn screenshot(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Response, ApiError> {
@@ -235,7 +233,7 @@ pub(super) async fn screenshot(
         return Err(none());
     }
     let id = agent_id.clone();
-    let (meta, png) = state
+    let (meta, png) = fleet
         .store
         .blocking(move |s| s.screenshot(&id))
         .await?
@@ -252,11 +250,11 @@ pub(super) async fn screenshot(
 
 /// `POST /api/agent/{id}/remotehelp`: starts remote help (Quick Assist) on the host.
 pub(super) async fn remote_help(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let result = run(&state, &who, &agent_id, "remotehelp_start").await?;
+    let result = run(&fleet, &who, &agent_id, "remotehelp_start").await?;
     Ok(Json(json!({ "agent_id": agent_id, "result": result })))
 }
 
@@ -264,12 +262,12 @@ pub(super) async fn remote_help(
 /// forwarder: the server picks the build and signs the order). The body may name a
 /// `version` and `allow_downgrade`; empty means the newest build the server has.
 pub(super) async fn update(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
+    let agent = known_host(&fleet, &who, &agent_id, UPDATE_TOOL).await?;
     let args = if body.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
@@ -282,7 +280,7 @@ pub(super) async fn update(
         })?
     };
     let target = AgentId::parse(&agent_id).map_err(|_| not_found(&agent_id))?;
-    let result = state
+    let result = fleet
         .forwarder
         .forward(&who, &target, UPDATE_TOOL, args)
         .await
@@ -294,13 +292,13 @@ pub(super) async fn update(
 
 /// `GET /api/agents/{id}/updates`: how the agent's updates ended, newest first.
 pub(super) async fn updates(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    known_host(&state, &who, &agent_id, UPDATE_TOOL).await?;
+    known_host(&fleet, &who, &agent_id, UPDATE_TOOL).await?;
     let id = agent_id.clone();
-    let updates = state.store.blocking(move |s| s.agent_updates(&id, 50)).await?;
+    let updates = fleet.store.blocking(move |s| s.agent_updates(&id, 50)).await?;
     Ok(Json(json!({"agent_id": agent_id, "updates": updates})))
 }
 

@@ -1,8 +1,6 @@
 //! `/api/me`: what every signed-in user manages for themselves: password, sessions,
 //! personal access tokens, the apps they let in (OAuth grants), second factor.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -12,11 +10,11 @@ use serde_json::{Value, json};
 use super::{ApiError, BodyShape, JsonBody, SignedIn};
 use crate::principal::{CredentialKind, Principal};
 use crate::ratelimit::Caller;
-use crate::state::AppState;
+use crate::state::Accounts;
 
-pub(super) async fn show(State(state): State<Arc<AppState>>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
+pub(super) async fn show(State(accounts): State<Accounts>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let user = state.store.blocking(move |s| s.user(id)).await?;
+    let user = accounts.store.blocking(move |s| s.user(id)).await?;
     Ok(Json(json!({ "user": user, "credential_kind": who.credential_kind })))
 }
 
@@ -64,32 +62,32 @@ impl BodyShape for PasswordChange {
 /// user and every OAuth grant end; with `revoke_tokens`, every personal access token
 /// too.
 pub(super) async fn change_password(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<PasswordChange>,
 ) -> Result<StatusCode, ApiError> {
-    check_own_password(&state, &who, body.current_password).await?;
+    check_own_password(&accounts, &who, body.current_password).await?;
     let new_hash = hash_new_password(body.new_password).await?;
     let (id, keep, revoke) = (who.user_id, current_session(&who), body.revoke_tokens);
-    let now = state.clock.now();
-    let revoked = state
+    let now = accounts.clock.now();
+    let revoked = accounts
         .store
         .blocking(move |s| s.set_password(id, &new_hash, keep, revoke, &now))
         .await?;
     if revoked > 0 {
-        state.auth.forget_cached();
+        accounts.auth.forget_cached();
     }
     tracing::info!(user = %who.username, tokens_revoked = revoked, "password changed");
     Ok(StatusCode::NO_CONTENT)
 }
 
 pub(super) async fn sessions(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
 ) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let now = state.clock.now();
-    let list = state.store.blocking(move |s| s.user_sessions(id, &now)).await?;
+    let now = accounts.clock.now();
+    let list = accounts.store.blocking(move |s| s.user_sessions(id, &now)).await?;
     let current = current_session(&who);
     let list: Vec<Value> = list
         .into_iter()
@@ -104,13 +102,13 @@ pub(super) async fn sessions(
 }
 
 pub(super) async fn revoke_session(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     Path(session_id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
-    let now = state.clock.now();
-    let done = state
+    let now = accounts.clock.now();
+    let done = accounts
         .store
         .blocking(move |s| s.revoke_user_session(id, session_id, &now))
         .await?;
@@ -125,12 +123,9 @@ pub(super) async fn revoke_session(
     }
 }
 
-pub(super) async fn tokens(
-    State(state): State<Arc<AppState>>,
-    SignedIn(who): SignedIn,
-) -> Result<Json<Value>, ApiError> {
+pub(super) async fn tokens(State(accounts): State<Accounts>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let list = state.store.blocking(move |s| s.user_tokens(id)).await?;
+    let list = accounts.store.blocking(move |s| s.user_tokens(id)).await?;
     Ok(Json(json!({ "tokens": list })))
 }
 
@@ -152,7 +147,7 @@ impl BodyShape for NewToken {
 /// sign-in throttle, because a token outlives the session: a session left open or
 /// stolen must not be turned into a lasting credential.
 pub(super) async fn create_token(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<NewToken>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -170,9 +165,9 @@ pub(super) async fn create_token(
             "enter your current password to create a token (\"password\" in the request)",
         )
     })?;
-    check_own_password(&state, &who, password).await?;
+    check_own_password(&accounts, &who, password).await?;
     let name = who.username.clone();
-    let token = state
+    let token = accounts
         .store
         .blocking(move |s| {
             crate::admin::create_token(s, &name, body.label.as_deref())
@@ -183,13 +178,13 @@ pub(super) async fn create_token(
 }
 
 pub(super) async fn revoke_token(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     Path(token_id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
-    let now = state.clock.now();
-    let done = state
+    let now = accounts.clock.now();
+    let done = accounts
         .store
         .blocking(move |s| s.revoke_token(id, token_id, &now))
         .await?;
@@ -200,31 +195,28 @@ pub(super) async fn revoke_token(
             format!("you have no live token {token_id}"),
         ));
     }
-    state.auth.forget_cached();
+    accounts.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// The apps (OAuth clients) the user has let act as them, with live grants.
-pub(super) async fn grants(
-    State(state): State<Arc<AppState>>,
-    SignedIn(who): SignedIn,
-) -> Result<Json<Value>, ApiError> {
+pub(super) async fn grants(State(accounts): State<Accounts>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let id = who.user_id;
-    let now = state.clock.now();
-    let list = state.store.blocking(move |s| s.user_grants(id, &now)).await?;
+    let now = accounts.clock.now();
+    let list = accounts.store.blocking(move |s| s.user_grants(id, &now)).await?;
     Ok(Json(json!({ "grants": list })))
 }
 
 /// Ends one of the user's own grants: its access and refresh tokens stop at once.
 pub(super) async fn revoke_grant(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     Path(grant_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let id = who.user_id;
     let gid = grant_id.clone();
-    let now = state.clock.now();
-    let done = state
+    let now = accounts.clock.now();
+    let done = accounts
         .store
         .blocking(move |s| s.revoke_user_grant(id, &gid, &now))
         .await?;
@@ -254,13 +246,13 @@ impl BodyShape for TotpStart {
 /// password, and TOTP must be off: replacing a second factor goes through turning it
 /// off, which needs the password too.
 pub(super) async fn totp_start(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpStart>,
 ) -> Result<Json<Value>, ApiError> {
-    check_own_password(&state, &who, body.password).await?;
+    check_own_password(&accounts, &who, body.password).await?;
     let id = who.user_id;
-    if state
+    if accounts
         .store
         .blocking(move |s| s.user(id))
         .await?
@@ -281,7 +273,7 @@ pub(super) async fn totp_start(
         )
     })?;
     let (id, s) = (who.user_id, secret.clone());
-    state.store.blocking(move |st| st.set_totp_pending(id, &s)).await?;
+    accounts.store.blocking(move |st| st.set_totp_pending(id, &s)).await?;
     Ok(Json(json!({ "secret": secret, "otpauth_uri": uri })))
 }
 
@@ -297,13 +289,13 @@ impl BodyShape for TotpConfirm {
 
 /// Turns TOTP on once the app shows a valid code; returns recovery codes, once.
 pub(super) async fn totp_confirm(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpConfirm>,
 ) -> Result<Json<Value>, ApiError> {
     session_only(&who, "sign in to the dashboard to turn on TOTP")?;
     let id = who.user_id;
-    let pending = state.store.blocking(move |s| s.totp_pending(id)).await?;
+    let pending = accounts.store.blocking(move |s| s.totp_pending(id)).await?;
     let pending = pending.ok_or_else(|| {
         ApiError::new(
             StatusCode::CONFLICT,
@@ -311,13 +303,13 @@ pub(super) async fn totp_confirm(
             "start TOTP set-up first (POST /api/me/totp)",
         )
     })?;
-    let now = state.clock.unix_secs();
+    let now = accounts.clock.unix_secs();
     let step = crate::totp::matching_step(&pending, &body.code, now).ok_or_else(|| {
         ApiError::bad_request("that code does not match; check the app's clock and try the current code")
     })?;
     let codes = crate::totp::new_recovery_codes();
     let hashes: Vec<String> = codes.iter().map(|c| crate::totp::recovery_hash(c)).collect();
-    state
+    accounts
         .store
         .blocking(move |s| s.enable_totp(id, &pending, step, &hashes))
         .await?;
@@ -336,20 +328,20 @@ impl BodyShape for TotpDisable {
 
 /// Turns TOTP off; needs the account's password.
 pub(super) async fn totp_disable(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<TotpDisable>,
 ) -> Result<StatusCode, ApiError> {
-    check_own_password(&state, &who, body.password).await?;
+    check_own_password(&accounts, &who, body.password).await?;
     let id = who.user_id;
-    state.store.blocking(move |s| s.disable_totp(id)).await?;
+    accounts.store.blocking(move |s| s.disable_totp(id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// Checks the caller's own password, under the same throttle as signing in (so a
 /// stolen session or token cannot be used to guess it), and only for a signed-in
 /// person: tokens do not mint tokens or change passwords or second factors.
-async fn check_own_password(state: &AppState, who: &Principal, password: String) -> Result<(), ApiError> {
+async fn check_own_password(accounts: &Accounts, who: &Principal, password: String) -> Result<(), ApiError> {
     session_only(
         who,
         "sign in to the dashboard to change your password or second factor or to create a token; tokens cannot",
@@ -363,7 +355,7 @@ async fn check_own_password(state: &AppState, who: &Principal, password: String)
             "sign in to the dashboard first",
         )
     })?;
-    if let Err(wait) = state
+    if let Err(wait) = accounts
         .login_limiter
         .caller(&caller, &who.username, std::time::Instant::now())
     {
@@ -377,10 +369,10 @@ async fn check_own_password(state: &AppState, who: &Principal, password: String)
         ));
     }
     let name = who.username.clone();
-    let login = state.store.blocking(move |s| s.user_login(&name)).await?;
+    let login = accounts.store.blocking(move |s| s.user_login(&name)).await?;
     let hash = login.map(|l| l.password_hash).unwrap_or_default();
     if crate::passwords::verify(hash, password).await {
-        state.login_limiter.succeeded(&caller, &who.username, false);
+        accounts.login_limiter.succeeded(&caller, &who.username, false);
         Ok(())
     } else {
         Err(ApiError::new(

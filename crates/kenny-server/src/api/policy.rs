@@ -2,8 +2,6 @@
 //! explain refusals); only superusers change them. A change is stored, then pushed to
 //! every connected agent at once; agents that connect later get it on connect.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -13,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, BodyShape, JsonBody, Superuser};
 use crate::policy::{Current, push_to_all, validate};
-use crate::state::AppState;
+use crate::state::Fleet;
 use crate::store::StoredPolicy;
 
 #[derive(Debug, Deserialize)]
@@ -27,12 +25,12 @@ impl BodyShape for PolicyBody {
         r#"{"rules": [{"id", "applies_to" (shell|powershell|command|path|any), "pattern", "reason"}]}"#;
 }
 
-pub(super) async fn show(State(state): State<Arc<AppState>>) -> Json<Value> {
-    Json(render(&state.policy.current(), None))
+pub(super) async fn show(State(fleet): State<Fleet>) -> Json<Value> {
+    Json(render(&fleet.policy.current(), None))
 }
 
 pub(super) async fn replace(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
     Superuser(who): Superuser,
     JsonBody(body): JsonBody<PolicyBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -46,17 +44,17 @@ pub(super) async fn replace(
             )
         })?,
         updated_by: who.username.clone(),
-        updated_at: state.clock.now(),
+        updated_at: fleet.clock.now(),
     };
     let saved = stored.clone();
-    state.store.blocking(move |s| s.save_operator_policy(&saved)).await?;
+    fleet.store.blocking(move |s| s.save_operator_policy(&saved)).await?;
     let current = Current {
         policy,
         updated_by: Some(stored.updated_by),
         updated_at: Some(stored.updated_at),
     };
-    state.policy.set(current.clone());
-    let (pushed, missed) = push_to_all(&state.registry, &current.policy);
+    fleet.policy.set(current.clone());
+    let (pushed, missed) = push_to_all(&fleet.registry, &current.policy);
     tracing::info!(by = %who.username, rules = current.policy.rules.len(), agents = pushed, "operator policy changed");
     if !missed.is_empty() {
         tracing::warn!(agents = ?missed, "operator policy not queued (outbox full); they get it when they reconnect");

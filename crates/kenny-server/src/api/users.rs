@@ -1,7 +1,5 @@
 //! `/api/users`: account management for superusers.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -10,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, BodyShape, JsonBody, Superuser};
 use crate::principal::Role;
-use crate::state::AppState;
+use crate::state::Accounts;
 use crate::store::UserPatch;
 
 fn parse_role(role: &str) -> Result<Role, ApiError> {
@@ -18,17 +16,17 @@ fn parse_role(role: &str) -> Result<Role, ApiError> {
         .ok_or_else(|| ApiError::bad_request(format!("unknown role {role:?}: use superuser, operator or user")))
 }
 
-pub(super) async fn list(State(state): State<Arc<AppState>>, _: Superuser) -> Result<Json<Value>, ApiError> {
-    let users = state.store.blocking(|s| s.users()).await?;
+pub(super) async fn list(State(accounts): State<Accounts>, _: Superuser) -> Result<Json<Value>, ApiError> {
+    let users = accounts.store.blocking(|s| s.users()).await?;
     Ok(Json(json!({ "users": users })))
 }
 
 pub(super) async fn get_one(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     _: Superuser,
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
-    let user = state.store.blocking(move |s| s.user(id)).await?;
+    let user = accounts.store.blocking(move |s| s.user(id)).await?;
     let user =
         user.ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "not_found", format!("no user with id {id}")))?;
     Ok(Json(json!({ "user": user })))
@@ -51,7 +49,7 @@ impl BodyShape for NewUser {
 }
 
 pub(super) async fn create(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     _: Superuser,
     JsonBody(body): JsonBody<NewUser>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
@@ -62,12 +60,12 @@ pub(super) async fn create(
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let hash = super::me::hash_new_password(password).await?;
     let (name, hosts) = (body.username, body.hosts);
-    let now = state.clock.now();
-    let id = state
+    let now = accounts.clock.now();
+    let id = accounts
         .store
         .blocking(move |s| s.create_user(&name, &hash, role, &hosts, &now))
         .await?;
-    let user = state.store.blocking(move |s| s.user(id)).await?;
+    let user = accounts.store.blocking(move |s| s.user(id)).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({ "user": user, "password": generated })),
@@ -95,7 +93,7 @@ impl BodyShape for Patch {
 /// Changes a user. Disabling ends its sessions and OAuth grants at once; its tokens stop
 /// working while it is disabled, and with `revoke_tokens` are revoked for good.
 pub(super) async fn update(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     _: Superuser,
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<Patch>,
@@ -114,8 +112,8 @@ pub(super) async fn update(
         hosts: body.hosts,
     };
     let revoke = body.revoke_tokens;
-    let now = state.clock.now();
-    let (user, revoked) = state
+    let now = accounts.clock.now();
+    let (user, revoked) = accounts
         .store
         .blocking(move |s| {
             let user = s.update_user(id, &patch)?;
@@ -132,17 +130,17 @@ pub(super) async fn update(
         })
         .await?;
     // Role, hosts, tokens or a disabled flag change what this user's tokens may do: now.
-    state.auth.forget_cached();
+    accounts.auth.forget_cached();
     Ok(Json(json!({ "user": user, "tokens_revoked": revoked })))
 }
 
 pub(super) async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     _: Superuser,
     Path(id): Path<i64>,
 ) -> Result<StatusCode, ApiError> {
-    state.store.blocking(move |s| s.delete_user(id)).await?;
-    state.auth.forget_cached();
+    accounts.store.blocking(move |s| s.delete_user(id)).await?;
+    accounts.auth.forget_cached();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -163,7 +161,7 @@ impl BodyShape for PasswordReset {
 /// Sets a new password for a user: every session and OAuth grant of theirs ends, and
 /// with `revoke_tokens` every personal access token too.
 pub(super) async fn reset_password(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
     _: Superuser,
     Path(id): Path<i64>,
     JsonBody(body): JsonBody<PasswordReset>,
@@ -172,13 +170,13 @@ pub(super) async fn reset_password(
     let password = body.password.or(generated.clone()).unwrap_or_default();
     let hash = super::me::hash_new_password(password).await?;
     let revoke = body.revoke_tokens;
-    let now = state.clock.now();
-    let revoked = state
+    let now = accounts.clock.now();
+    let revoked = accounts
         .store
         .blocking(move |s| s.set_password(id, &hash, None, revoke, &now))
         .await?;
     if revoked > 0 {
-        state.auth.forget_cached();
+        accounts.auth.forget_cached();
     }
     Ok(Json(json!({ "password": generated, "tokens_revoked": revoked })))
 }

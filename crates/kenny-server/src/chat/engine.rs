@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::tools::{self, FENCE_TAG, LIST_AGENTS};
-use super::{Chat, ChatEvent, anthropic, gate};
+use super::{ChatEvent, Conversations, anthropic, gate};
+use crate::fleet::Fleet;
 use crate::forward::CallFailure;
 use crate::principal::Principal;
-use crate::state::AppState;
 use crate::store::{ChatCall, ChatSession, StoreError, call_status};
 
 /// Model turns in one reply before it is cut off (a loop that never ends costs money).
@@ -35,8 +35,8 @@ impl From<StoreError> for EngineError {
 
 /// Adds the user's message and writes the reply.
 pub async fn user_message(
-    state: &AppState,
-    chat: &Chat,
+    conversations: &Conversations,
+    fleet: &Fleet,
     who: &Principal,
     session: &ChatSession,
     text: &str,
@@ -44,28 +44,28 @@ pub async fn user_message(
 ) {
     let content = json!([{"type": "text", "text": text}]);
     let id = session.id.clone();
-    let now = state.clock.now();
-    let stored = state
+    let now = conversations.clock.now();
+    let stored = conversations
         .store
         .blocking(move |s| s.append_chat_message(&id, "user", &content, &now))
         .await;
     if let Err(e) = stored {
         return fail(events, "internal", &format!("could not store the message: {e}")).await;
     }
-    run(state, chat, who, session, events).await;
+    run(conversations, fleet, who, session, events).await;
 }
 
 /// Approves (runs once, on the frozen target) or denies a held call, then carries on.
 pub async fn decide(
-    state: &AppState,
-    chat: &Chat,
+    conversations: &Conversations,
+    fleet: &Fleet,
     who: &Principal,
     session: &ChatSession,
     call: ChatCall,
     approve: bool,
     events: &Events,
 ) {
-    let now = state.clock.now();
+    let now = conversations.clock.now();
     let by = who.username.clone();
     let id = call.id.clone();
     let (to, result) = if approve {
@@ -79,7 +79,7 @@ pub async fn decide(
         )
     };
     let result_for_store = result.clone();
-    let won = state
+    let won = conversations
         .store
         .blocking(move |s| s.decide_chat_call(&id, to, result_for_store.as_ref(), &by, &now))
         .await;
@@ -89,7 +89,7 @@ pub async fn decide(
         Err(e) => return fail(events, "internal", &format!("could not record the decision: {e}")).await,
     }
     if approve {
-        execute(state, who, &call, events).await;
+        execute(conversations, fleet, who, &call, events).await;
     } else {
         let _ = events
             .send(ChatEvent::ToolResult {
@@ -101,12 +101,12 @@ pub async fn decide(
             })
             .await;
     }
-    run(state, chat, who, session, events).await;
+    run(conversations, fleet, who, session, events).await;
 }
 
 /// Carries the conversation forward until the model is done or a call waits.
-async fn run(state: &AppState, chat: &Chat, who: &Principal, session: &ChatSession, events: &Events) {
-    match step_until_blocked(state, chat, who, session, events).await {
+async fn run(conversations: &Conversations, fleet: &Fleet, who: &Principal, session: &ChatSession, events: &Events) {
+    match step_until_blocked(conversations, fleet, who, session, events).await {
         Ok(reason) => {
             let _ = events.send(ChatEvent::Done { stop_reason: reason }).await;
         }
@@ -116,12 +116,13 @@ async fn run(state: &AppState, chat: &Chat, who: &Principal, session: &ChatSessi
 }
 
 async fn step_until_blocked(
-    state: &AppState,
-    chat: &Chat,
+    conversations: &Conversations,
+    fleet: &Fleet,
     who: &Principal,
     session: &ChatSession,
     events: &Events,
 ) -> Result<String, EngineError> {
+    let chat = &conversations.chat;
     let Some(api_key) = chat.settings.api_key.clone() else {
         return Err(EngineError::Model(anthropic::ModelError::new(
             "chat_disabled",
@@ -130,7 +131,7 @@ async fn step_until_blocked(
     };
     for _ in 0..MAX_ROUNDS {
         let id = session.id.clone();
-        let (messages, calls, current) = state
+        let (messages, calls, current) = conversations
             .store
             .blocking(move |s| Ok((s.chat_messages(&id)?, s.chat_calls(&id)?, s.chat_session(&id)?)))
             .await?;
@@ -164,8 +165,8 @@ async fn step_until_blocked(
                 })
                 .collect();
             let id = session.id.clone();
-            let now = state.clock.now();
-            state
+            let now = conversations.clock.now();
+            conversations
                 .store
                 .blocking(move |s| s.append_chat_message(&id, "user", &Value::Array(results), &now))
                 .await?;
@@ -179,8 +180,7 @@ async fn step_until_blocked(
         let tool_definitions = tools::definitions();
         // A reply may take many turns: the limit can end it part-way.
         let reservation = reserve_turn(
-            state,
-            chat,
+            conversations,
             who,
             estimate_tokens(&system, &history, &tool_definitions, chat.settings.max_tokens),
         )
@@ -212,14 +212,14 @@ async fn step_until_blocked(
             Ok(turn) => turn.usage,
             Err(e) => e.usage,
         };
-        record_usage(state, who, used).await?;
+        record_usage(conversations, who, used).await?;
         // Only now, with the real count recorded, does the estimate stop counting.
         drop(reservation);
         let turn = turn.map_err(EngineError::Model)?;
         let content = Value::Array(turn.content.clone());
         let id = session.id.clone();
-        let now = state.clock.now();
-        let message_id = state
+        let now = conversations.clock.now();
+        let message_id = conversations
             .store
             .blocking(move |s| s.append_chat_message(&id, "assistant", &content, &now))
             .await?;
@@ -228,7 +228,17 @@ async fn step_until_blocked(
             return Ok(turn.stop_reason.unwrap_or_else(|| "end_turn".into()));
         }
         for (seq, block) in uses.into_iter().enumerate() {
-            propose(state, who, &current, message_id, seq as i64, block, events).await?;
+            propose(
+                conversations,
+                fleet,
+                who,
+                &current,
+                message_id,
+                seq as i64,
+                block,
+                events,
+            )
+            .await?;
         }
     }
     Ok("max_rounds".into())
@@ -237,8 +247,13 @@ async fn step_until_blocked(
 /// Records one call the model asked for: target resolved and frozen now; read-only
 /// calls run at once, state-changing ones are held; calls that cannot go anywhere are
 /// refused with the reason (which the model is told).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the chat and the fleet it runs on, who asks, and where the call sits in its turn: none follows from another"
+)]
 async fn propose(
-    state: &AppState,
+    conversations: &Conversations,
+    fleet: &Fleet,
     who: &Principal,
     session: &ChatSession,
     message_id: i64,
@@ -262,13 +277,13 @@ async fn propose(
         status: call_status::RUNNING.into(),
         result: None,
         is_error: false,
-        created_at: state.clock.now(),
+        created_at: conversations.clock.now(),
         decided_by: None,
         decided_at: None,
         hold_reason: None,
     };
     if tool == LIST_AGENTS {
-        return store_and_run(state, who, call, events).await;
+        return store_and_run(conversations, fleet, who, call, events).await;
     }
     let spec = catalog::find(&tool);
     let refusal = match (spec, target(named.as_ref(), session)) {
@@ -296,7 +311,10 @@ async fn propose(
         call.result = Some(result);
         call.is_error = true;
         let stored = call.clone();
-        state.store.blocking(move |s| s.insert_chat_call(&stored)).await?;
+        conversations
+            .store
+            .blocking(move |s| s.insert_chat_call(&stored))
+            .await?;
         let _ = events
             .send(ChatEvent::ToolResult {
                 id,
@@ -313,11 +331,14 @@ async fn propose(
     };
     call.hold_reason = gate::hold_reason(spec, &call.args, agent_id, session.selected_agent.as_deref());
     if call.hold_reason.is_none() {
-        return store_and_run(state, who, call, events).await;
+        return store_and_run(conversations, fleet, who, call, events).await;
     }
     call.status = call_status::HELD.into();
     let stored = call.clone();
-    state.store.blocking(move |s| s.insert_chat_call(&stored)).await?;
+    conversations
+        .store
+        .blocking(move |s| s.insert_chat_call(&stored))
+        .await?;
     let _ = events
         .send(ChatEvent::Held {
             id: call.id,
@@ -353,9 +374,18 @@ fn target(named: Option<&Value>, session: &ChatSession) -> Result<AgentId, CallF
         .map_err(|e| CallFailure::new(ErrorCode::UnknownAgent, format!("{e}; list_agents shows the ids")))
 }
 
-async fn store_and_run(state: &AppState, who: &Principal, call: ChatCall, events: &Events) -> Result<(), EngineError> {
+async fn store_and_run(
+    conversations: &Conversations,
+    fleet: &Fleet,
+    who: &Principal,
+    call: ChatCall,
+    events: &Events,
+) -> Result<(), EngineError> {
     let stored = call.clone();
-    state.store.blocking(move |s| s.insert_chat_call(&stored)).await?;
+    conversations
+        .store
+        .blocking(move |s| s.insert_chat_call(&stored))
+        .await?;
     let _ = events
         .send(ChatEvent::ToolCall {
             id: call.id.clone(),
@@ -364,15 +394,16 @@ async fn store_and_run(state: &AppState, who: &Principal, call: ChatCall, events
             args: call.args.clone(),
         })
         .await;
-    execute(state, who, &call, events).await;
+    execute(conversations, fleet, who, &call, events).await;
     Ok(())
 }
 
 /// Runs a call on its frozen target through the forwarder (scope, validation, audit),
 /// stores what goes back to the model, and tells the browser.
-async fn execute(state: &AppState, who: &Principal, call: &ChatCall, events: &Events) {
+async fn execute(conversations: &Conversations, fleet: &Fleet, who: &Principal, call: &ChatCall, events: &Events) {
     let outcome = if call.tool == LIST_AGENTS {
-        crate::fleet::list(state, who)
+        fleet
+            .list(who)
             .await
             .map(|agents| json!({"agents": agents}))
             .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("cannot list PCs: {e}")))
@@ -388,9 +419,9 @@ async fn execute(state: &AppState, who: &Principal, call: &ChatCall, events: &Ev
             )),
         };
         match target {
-            Ok(target) => state.forwarder.forward(who, &target, &call.tool, args).await,
+            Ok(target) => fleet.forwarder.forward(who, &target, &call.tool, args).await,
             Err(failure) => {
-                state
+                fleet
                     .forwarder
                     .audit_refusal(who, None, &call.tool, &args, &failure)
                     .await;
@@ -400,7 +431,7 @@ async fn execute(state: &AppState, who: &Principal, call: &ChatCall, events: &Ev
     };
     let (result, is_error) = tools::model_result(&call.tool, call.agent_id.as_deref(), &outcome);
     let id = call.id.clone();
-    if let Err(e) = state
+    if let Err(e) = conversations
         .store
         .blocking(move |s| s.finish_chat_call(&id, &result, is_error))
         .await
@@ -440,8 +471,8 @@ fn system_prompt(session: &ChatSession) -> String {
 
 /// Whether `who` may have another model turn today; the refusal says how much was used
 /// and when it resets.
-pub async fn allowance_left(state: &AppState, chat: &Chat, who: &Principal) -> Result<(), EngineError> {
-    reserve_turn(state, chat, who, 0).await.map(drop)
+pub async fn allowance_left(conversations: &Conversations, who: &Principal) -> Result<(), EngineError> {
+    reserve_turn(conversations, who, 0).await.map(drop)
 }
 
 /// Checks the daily limit and, in the same step, reserves `estimate` tokens for a turn
@@ -449,18 +480,22 @@ pub async fn allowance_left(state: &AppState, chat: &Chat, who: &Principal) -> R
 /// lock means conversations running side by side each see what the others may be
 /// spending, instead of all passing the check before any of them has recorded its use.
 async fn reserve_turn(
-    state: &AppState,
-    chat: &Chat,
+    conversations: &Conversations,
     who: &Principal,
     estimate: u64,
 ) -> Result<Option<super::Reservation>, EngineError> {
+    let chat = &conversations.chat;
     let limit = chat.settings.daily_tokens_per_user;
     if limit == 0 {
         return Ok(None);
     }
     let _admission = chat.admission().await;
-    let (user, day) = (who.user_id, state.clock.today());
-    let used = state.store.blocking(move |s| s.chat_usage(user, &day)).await?.tokens();
+    let (user, day) = (who.user_id, conversations.clock.today());
+    let used = conversations
+        .store
+        .blocking(move |s| s.chat_usage(user, &day))
+        .await?
+        .tokens();
     let in_flight = chat.reserved(user);
     if used.saturating_add(in_flight) < limit {
         return Ok(Some(chat.reserve(user, estimate)));
@@ -486,12 +521,16 @@ fn estimate_tokens(system: &str, history: &[Value], tools: &[Value], max_tokens:
     (chars as u64).div_ceil(3) + u64::from(max_tokens)
 }
 
-async fn record_usage(state: &AppState, who: &Principal, usage: anthropic::Usage) -> Result<(), EngineError> {
+async fn record_usage(
+    conversations: &Conversations,
+    who: &Principal,
+    usage: anthropic::Usage,
+) -> Result<(), EngineError> {
     if usage == anthropic::Usage::default() {
         return Ok(());
     }
-    let (user, day) = (who.user_id, state.clock.today());
-    state
+    let (user, day) = (who.user_id, conversations.clock.today());
+    conversations
         .store
         .blocking(move |s| s.add_chat_usage(user, &day, usage.input_tokens, usage.output_tokens))
         .await?;

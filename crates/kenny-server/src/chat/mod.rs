@@ -16,7 +16,9 @@ pub mod tools;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::clock::Clock;
 pub use crate::config::{ChatSettings, DEFAULT_DAILY_TOKENS, DEFAULT_MODEL};
+use crate::store::Store;
 
 /// What the browser is told when no key is set.
 pub const NO_KEY_MESSAGE: &str = "the chat needs an Anthropic API key: start kenny-server with KENNY_ANTHROPIC_API_KEY set (and KENNY_CHAT_MODEL to pick a model); the rest of the dashboard works without it";
@@ -31,6 +33,17 @@ pub struct Chat {
     admission: tokio::sync::Mutex<()>,
     /// Tokens reserved per user for turns in flight, not yet in the database.
     reserved: Arc<Mutex<HashMap<i64, u64>>>,
+}
+
+/// What the chat's routes work with: the [`Chat`] every conversation shares, and the
+/// store that keeps the conversations, their calls and each user's daily use. The
+/// calls themselves go to the PCs through [`crate::fleet::Fleet`].
+#[derive(Clone)]
+pub struct Conversations {
+    pub chat: Arc<Chat>,
+    pub store: Arc<Store>,
+    /// What time it is for messages, decisions and the chat's day.
+    pub clock: Clock,
 }
 
 /// Tokens reserved for one turn in flight; given back when dropped (after the turn's

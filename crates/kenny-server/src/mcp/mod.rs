@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::forward::CallFailure;
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
 use target::take_target;
 
@@ -30,21 +30,22 @@ Nothing is remembered between calls: select_agent only checks that an id exists 
 
 #[derive(Clone)]
 pub(crate) struct KennyMcp {
-    state: Arc<AppState>,
+    fleet: Fleet,
     tools: Arc<Vec<Tool>>,
 }
 
-/// The tower service mounted at `/mcp` (behind [`crate::guard::require_bearer`]).
-pub(crate) fn service(state: Arc<AppState>) -> StreamableHttpService<KennyMcp, NeverSessionManager> {
+/// The tower service mounted at `/mcp` (behind [`crate::guard::require_bearer`]),
+/// answering for the hosts `public_url` allows.
+pub(crate) fn service(fleet: Fleet, public_url: Option<&str>) -> StreamableHttpService<KennyMcp, NeverSessionManager> {
     let handler = KennyMcp {
         tools: Arc::new(tools::all()),
-        state: state.clone(),
+        fleet,
     };
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
-        .with_allowed_hosts(crate::config::allowed_hosts(state.config.public_url.as_deref()));
+        .with_allowed_hosts(crate::config::allowed_hosts(public_url));
     StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(NeverSessionManager::default()),
@@ -81,9 +82,9 @@ impl ServerHandler for KennyMcp {
             tools::LIST_AGENTS => self.list_agents(&who).await,
             tools::SELECT_AGENT => self.select_agent(&who, args).await,
             name => match take_target(&mut args) {
-                Ok(target) => results::outcome(self.state.forwarder.forward(&who, &target, name, args).await),
+                Ok(target) => results::outcome(self.fleet.forwarder.forward(&who, &target, name, args).await),
                 Err(failure) => {
-                    self.state
+                    self.fleet
                         .forwarder
                         .audit_refusal(&who, None, name, &args, &failure)
                         .await;
@@ -97,7 +98,7 @@ impl ServerHandler for KennyMcp {
 
 impl KennyMcp {
     async fn list_agents(&self, who: &Principal) -> CallToolResult {
-        match crate::fleet::list(&self.state, who).await {
+        match self.fleet.list(who).await {
             Ok(agents) => results::success(json!({ "agents": agents })),
             Err(e) => results::failure(&CallFailure::new(
                 ErrorCode::Internal,
@@ -112,14 +113,14 @@ impl KennyMcp {
             Ok(id) => id.into_string(),
             Err(f) => return results::failure(&f),
         };
-        if let Err(f) = self.state.forwarder.check_reach(who, &agent_id) {
-            self.state
+        if let Err(f) = self.fleet.forwarder.check_reach(who, &agent_id) {
+            self.fleet
                 .forwarder
                 .audit_refusal(who, Some(agent_id), tools::SELECT_AGENT, &args, &f)
                 .await;
             return results::failure(&f);
         }
-        if let Some(link) = self.state.registry.get(&agent_id) {
+        if let Some(link) = self.fleet.registry.get(&agent_id) {
             return results::success(json!({
                 "agent_id": agent_id,
                 "online": true,
@@ -128,7 +129,7 @@ impl KennyMcp {
                 "note": "select_agent sets nothing: pass agent_id on every call.",
             }));
         }
-        let failure = self.state.forwarder.not_connected(&agent_id).await;
+        let failure = self.fleet.forwarder.not_connected(&agent_id).await;
         if failure.code == ErrorCode::Offline.as_str() {
             results::success(json!({
                 "agent_id": agent_id,

@@ -4,8 +4,6 @@
 //! consent page that names the client by its id and where it sends the person back,
 //! and on approval a short-lived single-use code.
 
-use std::sync::Arc;
-
 use axum::extract::{Form, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -14,7 +12,7 @@ use serde::Deserialize;
 
 use super::{CODE_PREFIX, SCOPE, pkce, resource_url};
 use crate::principal::Principal;
-use crate::state::AppState;
+use crate::state::{Accounts, OAuth};
 use crate::store::{CodeGrant, OAuthClient};
 use crate::web::html::page;
 
@@ -44,29 +42,39 @@ struct Checked {
     state: Option<String>,
 }
 
-pub(super) async fn show(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
+pub(super) async fn show(
+    State(oauth): State<OAuth>,
+    State(accounts): State<Accounts>,
+    headers: HeaderMap,
+    Query(p): Query<Params>,
+) -> Response {
     // Signed in first: nothing about the client is looked up, let alone fetched from
     // the network (a client metadata document), for someone who has not signed in.
-    let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
+    let Some((who, csrf)) = crate::web::signed_in(&accounts, &headers).await else {
         let back = format!("/oauth/authorize?{}", query_string(&p));
         let next: String = url::form_urlencoded::byte_serialize(back.as_bytes()).collect();
         return Redirect::to(&format!("/login?next={next}")).into_response();
     };
-    let checked = match check(&state, &p).await {
+    let checked = match check(&oauth, &p).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
     consent_page(&checked, &who, &csrf)
 }
 
-pub(super) async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(p): Form<Params>) -> Response {
-    if !crate::guard::same_origin(&state, &headers) {
+pub(super) async fn decide(
+    State(oauth): State<OAuth>,
+    State(accounts): State<Accounts>,
+    headers: HeaderMap,
+    Form(p): Form<Params>,
+) -> Response {
+    if !crate::guard::same_origin(&oauth.base_url, &headers) {
         return error_page(
             StatusCode::FORBIDDEN,
             "This consent form was not submitted from kenny's own page; nothing was granted.",
         );
     }
-    let Some((who, csrf)) = crate::web::signed_in(&state, &headers).await else {
+    let Some((who, csrf)) = crate::web::signed_in(&accounts, &headers).await else {
         return error_page(
             StatusCode::UNAUTHORIZED,
             "Your sign-in has ended. Start the connection again from your app.",
@@ -82,15 +90,15 @@ pub(super) async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMa
             "This consent form was not submitted from kenny's own page; nothing was granted.",
         );
     }
-    let checked = match check(&state, &p).await {
+    let checked = match check(&oauth, &p).await {
         Ok(c) => c,
         Err(resp) => return resp,
     };
     if p.decision.as_deref() != Some("approve") {
-        return redirect_error(&state, &checked, "access_denied", "the user declined");
+        return redirect_error(&oauth, &checked, "access_denied", "the user declined");
     }
     let code = crate::secrets::new_token(CODE_PREFIX);
-    let expires_at = crate::clock::format(state.clock.now_utc() + state.oauth.code_ttl);
+    let expires_at = crate::clock::format(oauth.clock.now_utc() + oauth.settings.code_ttl);
     let grant = CodeGrant {
         client_id: checked.client.client_id.clone(),
         user_id: who.user_id,
@@ -102,15 +110,15 @@ pub(super) async fn decide(State(state): State<Arc<AppState>>, headers: HeaderMa
         expires_at,
     };
     let hash = crate::secrets::token_hash(&code);
-    if let Err(e) = state.store.blocking(move |s| s.create_code(&hash, &grant)).await {
+    if let Err(e) = oauth.store.blocking(move |s| s.create_code(&hash, &grant)).await {
         tracing::error!(error = %e, "storing an authorization code failed");
-        return redirect_error(&state, &checked, "server_error", "the server could not store the grant");
+        return redirect_error(&oauth, &checked, "server_error", "the server could not store the grant");
     }
     tracing::info!(user = %who.username, client = %checked.client.client_id, "OAuth grant approved");
-    redirect_with(&state, &checked, &[("code", &code)])
+    redirect_with(&oauth, &checked, &[("code", &code)])
 }
 
-async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
+async fn check(oauth: &OAuth, p: &Params) -> Result<Checked, Response> {
     let Some(client_id) = p.client_id.as_deref().filter(|c| !c.is_empty()) else {
         return Err(error_page(
             StatusCode::BAD_REQUEST,
@@ -118,7 +126,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
         ));
     };
     let client = if super::cimd::is_document_url(client_id) {
-        match state.client_documents.client(client_id).await {
+        match oauth.client_documents.client(client_id).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(client = %client_id, error = %e, "client metadata document refused");
@@ -131,7 +139,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
         }
     } else {
         let id = client_id.to_owned();
-        match state.store.blocking(move |s| s.oauth_client(&id)).await {
+        match oauth.store.blocking(move |s| s.oauth_client(&id)).await {
             Ok(Some(c)) => c,
             Ok(None) => {
                 return Err(error_page(
@@ -165,7 +173,7 @@ async fn check(state: &AppState, p: &Params) -> Result<Checked, Response> {
         client,
         redirect_uri,
         code_challenge: String::new(),
-        resource: resource_url(&state.base_url),
+        resource: resource_url(&oauth.base_url),
         scope: p.scope.clone(),
         state: p.state.clone(),
     };
@@ -297,7 +305,7 @@ fn is_loopback_redirect(uri: &str) -> bool {
     })
 }
 
-fn redirect_with(state: &AppState, c: &Checked, params: &[(&str, &str)]) -> Response {
+fn redirect_with(oauth: &OAuth, c: &Checked, params: &[(&str, &str)]) -> Response {
     let Ok(mut url) = url::Url::parse(&c.redirect_uri) else {
         return error_page(StatusCode::BAD_REQUEST, "The registered redirect URI is not a URL.");
     };
@@ -309,7 +317,7 @@ fn redirect_with(state: &AppState, c: &Checked, params: &[(&str, &str)]) -> Resp
         if let Some(s) = &c.state {
             q.append_pair("state", s);
         }
-        q.append_pair("iss", &state.base_url);
+        q.append_pair("iss", &oauth.base_url);
     }
     Redirect::to(url.as_str()).into_response()
 }
@@ -324,8 +332,8 @@ fn refuse_request(error: &str, description: &str) -> Response {
     )
 }
 
-fn redirect_error(state: &AppState, c: &Checked, error: &str, description: &str) -> Response {
-    redirect_with(state, c, &[("error", error), ("error_description", description)])
+fn redirect_error(oauth: &OAuth, c: &Checked, error: &str, description: &str) -> Response {
+    redirect_with(oauth, c, &[("error", error), ("error_description", description)])
 }
 
 fn error_page(status: StatusCode, message: &str) -> Response {

@@ -1,17 +1,15 @@
 //! Discovery documents: protected resource metadata (RFC 9728) and authorization server
 //! metadata (RFC 8414).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::{SCOPE, resource_url};
-use crate::state::AppState;
+use crate::state::OAuth;
 
-pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let base = &state.base_url;
+pub(super) async fn protected_resource(State(oauth): State<OAuth>) -> Json<Value> {
+    let base: &str = &oauth.base_url;
     Json(json!({
         "resource": resource_url(base),
         "authorization_servers": [base],
@@ -21,8 +19,8 @@ pub(super) async fn protected_resource(State(state): State<Arc<AppState>>) -> Js
     }))
 }
 
-pub(super) async fn authorization_server(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let base = &state.base_url;
+pub(super) async fn authorization_server(State(oauth): State<OAuth>) -> Json<Value> {
+    let base: &str = &oauth.base_url;
     Json(json!({
         "issuer": base,
         "authorization_endpoint": format!("{base}/oauth/authorize"),

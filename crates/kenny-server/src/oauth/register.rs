@@ -1,8 +1,6 @@
 //! Dynamic client registration (RFC 7591) for public clients, and the redirect URI rule:
 //! `https`, or `http` to this machine only (native apps listening on loopback).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
@@ -10,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::state::AppState;
+use crate::state::OAuth;
 use crate::store::OAuthClient;
 
 const MAX_REDIRECT_URIS: usize = 10;
@@ -35,12 +33,12 @@ fn invalid(error: &str, description: String) -> Response {
 }
 
 pub async fn register(
-    State(state): State<Arc<AppState>>,
+    State(oauth): State<OAuth>,
     ConnectInfo(addr): ConnectInfo<std::net::SocketAddr>,
     body: Result<Json<Registration>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
     let key = crate::ratelimit::client_key(addr.ip());
-    if let Err(wait) = state
+    if let Err(wait) = oauth
         .registration_limiter
         .attempt(&[key.as_str()], std::time::Instant::now())
     {
@@ -108,9 +106,9 @@ pub async fn register(
         client_name: reg.client_name.map(|n| n.chars().take(100).collect()),
         redirect_uris: reg.redirect_uris,
     };
-    let now = state.clock.now();
+    let now = oauth.clock.now();
     let stored = client.clone();
-    if let Err(e) = state
+    if let Err(e) = oauth
         .store
         .blocking(move |s| s.create_oauth_client(&stored, &now))
         .await
@@ -127,7 +125,7 @@ pub async fn register(
         StatusCode::CREATED,
         Json(json!({
             "client_id": client.client_id,
-            "client_id_issued_at": state.clock.now_utc().unix_timestamp(),
+            "client_id_issued_at": oauth.clock.now_utc().unix_timestamp(),
             "client_name": client.client_name,
             "redirect_uris": client.redirect_uris,
             "token_endpoint_auth_method": "none",

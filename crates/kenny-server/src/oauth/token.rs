@@ -3,8 +3,6 @@
 //! Redeeming and issuing are one transaction, so a replay racing the first use
 //! revokes what the first use issues.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::extract::{Form, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -13,7 +11,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{ACCESS_TOKEN_PREFIX, REFRESH_TOKEN_PREFIX, SCOPE, pkce};
-use crate::state::AppState;
+use crate::state::OAuth;
 use crate::store::{Exchange, NewTokenPair, RefreshGrant};
 
 #[derive(Deserialize)]
@@ -28,7 +26,7 @@ pub(super) struct TokenRequest {
 }
 
 pub(super) async fn token(
-    State(state): State<Arc<AppState>>,
+    State(oauth): State<OAuth>,
     form: Result<Form<TokenRequest>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let Ok(Form(req)) = form else {
@@ -37,17 +35,17 @@ pub(super) async fn token(
             "send an application/x-www-form-urlencoded token request",
         );
     };
-    let minted = Minted::new(&state);
+    let minted = Minted::new(&oauth);
     let result = match req.grant_type.as_deref() {
-        Some("authorization_code") => from_code(&state, &req, &minted).await,
-        Some("refresh_token") => from_refresh(&state, &req, &minted).await,
+        Some("authorization_code") => from_code(&oauth, &req, &minted).await,
+        Some("refresh_token") => from_refresh(&oauth, &req, &minted).await,
         _ => Err((
             "unsupported_grant_type",
             "grant_type must be authorization_code or refresh_token".to_owned(),
         )),
     };
     match result {
-        Ok(grant) => minted.response(&state, &grant),
+        Ok(grant) => minted.response(&oauth, &grant),
         Err((error, description)) => {
             tracing::warn!(error, %description, "token request refused");
             oauth_error(error, &description)
@@ -94,16 +92,16 @@ impl StoredPair {
 }
 
 impl Minted {
-    fn new(state: &AppState) -> Self {
+    fn new(oauth: &OAuth) -> Self {
         let access = crate::secrets::new_token(ACCESS_TOKEN_PREFIX);
         let refresh = crate::secrets::new_token(REFRESH_TOKEN_PREFIX);
-        let now = state.clock.now_utc();
+        let now = oauth.clock.now_utc();
         let stored = StoredPair {
             access_hash: crate::secrets::token_hash(&access),
             refresh_hash: crate::secrets::token_hash(&refresh),
             created_at: crate::clock::format(now),
-            access_expires_at: crate::clock::format(now + state.oauth.access_ttl),
-            refresh_expires_at: crate::clock::format(now + state.oauth.refresh_ttl),
+            access_expires_at: crate::clock::format(now + oauth.settings.access_ttl),
+            refresh_expires_at: crate::clock::format(now + oauth.settings.refresh_ttl),
         };
         Minted {
             access,
@@ -113,12 +111,12 @@ impl Minted {
     }
 
     /// The token response for tokens the exchange stored.
-    fn response(&self, state: &AppState, g: &RefreshGrant) -> Response {
+    fn response(&self, oauth: &OAuth, g: &RefreshGrant) -> Response {
         no_store(
             Json(json!({
                 "access_token": self.access,
                 "token_type": "Bearer",
-                "expires_in": state.oauth.access_ttl.as_secs(),
+                "expires_in": oauth.settings.access_ttl.as_secs(),
                 "refresh_token": self.refresh,
                 "scope": g.scope.clone().unwrap_or_else(|| SCOPE.to_owned()),
             }))
@@ -127,14 +125,14 @@ impl Minted {
     }
 }
 
-async fn from_code(state: &AppState, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
+async fn from_code(oauth: &OAuth, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
     let code = required(&req.code, "code")?;
     let client_id = required(&req.client_id, "client_id")?.to_owned();
     let redirect_uri = required(&req.redirect_uri, "redirect_uri")?.to_owned();
     let verifier = required(&req.code_verifier, "code_verifier (PKCE)")?.to_owned();
     let resource = req.resource.clone();
     let hash = crate::secrets::token_hash(code);
-    let now = state.clock.now();
+    let now = oauth.clock.now();
     let check = move |grant: &crate::store::CodeGrant| -> Result<(), Refusal> {
         if grant.client_id != client_id {
             return Err(("invalid_grant", "the code was issued to another client".into()));
@@ -154,7 +152,7 @@ async fn from_code(state: &AppState, req: &TokenRequest, minted: &Minted) -> Res
         check_resource(resource.as_deref(), &grant.resource)
     };
     let tokens = minted.stored.clone();
-    let exchanged = state
+    let exchanged = oauth
         .store
         .blocking(move |s| s.exchange_code(&hash, &now, &tokens.pair(), check))
         .await
@@ -171,11 +169,11 @@ async fn from_code(state: &AppState, req: &TokenRequest, minted: &Minted) -> Res
     }
 }
 
-async fn from_refresh(state: &AppState, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
+async fn from_refresh(oauth: &OAuth, req: &TokenRequest, minted: &Minted) -> Result<RefreshGrant, Refusal> {
     let token = required(&req.refresh_token, "refresh_token")?;
     let client_id = required(&req.client_id, "client_id")?.to_owned();
     let hash = crate::secrets::token_hash(token);
-    let now = state.clock.now();
+    let now = oauth.clock.now();
     let resource = req.resource.clone();
     let check = move |g: &RefreshGrant| -> Result<(), Refusal> {
         let fits = g.client_id == client_id
@@ -192,7 +190,7 @@ async fn from_refresh(state: &AppState, req: &TokenRequest, minted: &Minted) -> 
         }
     };
     let tokens = minted.stored.clone();
-    let exchanged = state
+    let exchanged = oauth
         .store
         .blocking(move |s| s.exchange_refresh(&hash, &now, &tokens.pair(), check))
         .await
@@ -232,15 +230,15 @@ pub(super) struct RevokeRequest {
 /// RFC 7009: always 200, whether or not the token existed; revoking any token of a
 /// grant ends the whole grant.
 pub(super) async fn revoke(
-    State(state): State<Arc<AppState>>,
+    State(oauth): State<OAuth>,
     form: Result<Form<RevokeRequest>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let Ok(Form(RevokeRequest { token: Some(token) })) = form else {
         return oauth_error("invalid_request", "token is required");
     };
     let hash = crate::secrets::token_hash(&token);
-    let now = state.clock.now();
-    if let Err(e) = state.store.blocking(move |s| s.revoke_oauth_token(&hash, &now)).await {
+    let now = oauth.clock.now();
+    if let Err(e) = oauth.store.blocking(move |s| s.revoke_oauth_token(&hash, &now)).await {
         let (error, description) = server_error(e);
         return oauth_error(error, &description);
     }

@@ -8,7 +8,6 @@
 pub(crate) mod handshake;
 pub(crate) mod pushed;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
@@ -22,8 +21,8 @@ use tokio::sync::mpsc;
 use self::handshake::{Method, Proof, Reject};
 use self::pushed::Pushed;
 use crate::listener::ConnReads;
-use crate::registry::{AgentLink, LinkError, unix_now};
-use crate::state::AppState;
+use crate::registry::{AgentLink, LinkError, Registry, unix_now};
+use crate::state::{Fleet, Site};
 
 /// A write to an agent that takes longer than this means it stopped reading: the
 /// connection is dropped rather than left to block its calls.
@@ -39,7 +38,8 @@ const READ_BUFFER: usize = 4 * 1024;
 pub(crate) const PRE_AUTH_BYTES: u64 = 2 * Limits::HANDSHAKE.max_frame_bytes as u64 + 8 * 1024;
 
 pub(crate) async fn upgrade(
-    State(state): State<Arc<AppState>>,
+    State(fleet): State<Fleet>,
+    State(site): State<Site>,
     Extension(reads): Extension<ConnReads>,
     ws: WebSocketUpgrade,
 ) -> Response {
@@ -50,63 +50,70 @@ pub(crate) async fn upgrade(
         .write_buffer_size(0)
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| serve(state, socket, reads))
+        .on_upgrade(move |socket| serve(fleet, site, socket, reads))
 }
 
-async fn serve(state: Arc<AppState>, mut socket: WebSocket, reads: ConnReads) {
+async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads) {
     // The deadline runs from the upgrade: there is no queue to wait in first, so a
     // slow client holds nothing but its own connection, and only until then.
-    let deadline = state.config.agent_handshake_timeout;
-    let (agent_id, meta, proof) = match tokio::time::timeout(deadline, handshake(&state, &mut socket, &reads)).await {
-        Ok(Ok(authed)) => authed,
-        Ok(Err(reject)) => return refuse(socket, reject).await,
-        Err(_) => {
-            let reason = format!("handshake not completed within {}s", deadline.as_secs());
-            return refuse(socket, Reject::bad_frame(reason)).await;
-        }
-    };
+    let deadline = site.config.agent_handshake_timeout;
+    let (agent_id, meta, proof) =
+        match tokio::time::timeout(deadline, handshake(&fleet, &site, &mut socket, &reads)).await {
+            Ok(Ok(authed)) => authed,
+            Ok(Err(reject)) => return refuse(socket, reject).await,
+            Err(_) => {
+                let reason = format!("handshake not completed within {}s", deadline.as_secs());
+                return refuse(socket, Reject::bad_frame(reason)).await;
+            }
+        };
     reads.lift();
-    if let Some(reject) = conflicting_peer(&state, &agent_id, meta.as_ref(), proof) {
+    if let Some(reject) = conflicting_peer(&fleet.registry, site.config.heartbeat, &agent_id, meta.as_ref(), proof) {
         return refuse(socket, reject).await;
     }
-    if state.shutdown.is_cancelled() {
+    if site.shutdown.is_cancelled() {
         return;
     }
-    let conn_id = state.registry.next_conn_id();
-    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), state.clock.now());
+    let conn_id = fleet.registry.next_conn_id();
+    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now());
     // Queued before the link is in the registry, where calls find it: the outbox is
     // FIFO, so the agent holds the operator's rules before its first request arrives.
-    let queued = state.policy.current().policy.clone();
+    let queued = fleet.policy.current().policy.clone();
     if !queued.rules.is_empty() && !link.try_send(&Frame::Policy(queued.clone())) {
         tracing::warn!(agent = %agent_id, "operator policy could not be queued for a new connection");
     }
-    if let Some(old) = state.registry.insert(link.clone()) {
+    if let Some(old) = fleet.registry.insert(link.clone()) {
         old.close("replaced by a newer connection from the same agent");
     }
     // A change made in between was pushed to the registry without this link.
-    let current = state.policy.current().policy.clone();
+    let current = fleet.policy.current().policy.clone();
     if current != queued && !link.try_send(&Frame::Policy(current)) {
         tracing::warn!(agent = %agent_id, "a newer operator policy could not be queued for a new connection");
     }
     tracing::info!(agent = %agent_id, conn_id, "agent connected");
-    record_seen(&state, &agent_id, meta).await;
+    record_seen(&fleet, &agent_id, meta).await;
 
-    let reason = run_session(&state, &link, socket, outbox).await;
+    let reason = run_session(&fleet, &site, &link, socket, outbox).await;
 
     // Order matters: leave the registry first (only if still ours), then fail this
     // connection's in-flight calls, so no new call can slip onto a dead link.
-    state.registry.remove_if_current(&agent_id, conn_id);
+    fleet.registry.remove_if_current(&agent_id, conn_id);
     link.close(&reason);
     tracing::info!(agent = %agent_id, conn_id, %reason, "agent disconnected");
-    record_seen(&state, &agent_id, None).await;
+    record_seen(&fleet, &agent_id, None).await;
 }
 
 /// Whether the newly authenticated connection may take the agent id's place: see
 /// [`handshake::admit`]. The current connection counts as alive while it has sent a
 /// frame within two heartbeats.
-fn conflicting_peer(state: &AppState, agent_id: &str, meta: Option<&AgentMeta>, proof: Proof) -> Option<Reject> {
-    let current = state.registry.get(agent_id)?;
-    let alive = unix_now() - current.last_frame_unix() <= (state.config.heartbeat * 2).as_secs() as i64;
+fn conflicting_peer(
+    registry: &Registry,
+    heartbeat: Duration,
+    agent_id: &str,
+    meta: Option<&AgentMeta>,
+    proof: Proof,
+) -> Option<Reject> {
+    let current = registry.get(agent_id)?;
+    let alive = unix_now() - current.last_frame_unix() <= (heartbeat * 2).as_secs() as i64;
     let host = |m: Option<&AgentMeta>| m.map(|m| m.hostname.clone());
     let (old_host, new_host) = (host(current.meta.as_ref()), host(meta));
     let reject = handshake::admit(agent_id, proof, alive, old_host.as_deref(), new_host.as_deref()).err()?;
@@ -157,7 +164,8 @@ async fn recv_text(socket: &mut WebSocket, reads: &ConnReads) -> Result<String, 
 }
 
 async fn handshake(
-    state: &AppState,
+    fleet: &Fleet,
+    site: &Site,
     socket: &mut WebSocket,
     reads: &ConnReads,
 ) -> Result<(AgentId, Option<AgentMeta>, Proof), Reject> {
@@ -170,10 +178,10 @@ async fn handshake(
         )));
     };
     let agent_id = reg.agent_id.clone();
-    let proof = match handshake::method(&reg, state.config.allow_token_auth)? {
+    let proof = match handshake::method(&reg, site.config.allow_token_auth)? {
         Method::Token(token) => {
             let id = agent_id.clone();
-            let found = state
+            let found = fleet
                 .store
                 .blocking(move |s| s.agent_credentials(&id))
                 .await
@@ -184,7 +192,7 @@ async fn handshake(
         }
         Method::Mutual { client_nonce } => {
             let id = agent_id.clone();
-            let record = state
+            let record = fleet
                 .store
                 .blocking(move |s| s.agent(&id))
                 .await
@@ -193,7 +201,7 @@ async fn handshake(
                 return Err(Reject::unauthorized("unknown or unenrolled agent"));
             }
             let server_nonce = crate::secrets::random_nonce();
-            let challenge = handshake::challenge(&state.server_key, &agent_id, &client_nonce, &server_nonce);
+            let challenge = handshake::challenge(&site.server_key, &agent_id, &client_nonce, &server_nonce);
             socket
                 .send(Message::Text(encode(&Frame::Challenge(challenge)).into()))
                 .await
@@ -214,16 +222,17 @@ async fn handshake(
 }
 
 async fn run_session(
-    state: &AppState,
+    fleet: &Fleet,
+    site: &Site,
     link: &AgentLink,
     mut socket: WebSocket,
     mut outbox: mpsc::Receiver<String>,
 ) -> String {
-    let beat = state.config.heartbeat;
+    let beat = site.config.heartbeat;
     let window = (beat * 3).as_secs().max(1) as i64;
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut pushed = state.pushed.take(&link.agent_id, std::time::Instant::now());
+    let mut pushed = fleet.pushed.take(&link.agent_id, std::time::Instant::now());
     let reason = loop {
         // Biased: once the link is closed (replaced, shutting down) nothing more may be
         // written to this socket, even if requests are still queued. Queued requests
@@ -235,7 +244,7 @@ async fn run_session(
                 let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
                 break "replaced by a newer connection".to_owned();
             }
-            _ = state.shutdown.cancelled() => {
+            _ = site.shutdown.cancelled() => {
                 let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Close(None))).await;
                 break "the server is shutting down".to_owned();
             }
@@ -243,7 +252,7 @@ async fn run_session(
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Text(text))) => {
                     link.saw_frame();
-                    on_text(state, link, &mut pushed, &text)
+                    on_text(fleet, link, &mut pushed, &text)
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {
                     link.saw_frame();
@@ -284,14 +293,14 @@ async fn run_session(
     if unreported > 0 {
         tracing::warn!(agent = %link.agent_id, dropped = unreported, "more frames from this connection were dropped than were logged");
     }
-    state.pushed.put_back(&link.agent_id, pushed);
+    fleet.pushed.put_back(&link.agent_id, pushed);
     reason
 }
 
 /// Handles one frame from an authenticated agent; returns a frame to send back.
 /// Synchronous on purpose: nothing here may wait, or the connection's responses would
 /// wait behind it.
-fn on_text(state: &AppState, link: &AgentLink, pushed: &mut Pushed, text: &str) -> Option<String> {
+fn on_text(fleet: &Fleet, link: &AgentLink, pushed: &mut Pushed, text: &str) -> Option<String> {
     let now = std::time::Instant::now();
     let frame = match decode(text, Limits::AUTHENTICATED) {
         Ok(frame) => frame,
@@ -325,7 +334,7 @@ fn on_text(state: &AppState, link: &AgentLink, pushed: &mut Pushed, text: &str) 
         Frame::Telemetry(t) => {
             let snapshot = serde_json::Value::Object(t.snapshot).to_string();
             match pushed.telemetry(snapshot.len(), now) {
-                Ok(()) => state.audit.telemetry(t.agent_id, t.collected_at, snapshot),
+                Ok(()) => fleet.audit.telemetry(t.agent_id, t.collected_at, snapshot),
                 Err(why) => {
                     if let Some(held_back) = pushed.telemetry_warnings.pass(now) {
                         tracing::warn!(agent = %link.agent_id, held_back, "telemetry dropped: {why}");
@@ -344,7 +353,7 @@ fn on_text(state: &AppState, link: &AgentLink, pushed: &mut Pushed, text: &str) 
                     "agent log: {}",
                     pushed::clean(&l.message, pushed::LOG_MESSAGE_CHARS)
                 );
-                state.forwarder.updates().observe(&link.agent_id, &l);
+                fleet.forwarder.updates().observe(&link.agent_id, &l);
             } else if let Some(held_back) = pushed.log_warnings.pass(now) {
                 tracing::warn!(
                     agent = %link.agent_id,
@@ -384,10 +393,10 @@ fn fail_malformed_response(link: &AgentLink, text: &str, reason: &str) {
     }
 }
 
-async fn record_seen(state: &AppState, agent_id: &str, meta: Option<AgentMeta>) {
+async fn record_seen(fleet: &Fleet, agent_id: &str, meta: Option<AgentMeta>) {
     let id = agent_id.to_owned();
-    let now = state.clock.now();
-    let res = state
+    let now = fleet.clock.now();
+    let res = fleet
         .store
         .blocking(move |s| s.record_agent_seen(&id, meta.as_ref(), &now))
         .await;

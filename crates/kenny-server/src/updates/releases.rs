@@ -4,7 +4,6 @@
 //! the server signs for each update (see [`super`]), not where the file lies.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Path as UrlPath, State};
@@ -12,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use crate::state::AppState;
+use crate::state::Site;
 
 pub(crate) const DIR: &str = "agent-releases";
 const PREFIX: &str = "kenny-agent-";
@@ -156,12 +155,12 @@ impl HashCache {
 
 /// `GET /d/agent/{file}`: a release file, by its exact name, streamed (a build may be
 /// large and this route needs no sign-in, so nothing here holds a whole file in memory).
-pub(crate) async fn download(State(state): State<Arc<AppState>>, UrlPath(file): UrlPath<String>) -> Response {
+pub(crate) async fn download(State(site): State<Site>, UrlPath(file): UrlPath<String>) -> Response {
     let not_found = || (StatusCode::NOT_FOUND, "no such agent build\n").into_response();
     if parse_name(&file).is_none() {
         return not_found();
     }
-    let path = dir(&state.config.data_dir).join(&file);
+    let path = dir(&site.config.data_dir).join(&file);
     let Ok(opened) = tokio::fs::File::open(&path).await else {
         return not_found();
     };

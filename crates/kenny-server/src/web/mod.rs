@@ -18,8 +18,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use self::html::page;
-use crate::accounts::{self, ClientInfo, LoginError, SESSION_LIFETIME};
-use crate::state::AppState;
+use crate::accounts::{Attempt, ClientInfo, LoginError, SESSION_LIFETIME};
+use crate::state::{Accounts, AppState, Site};
 
 const FORM_TOKEN_LIFETIME_SECS: u64 = 3600;
 
@@ -33,9 +33,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 pub(crate) use crate::session::signed_in;
 
-fn secure(state: &AppState) -> bool {
-    state
-        .config
+fn secure(site: &Site) -> bool {
+    site.config
         .public_url
         .as_deref()
         .is_some_and(|u| u.starts_with("https://"))
@@ -57,8 +56,8 @@ pub(crate) fn safe_next(next: Option<&str>) -> String {
     }
 }
 
-async fn needs_setup(state: &AppState) -> bool {
-    state
+async fn needs_setup(accounts: &Accounts) -> bool {
+    accounts
         .store
         .blocking(|s| s.count_users())
         .await
@@ -76,11 +75,11 @@ struct SetupForm {
     form_token: String,
 }
 
-async fn setup_form(State(state): State<Arc<AppState>>) -> Response {
-    if !needs_setup(&state).await {
+async fn setup_form(State(accounts): State<Accounts>, State(site): State<Site>) -> Response {
+    if !needs_setup(&accounts).await {
         return Redirect::to("/login").into_response();
     }
-    with_form_token(&state, |token| setup_page(token, None, StatusCode::OK))
+    with_form_token(&site, |token| setup_page(token, None, StatusCode::OK))
 }
 
 fn setup_page(form_token: &str, error: Option<&str>, status: StatusCode) -> Response {
@@ -115,12 +114,13 @@ fn error_line(error: Option<&str>) -> Markup {
 }
 
 async fn setup_submit(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<SetupForm>,
 ) -> Response {
-    if !crate::guard::same_origin(&state, &headers) {
+    if !crate::guard::same_origin(&site.base_url, &headers) {
         return forbidden_form();
     }
     if !form_token_ok(&headers, &form.form_token) {
@@ -133,14 +133,15 @@ async fn setup_submit(
             StatusCode::BAD_REQUEST,
         );
     }
-    let user_id = match accounts::create_first_superuser(&state.store, form.username.trim(), &form.password).await {
-        Ok(id) => id,
-        Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
-    };
-    match accounts::open_session(&state.store, &state.clock, user_id, client_info(addr, &headers)).await {
+    let user_id =
+        match crate::accounts::create_first_superuser(&accounts.store, form.username.trim(), &form.password).await {
+            Ok(id) => id,
+            Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
+        };
+    match crate::accounts::open_session(&accounts.store, &accounts.clock, user_id, client_info(addr, &headers)).await {
         Ok(issued) => {
-            let mut resp = signed_in_redirect(&state, &issued.token, "/");
-            remember_device(&state, &mut resp, user_id);
+            let mut resp = signed_in_redirect(&site, &issued.token, "/");
+            remember_device(&accounts, &site, &mut resp, user_id);
             resp
         }
         Err(e) => server_error(&e.to_string()),
@@ -164,12 +165,16 @@ struct LoginForm {
     next: Option<String>,
 }
 
-async fn login_form(State(state): State<Arc<AppState>>, Query(q): Query<NextParam>) -> Response {
-    if needs_setup(&state).await {
+async fn login_form(
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
+    Query(q): Query<NextParam>,
+) -> Response {
+    if needs_setup(&accounts).await {
         return Redirect::to("/setup").into_response();
     }
     let next = safe_next(q.next.as_deref());
-    with_form_token(&state, |token| login_page(token, &next, "", None, StatusCode::OK))
+    with_form_token(&site, |token| login_page(token, &next, "", None, StatusCode::OK))
 }
 
 fn login_page(form_token: &str, next: &str, username: &str, error: Option<&str>, status: StatusCode) -> Response {
@@ -194,12 +199,13 @@ fn login_page(form_token: &str, next: &str, username: &str, error: Option<&str>,
 }
 
 async fn login_submit(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
     ConnectInfo(addr): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if !crate::guard::same_origin(&state, &headers) {
+    if !crate::guard::same_origin(&site.base_url, &headers) {
         return forbidden_form();
     }
     if !form_token_ok(&headers, &form.form_token) {
@@ -207,12 +213,12 @@ async fn login_submit(
     }
     let next = safe_next(form.next.as_deref());
     let username = form.username.trim().to_owned();
-    let unix_now = state.clock.unix_secs();
+    let unix_now = accounts.clock.unix_secs();
     let device = |user_id: i64| {
         cookies::get(&headers, &crate::device::cookie_name(user_id))
-            .and_then(|v| state.device_key.verify(user_id, &v, unix_now))
+            .and_then(|v| accounts.device_key.verify(user_id, &v, unix_now))
     };
-    let attempt = accounts::Attempt {
+    let attempt = Attempt {
         username: &username,
         password: &form.password,
         code: form.code.as_deref(),
@@ -233,11 +239,11 @@ async fn login_submit(
             secs,
         )
     };
-    match accounts::login(&state.store, &state.clock, &state.login_limiter, attempt).await {
+    match crate::accounts::login(&accounts.store, &accounts.clock, &accounts.login_limiter, attempt).await {
         Ok(done) => {
             tracing::info!(user = ?username, client = %addr.ip(), "signed in");
-            let mut resp = signed_in_redirect(&state, &done.issued.token, &next);
-            remember_device(&state, &mut resp, done.user_id);
+            let mut resp = signed_in_redirect(&site, &done.issued.token, &next);
+            remember_device(&accounts, &site, &mut resp, done.user_id);
             resp
         }
         Err(LoginError::SecondFactorThrottled { wait }) => {
@@ -285,25 +291,28 @@ struct LogoutForm {
     csrf: String,
 }
 
-async fn logout(State(state): State<Arc<AppState>>, headers: HeaderMap, Form(form): Form<LogoutForm>) -> Response {
-    if !crate::guard::same_origin(&state, &headers) {
+async fn logout(
+    State(accounts): State<Accounts>,
+    State(site): State<Site>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
+    if !crate::guard::same_origin(&site.base_url, &headers) {
         return forbidden_form();
     }
-    let Some((who, csrf)) = signed_in(&state, &headers).await else {
+    let Some((who, csrf)) = signed_in(&accounts, &headers).await else {
         return Redirect::to("/login").into_response();
     };
     if !crate::secrets::constant_time_eq(&csrf, &form.csrf) {
         return forbidden_form();
     }
     if let Ok(id) = who.credential_id.parse::<i64>() {
-        let now = state.clock.now();
-        let _ = state.store.blocking(move |s| s.revoke_session(id, &now)).await;
+        let now = accounts.clock.now();
+        let _ = accounts.store.blocking(move |s| s.revoke_session(id, &now)).await;
     }
     let mut resp = Redirect::to("/login").into_response();
-    resp.headers_mut().append(
-        header::SET_COOKIE,
-        cookies::set(cookies::SESSION, "", 0, secure(&state)),
-    );
+    resp.headers_mut()
+        .append(header::SET_COOKIE, cookies::set(cookies::SESSION, "", 0, secure(&site)));
     resp
 }
 
@@ -326,12 +335,12 @@ fn client_info(addr: SocketAddr, headers: &HeaderMap) -> ClientInfo {
 }
 
 /// Renders a form page with a fresh form token, also set as a cookie (double submit).
-fn with_form_token(state: &AppState, render: impl FnOnce(&str) -> Response) -> Response {
+fn with_form_token(site: &Site, render: impl FnOnce(&str) -> Response) -> Response {
     let token = crate::secrets::new_password();
     let mut resp = render(&token);
     resp.headers_mut().append(
         header::SET_COOKIE,
-        cookies::set(cookies::FORM, &token, FORM_TOKEN_LIFETIME_SECS, secure(state)),
+        cookies::set(cookies::FORM, &token, FORM_TOKEN_LIFETIME_SECS, secure(site)),
     );
     resp
 }
@@ -341,27 +350,27 @@ fn form_token_ok(headers: &HeaderMap, submitted: &str) -> bool {
         .is_some_and(|c| !c.is_empty() && crate::secrets::constant_time_eq(&c, submitted))
 }
 
-fn signed_in_redirect(state: &AppState, token: &str, next: &str) -> Response {
+fn signed_in_redirect(site: &Site, token: &str, next: &str) -> Response {
     let mut resp = Redirect::to(next).into_response();
     let headers = resp.headers_mut();
     headers.append(
         header::SET_COOKIE,
-        cookies::set(cookies::SESSION, token, SESSION_LIFETIME.as_secs(), secure(state)),
+        cookies::set(cookies::SESSION, token, SESSION_LIFETIME.as_secs(), secure(site)),
     );
-    headers.append(header::SET_COOKIE, cookies::set(cookies::FORM, "", 0, secure(state)));
+    headers.append(header::SET_COOKIE, cookies::set(cookies::FORM, "", 0, secure(site)));
     resp
 }
 
 /// Sets the device cookie of a browser that just signed in to `user_id`: a flood of
 /// wrong passwords from elsewhere will not keep it out of that account.
-fn remember_device(state: &AppState, resp: &mut Response, user_id: i64) {
+fn remember_device(accounts: &Accounts, site: &Site, resp: &mut Response, user_id: i64) {
     resp.headers_mut().append(
         header::SET_COOKIE,
         cookies::set_device(
             &crate::device::cookie_name(user_id),
-            &state.device_key.issue(user_id, state.clock.unix_secs()),
+            &accounts.device_key.issue(user_id, accounts.clock.unix_secs()),
             crate::device::LIFETIME_SECS,
-            secure(state),
+            secure(site),
         ),
     );
 }

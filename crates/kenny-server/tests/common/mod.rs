@@ -173,7 +173,7 @@ impl Restarted {
     }
 
     pub fn base_url(&self) -> &str {
-        &self.running.state.base_url
+        &self.running.state.site.base_url
     }
 
     pub fn ws_url(&self) -> String {

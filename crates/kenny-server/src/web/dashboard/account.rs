@@ -4,25 +4,23 @@
 //! (OAuth grants), each of which they can disconnect. The buttons call `/api/me/...`;
 //! after a change the script re-reads this page and swaps the changed sections in.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
 
 use super::{Nav, layout, message_page, time_el, viewer};
-use crate::state::AppState;
+use crate::state::Accounts;
 use crate::store::{GrantRecord, TokenRecord};
 
-pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let (who, csrf) = match viewer(&state, &headers, "/account").await {
+pub(super) async fn page(State(accounts): State<Accounts>, headers: HeaderMap) -> Response {
+    let (who, csrf) = match viewer(&accounts, &headers, "/account").await {
         Ok(v) => v,
         Err(redirect) => return redirect,
     };
     let user_id = who.user_id;
-    let now = state.clock.now();
-    let read = state
+    let now = accounts.clock.now();
+    let read = accounts
         .store
         .blocking(move |s| Ok((s.user_tokens(user_id)?, s.user_grants(user_id, &now)?)))
         .await;

@@ -5,8 +5,6 @@
 //! this page and swaps the changed section in, so a secret shown once stays on screen.
 //! The viewer's own tokens are on `/account`.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -15,11 +13,16 @@ use maud::{Markup, html};
 use super::{Nav, layout, message_page, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::principal::Role;
-use crate::state::AppState;
+use crate::state::{Accounts, Fleet, Site};
 use crate::store::UserRecord;
 
-pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let (who, csrf) = match viewer(&state, &headers, "/admin").await {
+pub(super) async fn page(
+    State(accounts): State<Accounts>,
+    State(fleet): State<Fleet>,
+    State(site): State<Site>,
+    headers: HeaderMap,
+) -> Response {
+    let (who, csrf) = match viewer(&accounts, &headers, "/admin").await {
         Ok(v) => v,
         Err(redirect) => return redirect,
     };
@@ -32,8 +35,8 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
             "Managing accounts and agents needs a superuser.",
         );
     }
-    let read = state.store.blocking(move |s| s.users()).await;
-    let agents = crate::fleet::list(&state, &who).await;
+    let read = accounts.store.blocking(move |s| s.users()).await;
+    let agents = fleet.list(&who).await;
     let (users, agents) = match (read, agents) {
         (Ok(r), Ok(a)) => (r, a),
         (Err(e), _) | (_, Err(e)) => {
@@ -56,7 +59,7 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
         }
         div class="admin-grid" {
             (users_section(&users, who.user_id))
-            (agents_section(&agents, &state.base_url))
+            (agents_section(&agents, &site.base_url))
         }
     };
     layout(&who, &csrf, "Admin", Nav::Admin, body)

@@ -1,8 +1,6 @@
 //! `/audit`: the audit trail with filters (host, tool, user, outcome) and paging to
 //! older rows. A `user` sees the trail of its own calls, as `GET /api/audit` does.
 
-use std::sync::Arc;
-
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -11,7 +9,7 @@ use serde::Deserialize;
 
 use super::{Nav, badge, layout, message_page, time_el, viewer};
 use crate::principal::Role;
-use crate::state::AppState;
+use crate::state::{Accounts, Fleet};
 use crate::store::{AuditEntry, AuditFilter};
 
 const PAGE: u32 = 50;
@@ -32,8 +30,13 @@ fn given(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
-pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap, Query(p): Query<Params>) -> Response {
-    let (who, csrf) = match viewer(&state, &headers, "/audit").await {
+pub(super) async fn page(
+    State(accounts): State<Accounts>,
+    State(fleet): State<Fleet>,
+    headers: HeaderMap,
+    Query(p): Query<Params>,
+) -> Response {
+    let (who, csrf) = match viewer(&accounts, &headers, "/audit").await {
         Ok(v) => v,
         Err(redirect) => return redirect,
     };
@@ -60,7 +63,7 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap,
         outcome: given(&p.outcome),
     };
     let query = filter.clone();
-    let entries = match state.store.blocking(move |s| s.audit(&query)).await {
+    let entries = match fleet.store.blocking(move |s| s.audit(&query)).await {
         Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "reading the audit log failed");
@@ -73,7 +76,7 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap,
             );
         }
     };
-    let agents = crate::fleet::list(&state, &who).await.unwrap_or_default();
+    let agents = fleet.list(&who).await.unwrap_or_default();
     let hosts: Vec<String> = agents.into_iter().map(|a| a.agent_id.to_string()).collect();
     layout(&who, &csrf, "Audit log", Nav::Audit, render(&filter, &entries, &hosts))
 }

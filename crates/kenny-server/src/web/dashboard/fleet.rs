@@ -1,7 +1,5 @@
 //! `/`: every PC the viewer may reach, with its state and health at a glance.
 
-use std::sync::Arc;
-
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -10,14 +8,14 @@ use maud::{Markup, html};
 use super::{Nav, badge, chat_panel, layout, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::health::Health;
-use crate::state::AppState;
+use crate::state::{Accounts, Fleet};
 
-pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    let (who, csrf) = match viewer(&state, &headers, "/").await {
+pub(super) async fn page(State(accounts): State<Accounts>, State(fleet): State<Fleet>, headers: HeaderMap) -> Response {
+    let (who, csrf) = match viewer(&accounts, &headers, "/").await {
         Ok(v) => v,
         Err(redirect) => return redirect,
     };
-    let agents = match crate::fleet::list(&state, &who).await {
+    let agents = match fleet.list(&who).await {
         Ok(a) => a,
         Err(e) => {
             tracing::error!(error = %e, "listing the fleet failed");
@@ -31,7 +29,7 @@ pub(super) async fn page(State(state): State<Arc<AppState>>, headers: HeaderMap)
         }
     };
     let ids: Vec<String> = agents.iter().map(|a| a.agent_id.to_string()).collect();
-    let health = state
+    let health = fleet
         .store
         .blocking(move |s| {
             ids.into_iter()

@@ -1,8 +1,6 @@
 //! `/hosts/{id}`: one PC: facts, latest telemetry by section, recent calls, the last
 //! screenshot, and the action buttons (which call `/api/agent/{id}/...`).
 
-use std::sync::Arc;
-
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -12,7 +10,7 @@ use serde_json::Value;
 use super::{Nav, badge, chat_panel, layout, message_page, short_time, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::principal::Role;
-use crate::state::AppState;
+use crate::state::{Accounts, Fleet};
 use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta, UpdateRecord};
 
 const RECENT_CALLS: u32 = 15;
@@ -28,12 +26,13 @@ struct Extras {
 }
 
 pub(super) async fn page(
-    State(state): State<Arc<AppState>>,
+    State(accounts): State<Accounts>,
+    State(fleet): State<Fleet>,
     headers: HeaderMap,
     Path(agent_id): Path<String>,
 ) -> Response {
     let path = format!("/hosts/{agent_id}");
-    let (who, csrf) = match viewer(&state, &headers, &path).await {
+    let (who, csrf) = match viewer(&accounts, &headers, &path).await {
         Ok(v) => v,
         Err(redirect) => return redirect,
     };
@@ -46,7 +45,7 @@ pub(super) async fn page(
             "There is no PC by that name that you can see.",
         )
     };
-    let agent = match crate::fleet::one(&state, &who, &agent_id).await {
+    let agent = match fleet.one(&who, &agent_id).await {
         Ok(Some(a)) => a,
         Ok(None) => return not_found(&who, &csrf),
         Err(e) => {
@@ -61,7 +60,7 @@ pub(super) async fn page(
         }
     };
     let (id, own_calls) = (agent_id.clone(), (who.role == Role::User).then_some(who.user_id));
-    let extras = state
+    let extras = fleet
         .store
         .blocking(move |s| {
             let telemetry = s

@@ -20,7 +20,7 @@ use axum::routing::get;
 use maud::{DOCTYPE, Markup, html};
 
 use crate::principal::{Principal, Role};
-use crate::state::AppState;
+use crate::state::{Accounts, AppState};
 
 const STYLESHEET: &str = include_str!("../assets/dashboard.css");
 const SCRIPT: &str = include_str!("../assets/dashboard.js");
@@ -68,11 +68,15 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// The person looking at a page, or where to send them instead (set-up, sign-in).
-pub(super) async fn viewer(state: &AppState, headers: &HeaderMap, path: &str) -> Result<(Principal, String), Response> {
-    if super::needs_setup(state).await {
+pub(super) async fn viewer(
+    accounts: &Accounts,
+    headers: &HeaderMap,
+    path: &str,
+) -> Result<(Principal, String), Response> {
+    if super::needs_setup(accounts).await {
         return Err(Redirect::to("/setup").into_response());
     }
-    match super::signed_in(state, headers).await {
+    match super::signed_in(accounts, headers).await {
         Some(v) => Ok(v),
         None if path == "/" => Err(Redirect::to("/login").into_response()),
         None => {
