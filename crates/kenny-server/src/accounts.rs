@@ -261,7 +261,12 @@ pub(crate) async fn session(store: &Arc<Store>, clock: &Clock, token: &str) -> O
 
 /// First-run set-up: creates the first superuser, only while no account exists (checked
 /// in the same transaction as the insert, so two racing set-ups cannot both succeed).
-pub(crate) async fn create_first_superuser(store: &Arc<Store>, username: &str, password: &str) -> anyhow::Result<i64> {
+pub(crate) async fn create_first_superuser(
+    store: &Arc<Store>,
+    clock: &Clock,
+    username: &str,
+    password: &str,
+) -> anyhow::Result<i64> {
     crate::admin::check_new_user(username, Role::Superuser, &[], password)?;
     // Refuse before the slow hash: a flood of late set-up posts costs nothing.
     if store.blocking(|s| s.count_users()).await? > 0 {
@@ -270,7 +275,10 @@ pub(crate) async fn create_first_superuser(store: &Arc<Store>, username: &str, p
     let hash = crate::passwords::hash(password.to_owned()).await?;
     let name = username.to_owned();
     Ok(store
-        .blocking(move |s| s.create_first_user(&name, &hash, Role::Superuser, &crate::clock::now()))
+        .blocking({
+            let now = clock.now();
+            move |s| s.create_first_user(&name, &hash, Role::Superuser, &now)
+        })
         .await?)
 }
 
@@ -282,9 +290,13 @@ mod tests {
     async fn login_opens_a_session_and_refuses_bad_or_disabled_accounts() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Store::open(dir.path()).unwrap());
-        create_first_superuser(&store, "root", "correct horse").await.unwrap();
+        create_first_superuser(&store, &Clock::system(), "root", "correct horse")
+            .await
+            .unwrap();
         assert!(
-            create_first_superuser(&store, "again", "correct horse").await.is_err(),
+            create_first_superuser(&store, &Clock::system(), "again", "correct horse")
+                .await
+                .is_err(),
             "set-up runs once"
         );
 

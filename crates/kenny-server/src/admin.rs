@@ -59,24 +59,28 @@ pub const MIN_PASSWORD_CHARS: usize = 8;
 
 /// Mints a personal access token for `username`; returns it (it is stored hashed).
 pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyhow::Result<String> {
+    create_token_at(store, username, label, &crate::clock::now())
+}
+
+/// [`create_token`] dated `now`: a running server passes its own clock's time.
+pub fn create_token_at(store: &Store, username: &str, label: Option<&str>, now: &str) -> anyhow::Result<String> {
     let user_id = store.user_id(username)?;
     let token = secrets::new_token(secrets::PAT_PREFIX);
-    store.create_token(
-        user_id,
-        CredentialKind::Pat,
-        label,
-        &secrets::token_hash(&token),
-        &crate::clock::now(),
-    )?;
+    store.create_token(user_id, CredentialKind::Pat, label, &secrets::token_hash(&token), now)?;
     Ok(token)
 }
 
 pub fn add_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
+    add_agent_at(store, data_dir, agent_id, &crate::clock::now())
+}
+
+/// [`add_agent`] dated `now`: a running server passes its own clock's time.
+pub fn add_agent_at(store: &Store, data_dir: &Path, agent_id: &str, now: &str) -> anyhow::Result<AgentEnrollment> {
     if !valid_agent_id(agent_id) {
         bail!("agent id {agent_id:?} is not valid: use {AGENT_ID_RULE}");
     }
     let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
-    store.create_agent(agent_id, &secrets::token_hash(&token), &crate::clock::now())?;
+    store.create_agent(agent_id, &secrets::token_hash(&token), now)?;
     enrollment(data_dir, agent_id, token)
 }
 

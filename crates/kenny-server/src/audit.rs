@@ -13,6 +13,7 @@ use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::Clock;
 use crate::store::{AuditFinish, AuditRow, AuditWrite, Store};
 
 const QUEUE: usize = 65_536;
@@ -39,11 +40,12 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread; it ends when every `AuditLog` clone is dropped.
-    pub fn start(store: Arc<Store>) -> std::io::Result<(AuditLog, std::thread::JoinHandle<()>)> {
+    /// Starts the writer thread; `clock` dates the telemetry it stores as received.
+    pub fn start(store: Arc<Store>, clock: Clock) -> std::io::Result<(AuditLog, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("kenny-audit".into())
-            .spawn(move || write_loop(store, rx))?;
+            .spawn(move || write_loop(store, clock, rx))?;
         Ok((AuditLog { tx }, handle))
     }
 
@@ -84,7 +86,7 @@ impl AuditLog {
     }
 }
 
-fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
+fn write_loop(store: Arc<Store>, clock: Clock, mut rx: mpsc::Receiver<Record>) {
     let mut rows = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         let mut next = Some(first);
@@ -101,13 +103,8 @@ fn write_loop(store: Arc<Store>, mut rx: mpsc::Receiver<Record>) {
                     collected_at,
                     snapshot,
                 } => {
-                    let stored = store.insert_telemetry(
-                        &agent_id,
-                        &collected_at,
-                        &snapshot,
-                        &crate::clock::now(),
-                        TELEMETRY_KEPT,
-                    );
+                    let stored =
+                        store.insert_telemetry(&agent_id, &collected_at, &snapshot, &clock.now(), TELEMETRY_KEPT);
                     if let Err(e) = stored {
                         tracing::warn!(agent = %agent_id, error = %e, "telemetry not stored");
                     }
@@ -136,12 +133,7 @@ const PRUNE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Deletes audit rows older than `retention` at start-up and then every hour, in small
 /// batches, until `shutdown`.
-pub(crate) async fn prune_loop(
-    store: Arc<Store>,
-    clock: crate::clock::Clock,
-    retention: Duration,
-    shutdown: CancellationToken,
-) {
+pub(crate) async fn prune_loop(store: Arc<Store>, clock: Clock, retention: Duration, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(PRUNE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -49,7 +49,8 @@ impl Clock {
     }
 }
 
-/// Now on the system clock, for what runs outside a server (the admin CLI).
+/// Now on the system clock, for what runs outside a server (the admin CLI, set-up);
+/// inside one, time is the state's [`Clock`].
 pub fn now() -> String {
     Clock::system().now()
 }

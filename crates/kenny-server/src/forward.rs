@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
 pub(crate) use crate::call_failure::CallFailure;
-use crate::clock;
+use crate::clock::Clock;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, LinkError, Registry};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
@@ -39,6 +39,8 @@ pub struct Forwarder {
     timeout_override: Option<Duration>,
     /// Builds and follows up `agent_update` orders.
     updates: Arc<Updates>,
+    /// When audit rows say a call happened, and the date a translated answer carries.
+    clock: Clock,
 }
 
 /// A call ready to send: the live link, how long to wait, the wire arguments, and for
@@ -61,6 +63,7 @@ impl Forwarder {
         digest: ArgsDigest,
         timeout_override: Option<Duration>,
         updates: Arc<Updates>,
+        clock: Clock,
     ) -> Self {
         Forwarder {
             registry,
@@ -69,6 +72,7 @@ impl Forwarder {
             digest,
             timeout_override,
             updates,
+            clock,
         }
     }
 
@@ -100,30 +104,24 @@ impl Forwarder {
         } = match prepared {
             Ok(ready) => ready,
             Err(refusal) => {
-                let row = audit_row(
-                    who,
-                    None,
-                    Some(target.to_string()),
-                    tool,
-                    digest,
-                    Some(&refusal),
-                    started.elapsed(),
-                );
+                let row = AuditRow {
+                    agent_id: Some(target.to_string()),
+                    args_digest: digest,
+                    duration_ms: millis(started.elapsed()),
+                    ..audit_row(&self.clock, who, tool, Some(&refusal))
+                };
                 self.audit.record(row).await;
                 return Err(refusal);
             }
         };
         let agent_id = &link.agent_id;
         let call_id = uuid::Uuid::new_v4().to_string();
-        let sent = audit_row(
-            who,
-            Some(call_id.clone()),
-            Some(agent_id.to_string()),
-            tool,
-            digest,
-            None,
-            Duration::ZERO,
-        );
+        let sent = AuditRow {
+            call_id: Some(call_id.clone()),
+            agent_id: Some(agent_id.to_string()),
+            args_digest: digest,
+            ..audit_row(&self.clock, who, tool, None)
+        };
         self.audit
             .record(AuditRow {
                 outcome: OUTCOME_SENT,
@@ -160,7 +158,7 @@ impl Forwarder {
             (outcome, _) => outcome,
         };
         let outcome = match (outcome, translate_back) {
-            (Ok(theirs), Some((tool, asked))) => Ok(dialect::current_result(tool, &asked, theirs, &clock::now())),
+            (Ok(theirs), Some((tool, asked))) => Ok(dialect::current_result(tool, &asked, theirs, &self.clock.now())),
             (outcome, _) => outcome,
         };
         let failure = outcome.as_ref().err();
@@ -169,7 +167,7 @@ impl Forwarder {
                 call_id,
                 outcome: outcome_name(failure),
                 error_code: failure.map(|f| f.code.clone()),
-                duration_ms: started.elapsed().as_millis() as i64,
+                duration_ms: millis(started.elapsed()),
             })
             .await;
         outcome
@@ -294,15 +292,11 @@ impl Forwarder {
     /// of what the server knows about one host), so it leaves the same trace as a
     /// forwarded call: who, from where, which host.
     pub async fn audit_served(&self, who: &Principal, agent_id: &str, tool: &str) {
-        let row = audit_row(
-            who,
-            None,
-            Some(agent_id.to_owned()),
-            tool,
-            self.digest.of(&Map::new()),
-            None,
-            Duration::ZERO,
-        );
+        let row = AuditRow {
+            agent_id: Some(agent_id.to_owned()),
+            args_digest: self.digest.of(&Map::new()),
+            ..audit_row(&self.clock, who, tool, None)
+        };
         self.audit.record(row).await;
     }
 
@@ -317,15 +311,11 @@ impl Forwarder {
         args: &Map<String, Value>,
         failure: &CallFailure,
     ) {
-        let row = audit_row(
-            who,
-            None,
+        let row = AuditRow {
             agent_id,
-            tool,
-            self.digest.of(args),
-            Some(failure),
-            Duration::ZERO,
-        );
+            args_digest: self.digest.of(args),
+            ..audit_row(&self.clock, who, tool, Some(failure))
+        };
         self.audit.record(row).await;
     }
 }
@@ -338,34 +328,33 @@ fn outcome_name(failure: Option<&CallFailure>) -> &'static str {
     }
 }
 
-/// An audit row for `who` (user, credential, client address), completed by the caller.
-pub(crate) fn audit_row(
-    who: &Principal,
-    call_id: Option<String>,
-    agent_id: Option<String>,
-    tool: &str,
-    args_digest: String,
-    failure: Option<&CallFailure>,
-    took: Duration,
-) -> AuditRow {
+/// An audit row for `who` (user, credential, client address) calling `tool` now on
+/// `clock`, with its outcome; the caller fills in the call id, the PC, the arguments'
+/// digest and the time taken where it has them.
+pub(crate) fn audit_row(clock: &Clock, who: &Principal, tool: &str, failure: Option<&CallFailure>) -> AuditRow {
     AuditRow {
-        call_id,
-        at: crate::clock::now(),
+        call_id: None,
+        at: clock.now(),
         user_id: Some(who.user_id),
         username: Some(who.username.clone()),
         credential_kind: Some(who.credential_kind.as_str().to_owned()),
         credential_id: Some(who.credential_id.clone()),
         client_addr: who.client_addr.clone(),
         target: None,
-        agent_id,
+        agent_id: None,
         tool: if tool.len() <= MAX_AUDITED_TOOL_NAME {
             tool.to_owned()
         } else {
             "<over-long tool name>".to_owned()
         },
-        args_digest,
+        args_digest: String::new(),
         outcome: outcome_name(failure),
         error_code: failure.map(|f| f.code.clone()),
-        duration_ms: took.as_millis() as i64,
+        duration_ms: 0,
     }
+}
+
+/// A duration as an audit row's `duration_ms`.
+pub(crate) fn millis(took: Duration) -> i64 {
+    i64::try_from(took.as_millis()).unwrap_or(i64::MAX)
 }

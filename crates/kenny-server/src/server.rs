@@ -96,7 +96,7 @@ pub async fn start_with_clock(
         }
         None => format!("http://{addr}"),
     };
-    let (audit, audit_thread) = AuditLog::start(store.clone()).context("starting the audit writer")?;
+    let (audit, audit_thread) = AuditLog::start(store.clone(), clock.clone()).context("starting the audit writer")?;
     let registry = Arc::new(Registry::default());
     let digest = ArgsDigest::new(derive_digest_key(&server_key));
     let updates = Arc::new(crate::updates::Updates::new(
@@ -104,6 +104,7 @@ pub async fn start_with_clock(
         base_url.clone(),
         server_key.clone(),
         store.clone(),
+        clock.clone(),
     ));
     let device_key = crate::device::DeviceKey::derive(&server_key);
     let auth = Arc::new(Authenticator::new(
@@ -128,6 +129,7 @@ pub async fn start_with_clock(
                 digest,
                 config.call_timeout,
                 updates,
+                clock.clone(),
             )),
             store: store.clone(),
             clock: clock.clone(),

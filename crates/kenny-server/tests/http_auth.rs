@@ -212,3 +212,37 @@ async fn the_audit_log_filters_orders_newest_first_and_never_holds_arguments_or_
     let newest = audit(&server, "?agent_id=pc-a&limit=1").await;
     assert_eq!(newest[0]["id"], rows[0]["id"]);
 }
+
+/// A call's audit row is dated by the server's clock, the same clock that retention
+/// and expiry read: moved on a year, the row of a call made now says so.
+#[tokio::test]
+async fn audit_rows_are_dated_by_the_servers_clock() {
+    let server = TestServer::start().await.unwrap();
+    let mut a = server.agent("pc-a").await.unwrap();
+    let admin = server.mcp(server.admin_token());
+    let year = std::time::Duration::from_secs(365 * 24 * 3600);
+    let a_year_on = kenny_server::clock::Clock::system();
+    a_year_on.advance(year);
+    server.clock().advance(year);
+    let earliest = a_year_on.now();
+    let (_, outcome) = answered(
+        &admin,
+        &mut a,
+        "shell_exec",
+        json!({"agent_id": "pc-a", "command": "echo dated"}),
+        shell_result("dated\n"),
+    )
+    .await;
+    assert!(!outcome.is_error);
+    let rows = common::audit_until(&server, "?tool=shell_exec", |rows| {
+        rows.iter().any(|r| r["outcome"] == "ok")
+    })
+    .await;
+    // Stored timestamps sort as strings.
+    let at = rows[0]["at"].as_str().unwrap();
+    let latest = server.clock().now();
+    assert!(
+        *at >= *earliest && *at <= *latest,
+        "{at} is not between {earliest} and {latest}"
+    );
+}

@@ -38,7 +38,8 @@ pub(super) async fn create(
     let store = fleet.store.clone();
     let data_dir = site.config.data_dir.clone();
     let id = body.agent_id.trim().to_owned();
-    let enrollment = tokio::task::spawn_blocking(move || crate::admin::add_agent(&store, &data_dir, &id))
+    let now = fleet.clock.now();
+    let enrollment = tokio::task::spawn_blocking(move || crate::admin::add_agent_at(&store, &data_dir, &id, &now))
         .await?
         .map_err(|e| match e.downcast::<crate::store::StoreError>() {
             Ok(store_error) => ApiError::from(store_error),

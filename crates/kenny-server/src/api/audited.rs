@@ -28,15 +28,11 @@ pub(crate) async fn audit_actions(State(fleet): State<Fleet>, request: Request, 
         return response;
     };
     let status = response.status();
-    let mut row = crate::forward::audit_row(
-        &who,
-        None,
-        agent_in_path(&path),
-        &action,
-        String::new(),
-        None,
-        started.elapsed(),
-    );
+    let mut row = crate::store::AuditRow {
+        agent_id: agent_in_path(&path),
+        duration_ms: crate::forward::millis(started.elapsed()),
+        ..crate::forward::audit_row(&fleet.clock, &who, &action, None)
+    };
     row.target = Some(path);
     if !status.is_success() {
         row.outcome = if status.is_client_error() { "refused" } else { "error" };

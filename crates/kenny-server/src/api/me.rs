@@ -167,10 +167,11 @@ pub(super) async fn create_token(
     })?;
     check_own_password(&accounts, &who, password).await?;
     let name = who.username.clone();
+    let now = accounts.clock.now();
     let token = accounts
         .store
         .blocking(move |s| {
-            crate::admin::create_token(s, &name, body.label.as_deref())
+            crate::admin::create_token_at(s, &name, body.label.as_deref(), &now)
                 .map_err(|e| crate::store::StoreError::Internal(e.to_string()))
         })
         .await?;

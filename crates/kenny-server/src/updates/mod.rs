@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
 use crate::call_failure::CallFailure;
+use crate::clock::Clock;
 use crate::principal::{Principal, Role};
 use crate::store::{Store, UpdateRecord};
 
@@ -80,6 +81,8 @@ pub struct Updates {
     base_url: String,
     server_key: SigningKey,
     store: Arc<Store>,
+    /// Dates orders and the outcomes recorded for them.
+    clock: Clock,
     waiting: WaitList,
     hashes: Arc<releases::HashCache>,
 }
@@ -111,12 +114,19 @@ fn refuse(code: ErrorCode, message: impl Into<String>) -> CallFailure {
 }
 
 impl Updates {
-    pub fn new(releases_dir: PathBuf, base_url: String, server_key: SigningKey, store: Arc<Store>) -> Self {
+    pub fn new(
+        releases_dir: PathBuf,
+        base_url: String,
+        server_key: SigningKey,
+        store: Arc<Store>,
+        clock: Clock,
+    ) -> Self {
         Updates {
             releases_dir,
             base_url,
             server_key,
             store,
+            clock,
             waiting: Arc::default(),
             hashes: Arc::default(),
         }
@@ -206,7 +216,7 @@ impl Updates {
             // read, choose() let this through only as a superuser's named downgrade.
             allow_downgrade: kenny_proto::results::parse_version(&meta.version)
                 .map_or(downgrade, |running| release.version < running),
-            issued_at: crate::clock::now(),
+            issued_at: self.clock.now(),
         };
         let (text, signature) = manifest.sign(&self.server_key);
         let wire = UpdateOrder {
@@ -272,7 +282,7 @@ impl Updates {
                     to_version: manifest.version.clone(),
                     outcome: "no_report".into(),
                     detail: format!("no report within {}s of staging", limit.as_secs()),
-                    at: crate::clock::now(),
+                    at: self.clock.now(),
                 };
                 if let Err(e) = self.store.blocking(move |s| s.record_update(&record)).await {
                     tracing::warn!(error = %e, "could not record an update without report");
@@ -330,7 +340,7 @@ impl Updates {
             to_version: manifest.version.clone(),
             outcome: outcome.as_str().into(),
             detail: report.reason.clone(),
-            at: crate::clock::now(),
+            at: self.clock.now(),
         };
         if let Some(w) = waiting
             && w.agent_id == agent_id

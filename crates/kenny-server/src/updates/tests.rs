@@ -92,7 +92,13 @@ fn fixture(files: &[(&str, &[u8])]) -> Fixture {
     let store = Arc::new(Store::open(&dir.path().join("data")).unwrap());
     let key = SigningKey::from_bytes(&[5; 32]);
     Fixture {
-        updates: Updates::new(releases, "https://k.example".into(), key.clone(), store),
+        updates: Updates::new(
+            releases,
+            "https://k.example".into(),
+            key.clone(),
+            store,
+            crate::clock::Clock::system(),
+        ),
         key,
         _dir: dir,
     }

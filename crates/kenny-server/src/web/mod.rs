@@ -133,11 +133,17 @@ async fn setup_submit(
             StatusCode::BAD_REQUEST,
         );
     }
-    let user_id =
-        match crate::accounts::create_first_superuser(&accounts.store, form.username.trim(), &form.password).await {
-            Ok(id) => id,
-            Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
-        };
+    let user_id = match crate::accounts::create_first_superuser(
+        &accounts.store,
+        &accounts.clock,
+        form.username.trim(),
+        &form.password,
+    )
+    .await
+    {
+        Ok(id) => id,
+        Err(e) => return setup_page(&form.form_token, Some(&e.to_string()), StatusCode::BAD_REQUEST),
+    };
     match crate::accounts::open_session(&accounts.store, &accounts.clock, user_id, client_info(addr, &headers)).await {
         Ok(issued) => {
             let mut resp = signed_in_redirect(&site, &issued.token, "/");
