@@ -3,7 +3,7 @@
 
 The sign-in tests themselves (first-run set-up, sign in and out, session cookies, CSRF
 on forms, throttling and lockout, `next` that cannot leave the site, TOTP) are Rust
-integration tests in `crates/kenny-server/tests/signin.rs`."""
+integration tests in `crates/kenny-server/tests/kit/signin.rs`."""
 
 from __future__ import annotations
 

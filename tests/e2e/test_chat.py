@@ -4,7 +4,7 @@ KENNY_CHAT_DAILY_TOKENS), against a local scripted server that speaks the Anthro
 Messages API over real HTTP with streaming (tests/e2e/anthropic_mock.py). The chat's
 logic (what runs at once and what is held, frozen targets, approve and deny, fences,
 scope, restarts, daily limits, other people's conversations) is tested in Rust, in
-`crates/kenny-server/tests/chat.rs`, against the test kit's scripted model."""
+`crates/kenny-server/tests/kit/chat.rs`, against the test kit's scripted model."""
 
 from __future__ import annotations
 

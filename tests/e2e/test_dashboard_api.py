@@ -2,7 +2,7 @@
 what the agent took is accepted, kept and served back as the PNG it is. The rest of the
 dashboard's host actions, agent enrollment and pages (scope, audit rows, statuses, the
 capture's metadata and headers) is tested in Rust, in
-`crates/kenny-server/tests/dashboard_api.rs`."""
+`crates/kenny-server/tests/kit/dashboard_api.rs`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 guard answering `blocked` before anything runs, and the remote-control switch on the PC.
 The server's own refusals (`no_agent`, `unknown_agent`, `offline`, `forbidden`,
 `bad_args`, an agent's code passed through) are tested in Rust:
-`crates/kenny-server/tests/mcp_errors.rs`."""
+`crates/kenny-server/tests/kit/mcp_errors.rs`."""
 
 from __future__ import annotations
 

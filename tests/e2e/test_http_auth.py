@@ -1,6 +1,6 @@
 """The server binary configured by environment variables instead of flags. Bearer
 authentication on /mcp and /api, the DNS-rebinding guard and the audit log's filters,
-order and redaction are tested in Rust: `crates/kenny-server/tests/http_auth.rs`."""
+order and redaction are tested in Rust: `crates/kenny-server/tests/kit/http_auth.rs`."""
 
 from __future__ import annotations
 

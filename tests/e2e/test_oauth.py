@@ -2,7 +2,7 @@
 client completes the whole flow (dynamic registration, PKCE, resource indicator, sign-in
 and consent driven over HTTP), and the consent pages refuse every misuse. Code and token
 exchange, lifetimes, rotation, revocation and registration limits are tested in Rust
-(`crates/kenny-server/tests/oauth.rs`, on a clock moved forward instead of sleeps)."""
+(`crates/kenny-server/tests/kit/oauth.rs`, on a clock moved forward instead of sleeps)."""
 
 from __future__ import annotations
 

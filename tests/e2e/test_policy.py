@@ -3,7 +3,7 @@ command at once, without restarting the agent, alongside the built-in guard, and
 clearing the list lifts it. What the server does with the rules (storing them, pushing
 them to agents as they connect and after a restart, refusing bad lists whole, who may
 change them, auditing a refusal) is tested in Rust, in
-`crates/kenny-server/tests/policy_api.rs`."""
+`crates/kenny-server/tests/kit/policy_api.rs`."""
 
 from __future__ import annotations
 

@@ -3,12 +3,6 @@
 //! revocation, and every misuse of a grant refused. The whole flow driven by the
 //! official SDK's OAuth client stays in `tests/e2e/test_oauth.py`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
 use std::time::Duration;
 
 use base64::Engine as _;

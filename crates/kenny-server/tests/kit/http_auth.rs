@@ -1,13 +1,7 @@
 //! Bearer authentication in front of `/mcp` and `/api`, the DNS-rebinding guard, and
 //! the audit log's filtering, order and redaction.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use common::{answered, audit, expect_error, shell_result};
 use kenny_server::principal::Role;

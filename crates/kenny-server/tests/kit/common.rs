@@ -2,7 +2,10 @@
 //! client sees, answering one call on a test agent, a person signed in to the
 //! dashboard, the audit log as it fills, and a server started again on its data.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(
+    unreachable_pub,
+    reason = "items of a test binary's module, shared by its other modules"
+)]
 
 use std::time::Duration;
 

@@ -11,13 +11,7 @@
 //! (failed turns and turns in flight counted); someone else's conversation looks
 //! exactly like none. A chat without a key says how to turn it on.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

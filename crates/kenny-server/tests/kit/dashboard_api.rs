@@ -4,13 +4,7 @@
 //! pages that a scoped user cannot use to learn about other hosts. A real screen capture
 //! under Xvfb stays in `tests/e2e/test_dashboard_api.py`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,13 +1,7 @@
 //! Every refusal on `/mcp` is a tool result with `isError`, text `"<code>: <message>"`
 //! and `{"error": {"code", "message"}}`; the target is never guessed.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use common::{WAIT, answered, expect_error, shell_result};
 use kenny_server::principal::Role;

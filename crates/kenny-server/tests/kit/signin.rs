@@ -11,12 +11,6 @@
 //! returns at the server's clock, which the tests move on instead of waiting for the
 //! next 30 s step.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;

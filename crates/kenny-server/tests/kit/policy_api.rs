@@ -5,13 +5,7 @@
 //! change it; an agent's refusal under a rule is audited like any failed call. That a
 //! real agent enforces a pushed rule stays in `tests/e2e/test_policy.py`.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

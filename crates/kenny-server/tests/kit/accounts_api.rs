@@ -5,13 +5,7 @@
 //! `revoke_tokens` the tokens); user ids never reused; and every state-changing request
 //! in the audit log.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a step that fails should stop the test"
-)]
-
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::{Restarted, Session, audit_until, person};

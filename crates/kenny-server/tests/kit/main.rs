@@ -1,0 +1,21 @@
+//! The server's integration tests, one binary: each module is a subject (accounts,
+//! the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in), all
+//! through `kenny-testkit` against a real server on loopback. One binary, not one per
+//! file, so the suite links the server once.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a step that fails should stop the test"
+)]
+
+mod common;
+
+mod accounts_api;
+mod chat;
+mod dashboard_api;
+mod http_auth;
+mod mcp_errors;
+mod oauth;
+mod policy_api;
+mod signin;
