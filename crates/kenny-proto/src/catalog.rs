@@ -637,6 +637,15 @@ impl ToolSpec {
     /// type: every name known, required ones present, each value of its type and
     /// within its bounds, then decoded as that type. Each refusal names the argument.
     pub fn validate_args(&self, args: &Map<String, Value>) -> Result<(), String> {
+        self.check_args(args)?;
+        self.tool
+            .decode_caller_args(args)
+            .map_err(|e| format!("the arguments of {} do not fit: {e}", self.name()))
+    }
+
+    /// The checks of [`ToolSpec::validate_args`] without its decoding, for a caller
+    /// that decodes the arguments itself next ([`ToolCall::decode`], in the agent).
+    pub fn check_args(&self, args: &Map<String, Value>) -> Result<(), String> {
         let derived = derived(self.tool);
         let properties = derived.schema.get("properties").and_then(Value::as_object);
         let property = |name: &str| properties.and_then(|p| p.get(name)).unwrap_or(&Value::Null);
@@ -665,9 +674,7 @@ impl ToolSpec {
                 Some(value) => check_value(name, schema, value)?,
             }
         }
-        self.tool
-            .decode_caller_args(args)
-            .map_err(|e| format!("the arguments of {} do not fit: {e}", self.name()))
+        Ok(())
     }
 }
 

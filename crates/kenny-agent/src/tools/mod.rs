@@ -128,7 +128,8 @@ pub async fn execute_with(
     let mut args = args;
     if !spec.args_built_by_server() {
         spec.normalize_args(&mut args).map_err(ToolError::bad_args)?;
-        spec.validate_args(&args).map_err(ToolError::bad_args)?;
+        // Decoding follows below, once, into the handler's type.
+        spec.check_args(&args).map_err(ToolError::bad_args)?;
     }
     crate::guard::check_all(tool, &args, operator).map_err(|b| ToolError::new(ErrorCode::Blocked, b.message()))?;
     // Every handler answers within the call's limit, however many steps it takes

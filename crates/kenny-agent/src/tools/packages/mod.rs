@@ -229,9 +229,12 @@ pub(super) async fn update(args: PackageUpdateArgs) -> ToolResult {
 
 /// The package id, which the type makes present but a caller can still leave blank.
 fn required_id(args: &PackageArgs) -> Result<&str, ToolError> {
-    Some(args.id.trim())
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| ToolError::bad_args("missing required argument `id`: the package to act on"))
+    match args.id.trim() {
+        "" => Err(ToolError::bad_args(
+            "missing required argument `id`: the package to act on",
+        )),
+        id => Ok(id),
+    }
 }
 
 /// The package manager of this PC.
