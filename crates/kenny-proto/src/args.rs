@@ -264,7 +264,7 @@ pub struct TelemetryCollectArgs {
 /// schemas, each with its description and bounds. A missing optional argument and
 /// `null` mean the same, so the schema offers the type alone; generator annotations
 /// (`$schema`, the Rust type's title and doc, integer formats) are left out.
-pub(crate) fn schema_of<T: JsonSchema>() -> Value {
+pub fn schema_of<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12()
         .with(|s| s.meta_schema = None)
         .into_generator();
@@ -284,6 +284,23 @@ pub(crate) fn schema_of<T: JsonSchema>() -> Value {
 fn tidy_property(prop: &mut Value) {
     let Some(prop) = prop.as_object_mut() else { return };
     prop.remove("format");
+    // An optional enum: `anyOf: [<the enum>, {"type": "null"}]` becomes the enum.
+    if let Some(Value::Array(any_of)) = prop.get("anyOf") {
+        let named: Vec<&Value> = any_of
+            .iter()
+            .filter(|s| s.get("type") != Some(&Value::from("null")))
+            .collect();
+        if let [Value::Object(only)] = named.as_slice() {
+            let only = only.clone();
+            prop.remove("anyOf");
+            for (k, v) in only {
+                prop.entry(k).or_insert(v);
+            }
+        }
+    }
+    if let Some(Value::Array(values)) = prop.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
     if let Some(Value::Array(types)) = prop.get("type") {
         let named: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
         if let [only] = named.as_slice() {

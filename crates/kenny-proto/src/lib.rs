@@ -21,6 +21,7 @@ pub mod error;
 pub mod frame;
 pub mod outputs;
 pub mod results;
+pub mod server_args;
 pub mod update;
 
 /// The `protocol` value kenny's agent sends in `register` to ask for mutual Ed25519

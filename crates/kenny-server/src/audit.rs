@@ -14,7 +14,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
-use crate::store::{AuditFinish, AuditRow, AuditWrite, Store};
+use crate::health::HealthBook;
+use crate::store::{AuditFinish, AuditRow, AuditWrite, HealthRow, Store};
 
 const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
@@ -25,11 +26,18 @@ pub(crate) enum Record {
     Audit(Box<AuditWrite>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
-    /// A telemetry snapshot pushed by an agent.
+    /// A telemetry snapshot pushed by an agent, with the server's verdict on it.
     Telemetry {
         agent_id: String,
         collected_at: String,
         snapshot: String,
+        health: Option<HealthRow>,
+    },
+    /// The health thresholds changed: judge every PC again, after every snapshot
+    /// queued before.
+    Rejudge {
+        book: Arc<HealthBook>,
+        version: u64,
     },
 }
 
@@ -71,17 +79,31 @@ impl AuditLog {
 
     /// Queues a telemetry snapshot; dropped (with a log line) if the writer is a whole
     /// queue behind, since a newer snapshot will follow.
-    pub fn telemetry(&self, agent_id: String, collected_at: String, snapshot: String) {
+    pub(crate) fn telemetry(
+        &self,
+        agent_id: String,
+        collected_at: String,
+        snapshot: String,
+        health: Option<HealthRow>,
+    ) {
         if self
             .tx
             .try_send(Record::Telemetry {
                 agent_id,
                 collected_at,
                 snapshot,
+                health,
             })
             .is_err()
         {
             tracing::warn!("storage writer is behind; a telemetry snapshot was dropped");
+        }
+    }
+
+    /// Queues a re-judgement of every PC's health by thresholds of `version`.
+    pub(crate) async fn rejudge(&self, book: Arc<HealthBook>, version: u64) {
+        if self.tx.send(Record::Rejudge { book, version }).await.is_err() {
+            tracing::error!("storage writer has stopped; health is judged again at each PC's next snapshot");
         }
     }
 }
@@ -102,13 +124,24 @@ fn write_loop(store: Arc<Store>, clock: Clock, mut rx: mpsc::Receiver<Record>) {
                     agent_id,
                     collected_at,
                     snapshot,
+                    health,
                 } => {
-                    let stored =
-                        store.insert_telemetry(&agent_id, &collected_at, &snapshot, &clock.now(), TELEMETRY_KEPT);
+                    let stored = store.insert_telemetry(
+                        &agent_id,
+                        &collected_at,
+                        &snapshot,
+                        &clock.now(),
+                        TELEMETRY_KEPT,
+                        health.as_ref(),
+                    );
                     if let Err(e) = stored {
                         tracing::warn!(agent = %agent_id, error = %e, "telemetry not stored");
                     }
                 }
+                Record::Rejudge { book, version } => match book.rejudge(&store, version, &clock.now()) {
+                    Ok(n) => tracing::info!(agents = n, "health judged again by the new thresholds"),
+                    Err(e) => tracing::error!(error = %e, "health not judged again; each PC is at its next snapshot"),
+                },
             }
             if rows.len() < MAX_BATCH {
                 next = rx.try_recv().ok();

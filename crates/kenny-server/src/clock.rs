@@ -63,6 +63,11 @@ pub fn format(t: OffsetDateTime) -> String {
     .unwrap_or_else(|_| t.unix_timestamp().to_string())
 }
 
+/// An RFC 3339 time (as agents and this server write them); `None` if it is not one.
+pub fn parse(text: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

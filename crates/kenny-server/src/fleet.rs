@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::audit::AuditLog;
 use crate::clock::Clock;
 use crate::forward::Forwarder;
+use crate::health::{Assessment, HealthBook, Status};
 use crate::policy::PolicyBook;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, Registry};
@@ -31,6 +33,8 @@ pub struct Fleet {
     pub audit: AuditLog,
     /// What each agent may still push (log lines, telemetry), kept across reconnects.
     pub pushed: Arc<PushedBook>,
+    /// Every PC's health as the server judges it.
+    pub health: Arc<HealthBook>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -44,21 +48,45 @@ pub(crate) struct AgentSummary {
     pub enrolled: bool,
     /// RFC 3339; for an online agent, its last frame.
     pub last_seen: Option<String>,
+    /// As the server judged its latest snapshot; `None` before the first one.
+    pub health: Option<Status>,
+    /// The worst reason, `"<section>: <reason>"`; `None` when all is well.
+    pub health_reason: Option<String>,
 }
 
 impl Fleet {
+    /// A snapshot from `agent_id` (running `os`): judged now, stored with its verdict
+    /// by the storage writer.
+    pub(crate) fn ingest_telemetry(
+        &self,
+        agent_id: &str,
+        os: Option<&str>,
+        collected_at: String,
+        snapshot: &Map<String, Value>,
+        snapshot_json: String,
+    ) -> Arc<Assessment> {
+        let now = self.clock.now();
+        self.health.judge(agent_id, os, &collected_at, snapshot, &now, |row| {
+            self.audit
+                .telemetry(agent_id.to_owned(), collected_at.clone(), snapshot_json, Some(row))
+        })
+    }
+
     /// Every agent `who` may reach, sorted by id.
     pub(crate) async fn list(&self, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
         let records = self.store.blocking(|s| s.agents()).await?;
         let live = self.registry.snapshot();
-        Ok(records
-            .into_iter()
-            .filter(|r| who.may_reach(&r.agent_id))
-            .map(|r| {
-                let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
-                summarize(r, link)
-            })
-            .collect())
+        Ok(self.health.with_all(|health| {
+            records
+                .into_iter()
+                .filter(|r| who.may_reach(&r.agent_id))
+                .map(|r| {
+                    let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
+                    let judged = health.get(r.agent_id.as_str()).map(|j| j.assessment.as_ref());
+                    summarize(r, link, judged)
+                })
+                .collect()
+        }))
     }
 
     /// One agent, if `who` may reach it and it is known here; out of reach and unknown
@@ -72,13 +100,16 @@ impl Fleet {
             return Ok(None);
         };
         let link = self.registry.get(agent_id);
-        Ok(Some(summarize(record, link.as_deref())))
+        let judged = self.health.get(agent_id);
+        Ok(Some(summarize(record, link.as_deref(), judged.as_deref())))
     }
 }
 
-fn summarize(r: AgentRecord, link: Option<&AgentLink>) -> AgentSummary {
+fn summarize(r: AgentRecord, link: Option<&AgentLink>, health: Option<&Assessment>) -> AgentSummary {
     let meta = link.and_then(|l| l.meta.as_ref());
     AgentSummary {
+        health: health.map(|h| h.status),
+        health_reason: health.and_then(|h| h.top_reason().map(str::to_owned)),
         online: link.is_some(),
         os: meta.map(|m| m.os.clone()).or(r.os),
         hostname: meta.map(|m| m.hostname.clone()).or(r.hostname),

@@ -28,6 +28,7 @@ pub(crate) mod ratelimit;
 pub mod registry;
 pub mod secrets;
 pub mod server;
+pub(crate) mod server_tools;
 pub(crate) mod session;
 pub mod state;
 pub mod store;

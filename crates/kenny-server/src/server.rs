@@ -79,6 +79,7 @@ pub async fn start_with_clock(
         );
     }
     let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
+    let health = Arc::new(crate::health::HealthBook::load(&store).context("loading fleet health")?);
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -137,6 +138,7 @@ pub async fn start_with_clock(
             policy: Arc::new(policy),
             audit: audit.clone(),
             pushed: Default::default(),
+            health,
         },
         oauth: OAuth {
             settings: config.oauth,

@@ -130,12 +130,12 @@ pub(super) async fn facts(
         .store
         .blocking(move |s| Ok((s.latest_telemetry(&id)?, s.screenshot_meta(&id)?)))
         .await?;
-    let telemetry = latest.map(|(collected_at, received_at, snapshot)| {
-        let snapshot: Value = serde_json::from_str(&snapshot).unwrap_or(Value::Null);
+    let health = fleet.health.get(&agent_id);
+    let telemetry = latest.map(|(collected_at, received_at, _)| {
         json!({
             "collected_at": collected_at,
             "received_at": received_at,
-            "health": crate::health::of_snapshot(&snapshot),
+            "health": health,
         })
     });
     fleet.forwarder.audit_served(&who, &agent_id, FACTS_TOOL).await;
@@ -163,13 +163,23 @@ pub(super) async fn refresh(
         .filter(|s| s.is_object())
         .ok_or_else(|| bad_answer(tool, "a snapshot"))?
         .clone();
-    fleet
-        .audit
-        .telemetry(agent_id.clone(), collected_at.clone(), snapshot.to_string());
+    let os = fleet
+        .registry
+        .get(&agent_id)
+        .and_then(|l| l.meta.as_ref().map(|m| m.os.clone()));
+    let health = snapshot.as_object().map(|map| {
+        fleet.ingest_telemetry(
+            &agent_id,
+            os.as_deref(),
+            collected_at.clone(),
+            map,
+            snapshot.to_string(),
+        )
+    });
     Ok(Json(json!({
         "agent_id": agent_id,
         "collected_at": collected_at,
-        "health": crate::health::of_snapshot(&snapshot),
+        "health": health,
         "snapshot": snapshot,
     })))
 }

@@ -6,6 +6,7 @@ pub(crate) mod audited;
 mod chat;
 mod error;
 mod extract;
+mod health;
 mod hosts;
 mod me;
 mod policy;
@@ -37,6 +38,7 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents/{id}/updates", get(hosts::updates))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
+        .route("/api/health/thresholds", get(health::show).put(health::change))
         .route("/api/chat/status", get(chat::status))
         .route("/api/chat/sessions", get(chat::list).post(chat::create))
         .route("/api/chat/sessions/{id}", get(chat::show).delete(chat::delete))

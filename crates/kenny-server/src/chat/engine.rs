@@ -8,11 +8,12 @@ use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::tools::{self, FENCE_TAG, LIST_AGENTS};
+use super::tools::{self, FENCE_TAG};
 use super::{ChatEvent, Conversations, anthropic, gate};
 use crate::fleet::Fleet;
 use crate::forward::CallFailure;
 use crate::principal::Principal;
+use crate::server_tools;
 use crate::store::{ChatCall, ChatSession, StoreError, call_status};
 
 /// Model turns in one reply before it is cut off (a loop that never ends costs money).
@@ -282,8 +283,19 @@ async fn propose(
         decided_at: None,
         hold_reason: None,
     };
-    if tool == LIST_AGENTS {
-        return store_and_run(conversations, fleet, who, call, events).await;
+    // The server's own tools read what it stores and touch no PC: they run at once,
+    // on the call's PC (or the conversation's) when they concern one.
+    if let Some(server_tool) = server_tools::find(&tool) {
+        if !server_tool.one_pc {
+            return store_and_run(conversations, fleet, who, call, events).await;
+        }
+        match target(named.as_ref(), session) {
+            Ok(agent_id) => {
+                call.agent_id = Some(agent_id);
+                return store_and_run(conversations, fleet, who, call, events).await;
+            }
+            Err(failure) => return refuse(conversations, call, failure, events).await,
+        }
     }
     let spec = catalog::find(&tool);
     let refusal = match (spec, target(named.as_ref(), session)) {
@@ -306,25 +318,7 @@ async fn propose(
         }
     };
     if let Some(failure) = refusal {
-        let (result, _) = tools::model_result(&tool, call.agent_id.as_deref(), &Err(failure.clone()));
-        call.status = call_status::REFUSED.into();
-        call.result = Some(result);
-        call.is_error = true;
-        let stored = call.clone();
-        conversations
-            .store
-            .blocking(move |s| s.insert_chat_call(&stored))
-            .await?;
-        let _ = events
-            .send(ChatEvent::ToolResult {
-                id,
-                tool,
-                agent_id: call.agent_id,
-                ok: false,
-                summary: tools::summary(&Err(failure)),
-            })
-            .await;
-        return Ok(());
+        return refuse(conversations, call, failure, events).await;
     }
     let (Some(spec), Some(agent_id)) = (spec, call.agent_id.as_deref()) else {
         return Ok(());
@@ -347,6 +341,34 @@ async fn propose(
             args: call.args,
             class: call.class,
             reason: call.hold_reason.unwrap_or_default(),
+        })
+        .await;
+    Ok(())
+}
+
+/// Records a call that goes nowhere, with the reason the model is told.
+async fn refuse(
+    conversations: &Conversations,
+    mut call: ChatCall,
+    failure: CallFailure,
+    events: &Events,
+) -> Result<(), EngineError> {
+    let (result, _) = tools::model_result(&call.tool, call.agent_id.as_deref(), &Err(failure.clone()));
+    call.status = call_status::REFUSED.into();
+    call.result = Some(result);
+    call.is_error = true;
+    let stored = call.clone();
+    conversations
+        .store
+        .blocking(move |s| s.insert_chat_call(&stored))
+        .await?;
+    let _ = events
+        .send(ChatEvent::ToolResult {
+            id: call.id,
+            tool: call.tool,
+            agent_id: call.agent_id,
+            ok: false,
+            summary: tools::summary(&Err(failure)),
         })
         .await;
     Ok(())
@@ -401,12 +423,14 @@ async fn store_and_run(
 /// Runs a call on its frozen target through the forwarder (scope, validation, audit),
 /// stores what goes back to the model, and tells the browser.
 async fn execute(conversations: &Conversations, fleet: &Fleet, who: &Principal, call: &ChatCall, events: &Events) {
-    let outcome = if call.tool == LIST_AGENTS {
-        fleet
-            .list(who)
+    let outcome = if server_tools::find(&call.tool).is_some() {
+        let mut args: Map<String, Value> = call.args.as_object().cloned().unwrap_or_default();
+        if let Some(id) = &call.agent_id {
+            args.insert(AGENT_ID_ARG.into(), Value::String(id.to_string()));
+        }
+        server_tools::call(fleet, who, &call.tool, args)
             .await
-            .map(|agents| json!({"agents": agents}))
-            .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("cannot list PCs: {e}")))
+            .unwrap_or_else(|| Err(CallFailure::new(ErrorCode::Unsupported, "no such server tool")))
     } else {
         let args: Map<String, Value> = call.args.as_object().cloned().unwrap_or_default();
         // The call was frozen on its target when it was made; it goes there, typed.

@@ -1,25 +1,42 @@
 //! The tools the chat model is offered: every forwarded tool of the catalog, whose
 //! `agent_id` is optional here (the conversation's selected PC is the default), plus
-//! `list_agents`. Results and errors go back bounded and fenced as untrusted data, with
+//! the tools the server answers itself (`list_agents`, the health tools). Results and errors go back bounded and fenced as untrusted data, with
 //! a fence the content cannot close: its marker is random for every result.
 
 use kenny_proto::catalog::{AGENT_ID_ARG, TOOLS, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::forward::CallFailure;
+use crate::server_tools;
 
-pub const LIST_AGENTS: &str = "list_agents";
 /// Most characters of one tool result handed to the model.
 pub const MAX_RESULT_CHARS: usize = 20_000;
 
 pub fn definitions() -> Vec<Value> {
-    let mut tools = vec![json!({
-        "name": LIST_AGENTS,
-        "description": "List the PCs this user can reach: agent_id, online, os, hostname, last_seen.",
-        "input_schema": {"type": "object", "properties": {}, "additionalProperties": false},
-    })];
+    let mut tools: Vec<Value> = server_tools::TOOLS.iter().map(server_definition).collect();
     tools.extend(TOOLS.iter().map(definition));
     tools
+}
+
+/// A tool the server answers from what it stores: it runs at once, and one about a
+/// PC defaults to the conversation's.
+fn server_definition(t: &server_tools::ServerTool) -> Value {
+    let mut schema = (t.input_schema)();
+    let mut description = t.description.to_owned();
+    if t.one_pc {
+        schema["properties"][AGENT_ID_ARG] = json!({
+            "type": "string",
+            "description": "Only about a PC other than the conversation's selected one: its agent_id from list_agents.",
+        });
+        if let Some(required) = schema["required"].as_array_mut() {
+            required.retain(|r| r != AGENT_ID_ARG);
+        }
+        description = description.replace(
+            "Requires agent_id: the PC (from list_agents); it is never inferred.",
+            "About the conversation's selected PC unless agent_id names another.",
+        );
+    }
+    json!({"name": t.name, "description": format!("{description} Reads what the server stored; runs at once."), "input_schema": schema})
 }
 
 fn definition(spec: &ToolSpec) -> Value {
@@ -141,12 +158,20 @@ mod tests {
     #[test]
     fn every_catalog_tool_is_offered_with_an_optional_agent_id() {
         let defs = definitions();
-        assert_eq!(defs.len(), TOOLS.len() + 1);
-        for d in &defs[1..] {
+        assert_eq!(defs.len(), TOOLS.len() + server_tools::TOOLS.len());
+        let fleet_wide = ["list_agents", "fleet_overview"];
+        for d in defs.iter().filter(|d| !fleet_wide.iter().any(|n| d["name"] == *n)) {
             assert!(d["input_schema"]["properties"]["agent_id"].is_object(), "{d}");
             let required = d["input_schema"]["required"].as_array().unwrap();
             assert!(!required.iter().any(|r| r == "agent_id"), "{d}");
         }
+        let health = defs.iter().find(|d| d["name"] == "agent_health").unwrap();
+        let text = health["description"].as_str().unwrap();
+        assert!(
+            text.contains("conversation's selected PC unless agent_id names another"),
+            "{text}"
+        );
+        assert!(!text.contains("never inferred"), "{text}");
         let shell = defs.iter().find(|d| d["name"] == "shell_exec").unwrap();
         assert!(
             shell["description"]

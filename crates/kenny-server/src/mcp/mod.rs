@@ -78,8 +78,11 @@ impl ServerHandler for KennyMcp {
             return Ok(results::failure(&CallFailure::new(ErrorCode::Forbidden, "no authenticated principal")).into());
         };
         let mut args = request.arguments.unwrap_or_default();
-        let result = match request.name.as_ref() {
-            tools::LIST_AGENTS => self.list_agents(&who).await,
+        let name = request.name.as_ref();
+        if let Some(outcome) = crate::server_tools::call(&self.fleet, &who, name, args.clone()).await {
+            return Ok(results::outcome(outcome).into());
+        }
+        let result = match name {
             tools::SELECT_AGENT => self.select_agent(&who, args).await,
             name => match take_target(&mut args) {
                 Ok(target) => results::outcome(self.fleet.forwarder.forward(&who, &target, name, args).await),
@@ -97,16 +100,6 @@ impl ServerHandler for KennyMcp {
 }
 
 impl KennyMcp {
-    async fn list_agents(&self, who: &Principal) -> CallToolResult {
-        match self.fleet.list(who).await {
-            Ok(agents) => results::success(json!({ "agents": agents })),
-            Err(e) => results::failure(&CallFailure::new(
-                ErrorCode::Internal,
-                format!("listing agents failed: {e}"),
-            )),
-        }
-    }
-
     /// Advisory only: reports on the id and changes nothing anywhere.
     async fn select_agent(&self, who: &Principal, mut args: serde_json::Map<String, Value>) -> CallToolResult {
         let agent_id = match take_target(&mut args) {

@@ -1,27 +1,20 @@
-//! The MCP tool list: two server-side tools plus every forwarded tool of the catalog.
+//! The MCP tool list: the tools the server answers itself, `select_agent`, and every
+//! forwarded tool of the catalog.
 
 use std::sync::Arc;
 
 use kenny_proto::catalog::{TOOLS, ToolClass, ToolSpec};
-use kenny_proto::outputs::{array, boolean, nullable, object, output_schema, string};
+use kenny_proto::outputs::{boolean, nullable, object, output_schema, string};
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-pub(super) const LIST_AGENTS: &str = "list_agents";
+use crate::server_tools;
+
 pub(super) const SELECT_AGENT: &str = "select_agent";
 
 pub(super) fn all() -> Vec<Tool> {
-    let mut tools = vec![
-        tool(
-            LIST_AGENTS,
-            "List PCs",
-            "List the PCs you can reach: agent_id, online, os, hostname, version, last_seen. Use an agent_id from here on every other call.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ToolAnnotations::with_title("List PCs")
-                .read_only(true)
-                .destructive(false),
-        )
-        .with_raw_output_schema(schema_object(list_agents_output())),
+    let mut tools: Vec<Tool> = server_tools::TOOLS.iter().map(server_tool).collect();
+    tools.push(
         tool(
             SELECT_AGENT,
             "Check a PC",
@@ -37,9 +30,21 @@ pub(super) fn all() -> Vec<Tool> {
                 .destructive(false),
         )
         .with_raw_output_schema(schema_object(select_agent_output())),
-    ];
+    );
     tools.extend(TOOLS.iter().map(forwarded));
     tools
+}
+
+/// A tool the server answers itself: read-only, touching no PC.
+fn server_tool(t: &server_tools::ServerTool) -> Tool {
+    tool(
+        t.name,
+        t.title,
+        t.description,
+        (t.input_schema)(),
+        ToolAnnotations::with_title(t.title).read_only(true).destructive(false),
+    )
+    .with_raw_output_schema(schema_object((t.output_schema)()))
 }
 
 fn forwarded(spec: &ToolSpec) -> Tool {
@@ -59,27 +64,6 @@ fn forwarded(spec: &ToolSpec) -> Tool {
         annotations,
     )
     .with_raw_output_schema(schema_object(output_schema(spec.tool)))
-}
-
-fn list_agents_output() -> Value {
-    object(
-        &[(
-            "agents",
-            array(json!({
-                "type": "object",
-                "properties": {
-                    "agent_id": {"type": "string"},
-                    "online": {"type": "boolean"},
-                    "os": {"type": ["string", "null"]},
-                    "hostname": {"type": ["string", "null"]},
-                    "version": {"type": ["string", "null"]},
-                    "last_seen": {"type": ["string", "null"]},
-                },
-                "required": ["agent_id", "online"],
-            })),
-        )],
-        &[],
-    )
 }
 
 fn select_agent_output() -> Value {
@@ -119,8 +103,9 @@ mod tests {
     #[test]
     fn every_forwarded_tool_requires_agent_id_and_is_annotated() {
         let tools = all();
-        assert_eq!(tools.len(), TOOLS.len() + 2);
-        for t in tools.iter().filter(|t| t.name != LIST_AGENTS) {
+        assert_eq!(tools.len(), TOOLS.len() + server_tools::TOOLS.len() + 1);
+        let fleet_wide = ["list_agents", "fleet_overview"];
+        for t in tools.iter().filter(|t| !fleet_wide.contains(&t.name.as_ref())) {
             let required = t.input_schema.get("required").and_then(Value::as_array).unwrap();
             assert!(required.iter().any(|r| r == "agent_id"), "{}", t.name);
             let ann = t.annotations.as_ref().unwrap();

@@ -215,6 +215,18 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_outcome ON audit (outcome, id);",
     // 15: audit retention prunes the oldest rows by time.
     "CREATE INDEX audit_by_at ON audit (at);",
+    // 16: health judged by the server: the operator's thresholds and each PC's verdict.
+    "CREATE TABLE health_thresholds (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        thresholds TEXT NOT NULL,
+        updated_by TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE agent_health (
+        agent_id TEXT PRIMARY KEY,
+        status TEXT NOT NULL,
+        assessment TEXT NOT NULL
+    );",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

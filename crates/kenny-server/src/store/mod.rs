@@ -4,6 +4,7 @@
 
 mod accounts;
 mod chat;
+mod health;
 mod migrations;
 mod oauth;
 mod policy;
@@ -12,6 +13,7 @@ mod updates;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
+pub use health::{HealthRow, StoredThresholds};
 pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
@@ -419,7 +421,8 @@ impl Store {
         })
     }
 
-    /// Stores a snapshot and prunes the agent's snapshots beyond the newest `keep`.
+    /// Stores a snapshot (with the server's verdict on it, if judged) and prunes the
+    /// agent's snapshots beyond the newest `keep`.
     pub fn insert_telemetry(
         &self,
         agent_id: &str,
@@ -427,6 +430,7 @@ impl Store {
         snapshot: &str,
         now: &str,
         keep: u32,
+        health: Option<&HealthRow>,
     ) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
@@ -434,6 +438,9 @@ impl Store {
                 "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
                 params![agent_id, collected_at, now, snapshot],
             )?;
+            if let Some(h) = health {
+                tx.execute(health::UPSERT_HEALTH, params![h.agent_id, h.status, h.assessment_json])?;
+            }
             tx.execute(
                 "DELETE FROM telemetry WHERE agent_id = ?1 AND id <= (
                     SELECT id FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",

@@ -126,9 +126,11 @@ fn telemetry_keeps_only_the_newest_snapshots_per_agent() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     for i in 0..5 {
-        store.insert_telemetry("a", &format!("t{i}"), "{}", "now", 3).unwrap();
+        store
+            .insert_telemetry("a", &format!("t{i}"), "{}", "now", 3, None)
+            .unwrap();
     }
-    store.insert_telemetry("b", "t", "{}", "now", 3).unwrap();
+    store.insert_telemetry("b", "t", "{}", "now", 3, None).unwrap();
     assert_eq!(store.telemetry_count("a").unwrap(), 3);
     assert_eq!(store.telemetry_count("b").unwrap(), 1);
     let (collected_at, _, _) = store.latest_telemetry("a").unwrap().unwrap();

@@ -332,9 +332,12 @@ fn on_text(fleet: &Fleet, link: &AgentLink, pushed: &mut Pushed, text: &str) -> 
         Frame::Ping {} => Some(encode(&Frame::Pong)),
         Frame::Pong {} => None,
         Frame::Telemetry(t) => {
-            let snapshot = serde_json::Value::Object(t.snapshot).to_string();
+            let snapshot = serde_json::to_string(&t.snapshot).unwrap_or_default();
             match pushed.telemetry(snapshot.len(), now) {
-                Ok(()) => fleet.audit.telemetry(t.agent_id, t.collected_at, snapshot),
+                Ok(()) => {
+                    let os = link.meta.as_ref().map(|m| m.os.as_str());
+                    fleet.ingest_telemetry(&link.agent_id, os, t.collected_at, &t.snapshot, snapshot);
+                }
                 Err(why) => {
                     if let Some(held_back) = pushed.telemetry_warnings.pass(now) {
                         tracing::warn!(agent = %link.agent_id, held_back, "telemetry dropped: {why}");

@@ -238,25 +238,38 @@
   const statusOf = (s) => (s && typeof s.status === 'string' && s.status in RANK ? s.status : 'unknown');
   const badge = (status) => el('span', { class: `badge st-${status.replace(/[^a-z0-9_]/gi, '')}` }, status);
 
+  // The server's verdicts (data.health) decide each section's badge, reason and
+  // advice; the agent's own fields are only shown as details.
   function renderTelemetry(data) {
     const box = $('#sections');
     if (!box) return;
     const snapshot = data.snapshot || {};
-    const sections = Object.entries(snapshot).map(([name, value]) => {
-      const details = value && typeof value === 'object' ? { ...value } : { value };
-      delete details.status;
-      delete details.summary;
-      return { name, status: statusOf(value), summary: (value && value.summary) || '', details };
-    });
-    sections.sort((a, b) => RANK[b.status] - RANK[a.status] || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    box.replaceChildren(...sections.map((s) => el('details', { class: 'section', 'data-section': s.name },
-      el('summary', {}, badge(s.status), ' ', el('strong', {}, s.name), ' ', el('span', { class: 'summary' }, s.summary)),
-      el('pre', {}, JSON.stringify(s.details, null, 2)))));
+    const health = data.health || { status: 'unknown', reasons: [], sections: [], skipped: [] };
+    const details = (name) => {
+      const value = snapshot[name];
+      const rest = value && typeof value === 'object' ? { ...value } : { value };
+      delete rest.status;
+      delete rest.summary;
+      return el('pre', {}, JSON.stringify(rest, null, 2));
+    };
+    const judged = (health.sections || []).map((v) => el('details', { class: 'section', 'data-section': v.section, 'data-status': statusOf(v) },
+      el('summary', {}, badge(statusOf(v)), ' ', el('strong', {}, v.section), ' ', el('span', { class: 'summary' }, v.summary || '')),
+      v.reason ? el('p', { class: 'reason' }, v.reason) : '',
+      v.attention ? el('p', { class: 'attention' }, `What to do: ${v.attention}`) : '',
+      details(v.section)));
+    const skipped = (health.skipped || []).map((name) => el('details', { class: 'section', 'data-section': name, 'data-status': 'n/a' },
+      el('summary', {}, badge('n/a'), ' ', el('strong', {}, name), ' ', el('span', { class: 'summary muted' }, "does not apply to this PC's OS")),
+      details(name)));
+    box.replaceChildren(...judged, ...skipped);
     const overall = $('#telemetry-overall');
-    if (overall && data.health) overall.replaceChildren(badge(data.health.status), ' ', data.health.summary);
+    if (overall) overall.replaceChildren(badge(statusOf(health)), ' ', headline(health));
     const when = $('#telemetry-when');
     if (when) when.replaceChildren('Collected ', timeEl(data.collected_at));
   }
+
+  const headline = (health) => (health.reasons && health.reasons.length
+    ? health.reasons[0]
+    : `all ${(health.sections || []).length} sections ok`);
 
   function showScreenshot(data) {
     const img = $('#screenshot-img');
@@ -282,7 +295,7 @@
     const actions = {
       refresh: {
         url: `/api/agent/${enc(id)}/refresh`, busy: 'Collecting telemetry…',
-        done: (d) => { renderTelemetry(d); return `Telemetry collected: ${d.health ? d.health.summary : 'no sections'}.`; },
+        done: (d) => { renderTelemetry(d); return `Telemetry collected: ${d.health ? headline(d.health) : 'no sections'}.`; },
       },
       screenshot: {
         url: `/api/agent/${enc(id)}/screenshot`, busy: 'Capturing the screen…',

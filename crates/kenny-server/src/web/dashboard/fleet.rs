@@ -7,7 +7,6 @@ use maud::{Markup, html};
 
 use super::{Nav, badge, chat_panel, layout, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
-use crate::health::Health;
 use crate::state::{Accounts, Fleet};
 
 pub(super) async fn page(State(accounts): State<Accounts>, State(fleet): State<Fleet>, headers: HeaderMap) -> Response {
@@ -28,29 +27,11 @@ pub(super) async fn page(State(accounts): State<Accounts>, State(fleet): State<F
             );
         }
     };
-    let ids: Vec<String> = agents.iter().map(|a| a.agent_id.to_string()).collect();
-    let health = fleet
-        .store
-        .blocking(move |s| {
-            ids.into_iter()
-                .map(|id| {
-                    let latest = s.latest_telemetry(&id)?;
-                    Ok(latest.and_then(|(_, _, snap)| {
-                        crate::health::of_snapshot(&serde_json::from_str(&snap).unwrap_or_default())
-                    }))
-                })
-                .collect::<crate::store::Result<Vec<_>>>()
-        })
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading telemetry for the fleet page failed");
-            Vec::new()
-        });
-    let body = render(&agents, &health, who.role == crate::principal::Role::Superuser);
+    let body = render(&agents, who.role == crate::principal::Role::Superuser);
     layout(&who, &csrf, "Fleet", Nav::Fleet, body)
 }
 
-fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -> Markup {
+fn render(agents: &[AgentSummary], superuser: bool) -> Markup {
     let online = agents.iter().filter(|a| a.online).count();
     html! {
         div class="page-head" {
@@ -83,8 +64,8 @@ fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -
                         }
                     }
                     tbody {
-                        @for (i, a) in agents.iter().enumerate() {
-                            (row(a, health.get(i).and_then(|h| h.as_ref())))
+                        @for a in agents {
+                            (row(a))
                         }
                     }
                 }
@@ -95,7 +76,7 @@ fn render(agents: &[AgentSummary], health: &[Option<Health>], superuser: bool) -
     }
 }
 
-fn row(a: &AgentSummary, health: Option<&Health>) -> Markup {
+fn row(a: &AgentSummary) -> Markup {
     let os = match (&a.os, &a.arch) {
         (Some(os), Some(arch)) => format!("{os} ({arch})"),
         (Some(os), None) => os.clone(),
@@ -107,8 +88,8 @@ fn row(a: &AgentSummary, health: Option<&Health>) -> Markup {
         a.hostname.as_deref().unwrap_or(""),
         &os,
         a.version.as_deref().unwrap_or(""),
-        health.map_or("", |h| h.summary.as_str()),
-        health.map_or("", |h| h.status.as_str()),
+        a.health_reason.as_deref().unwrap_or(""),
+        a.health.map_or("", |h| h.as_str()),
     ]
     .join(" ")
     .to_lowercase();
@@ -126,8 +107,11 @@ fn row(a: &AgentSummary, health: Option<&Health>) -> Markup {
             td data-label="Version" { (a.version.as_deref().unwrap_or("—")) }
             td data-label="Last seen" { (time_el(a.last_seen.as_deref())) }
             td data-label="Health" {
-                @match health {
-                    Some(h) => { (badge(h.status.as_str())) " " span class="summary" { (h.summary) } },
+                @match a.health {
+                    Some(h) => {
+                        (badge(h.as_str())) " "
+                        span class="summary" { (a.health_reason.as_deref().unwrap_or("all sections ok")) }
+                    },
                     None => span class="muted" { "no telemetry yet" },
                 }
             }
@@ -150,19 +134,17 @@ mod tests {
             arch: Some("x86_64".into()),
             enrolled: true,
             last_seen: Some("2026-01-02T03:04:05.000Z".into()),
+            health: None,
+            health_reason: None,
         }
     }
 
     #[test]
     fn rows_link_to_hosts_carry_filter_data_and_escape() {
-        let h = Health {
-            status: Status::Warn,
-            section: Some("disk".into()),
-            summary: "disk: <b>91%</b> full".into(),
-            problems: 1,
-            sections: 3,
-        };
-        let html = render(&[agent("pc-a", true), agent("pc-b", false)], &[Some(h), None], false).into_string();
+        let mut a = agent("pc-a", true);
+        a.health = Some(Status::Warn);
+        a.health_reason = Some("disk: <b>91%</b> full".into());
+        let html = render(&[a, agent("pc-b", false)], false).into_string();
         assert!(html.contains("2 PCs · 1 online"));
         assert!(html.contains("<a class=\"host-link\" href=\"/hosts/pc-a\">pc-a</a>"));
         assert!(html.contains("data-online=\"true\"") && html.contains("data-online=\"false\""));
@@ -177,6 +159,6 @@ mod tests {
         assert!(html.contains("no telemetry yet"));
         assert!(!html.contains("<den>") && !html.contains("<b>91"));
         assert!(html.contains("<aside id=\"chat\""));
-        assert!(render(&[], &[], true).into_string().contains("Add an agent"));
+        assert!(render(&[], true).into_string().contains("Add an agent"));
     }
 }

@@ -6,9 +6,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::{Nav, badge, chat_panel, layout, message_page, short_time, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
+use crate::health::{Assessment, assess};
 use crate::principal::Role;
 use crate::state::{Accounts, Fleet};
 use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta, UpdateRecord};
@@ -19,6 +21,8 @@ const RECENT_CALLS: u32 = 15;
 struct Extras {
     /// (collected_at, received_at, snapshot)
     telemetry: Option<(String, String, Value)>,
+    /// The server's verdict on that snapshot.
+    health: Option<Arc<Assessment>>,
     screenshot: Option<ScreenshotMeta>,
     recent: Vec<AuditEntry>,
     /// How the newest agent update ended.
@@ -75,24 +79,41 @@ pub(super) async fn page(
             })?;
             Ok(Extras {
                 telemetry,
+                health: None,
                 screenshot: s.screenshot_meta(&id)?,
                 recent,
                 last_update: s.agent_updates(&id, 1)?.into_iter().next(),
             })
         })
         .await;
-    let extras = match extras {
+    let mut extras = match extras {
         Ok(x) => x,
         Err(e) => {
             tracing::error!(error = %e, "reading host details failed");
             Extras {
                 telemetry: None,
+                health: None,
                 screenshot: None,
                 recent: Vec::new(),
                 last_update: None,
             }
         }
     };
+    extras.health = fleet.health.get(&agent_id).or_else(|| {
+        // Stored before the server judged health (an older version): judge it now.
+        let (collected_at, _, Value::Object(snapshot)) = extras.telemetry.as_ref()? else {
+            return None;
+        };
+        let (thresholds, _, _) = fleet.health.thresholds();
+        let now = fleet.clock.now();
+        Some(Arc::new(assess(
+            snapshot,
+            agent.os.as_deref(),
+            &thresholds,
+            collected_at,
+            &now,
+        )))
+    });
     let title = agent.agent_id.clone();
     layout(&who, &csrf, &title, Nav::Fleet, render(&agent, &extras))
 }
@@ -112,7 +133,7 @@ fn render(a: &AgentSummary, x: &Extras) -> Markup {
         div class="with-chat" {
             div class="host-grid" {
                 (facts(a, x.last_update.as_ref()))
-                (telemetry(x.telemetry.as_ref()))
+                (telemetry(x.telemetry.as_ref(), x.health.as_deref()))
                 (screen(id, x.screenshot.as_ref()))
                 (recent(id, &x.recent))
             }
@@ -167,9 +188,10 @@ fn update_line(u: &UpdateRecord) -> Markup {
     }
 }
 
-/// Sections sorted worst first, then by name, each expandable to its details.
-pub(super) fn telemetry(t: Option<&(String, String, Value)>) -> Markup {
-    let Some((collected_at, _, snapshot)) = t else {
+/// The server's verdict on each section, worst first, each expandable to what the
+/// agent reported; sections that do not concern this PC's OS come last, as `n/a`.
+pub(super) fn telemetry(t: Option<&(String, String, Value)>, health: Option<&Assessment>) -> Markup {
+    let (Some((collected_at, _, snapshot)), Some(health)) = (t, health) else {
         return html! {
             section class="card" id="telemetry" {
                 h2 { "Health" }
@@ -180,36 +202,37 @@ pub(super) fn telemetry(t: Option<&(String, String, Value)>) -> Markup {
             }
         };
     };
-    let mut sections: Vec<(crate::health::Status, &String, String, Value)> = snapshot
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, v)| {
-            let (status, summary) = crate::health::section(v);
-            let mut details = v.clone();
-            if let Some(o) = details.as_object_mut() {
-                o.remove("status");
-                o.remove("summary");
-            }
-            (status, name, summary, details)
-        })
-        .collect();
-    sections.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let overall = crate::health::of_snapshot(snapshot);
+    let details = |name: &str| {
+        let mut rest = snapshot.get(name).cloned().unwrap_or(Value::Null);
+        if let Some(o) = rest.as_object_mut() {
+            o.remove("status");
+            o.remove("summary");
+        }
+        serde_json::to_string_pretty(&rest).unwrap_or_default()
+    };
     html! {
         section class="card" id="telemetry" {
             h2 { "Health" }
             p class="overall" id="telemetry-overall" {
-                @if let Some(h) = overall { (badge(h.status.as_str())) " " (h.summary) }
+                (badge(health.status.as_str())) " "
+                (health.top_reason().map_or_else(|| format!("all {} sections ok", health.sections.len()), str::to_owned))
             }
             p class="muted" id="telemetry-when" { "Collected " (time_el(Some(collected_at))) }
             div id="sections" {
-                @for (status, name, line, rest) in &sections {
-                    details class="section" data-section=(name) {
+                @for v in &health.sections {
+                    details class="section" data-section=(v.section) data-status=(v.status.as_str()) {
                         summary {
-                            (badge(status.as_str())) " " strong { (name) } " " span class="summary" { (line) }
+                            (badge(v.status.as_str())) " " strong { (v.section) } " " span class="summary" { (v.summary) }
                         }
-                        pre { (serde_json::to_string_pretty(rest).unwrap_or_default()) }
+                        @if let Some(reason) = &v.reason { p class="reason" { (reason) } }
+                        @if let Some(todo) = &v.attention { p class="attention" { "What to do: " (todo) } }
+                        pre { (details(&v.section)) }
+                    }
+                }
+                @for name in &health.skipped {
+                    details class="section" data-section=(name) data-status="n/a" {
+                        summary { (badge("n/a")) " " strong { (name) } " " span class="summary muted" { "does not apply to this PC's OS" } }
+                        pre { (details(name)) }
                     }
                 }
             }
@@ -275,27 +298,41 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn telemetry_lists_worst_first_with_escaped_details() {
+    fn telemetry_lists_the_servers_verdicts_worst_first_with_escaped_details() {
         let snap = json!({
-            "disk": {"status": "ok", "summary": "plenty", "free_gb": 10},
-            "cpu": {"status": "crit", "summary": "<hot>", "load": [9]},
-            "memory": {"status": "warn", "summary": "tight"},
+            "cpu": {"status": "crit", "summary": "busy", "load_15": 0.5, "cores": 4, "free": 10},
+            "disk": {"status": "ok", "summary": "<full>", "volumes": [{"mount": "/", "percent_used": 99}]},
+            "memory": {"status": "ok", "summary": "tight", "percent_used": 93},
+            "defender": {"status": "ok", "summary": "n/a on this platform"},
         });
-        let html = telemetry(Some(&("2026-01-02T03:04:05.000Z".into(), "x".into(), snap))).into_string();
+        let at = "2026-01-02T03:04:05.000Z";
+        let health = assess(
+            snap.as_object().unwrap(),
+            Some("linux"),
+            &crate::health::Thresholds::default(),
+            at,
+            at,
+        );
+        let html = telemetry(Some(&(at.into(), "x".into(), snap)), Some(&health)).into_string();
         let pos = |s: &str| html.find(s).unwrap_or_else(|| panic!("{s} missing in {html}"));
-        assert!(pos("data-section=\"cpu\"") < pos("data-section=\"memory\""));
-        assert!(pos("data-section=\"memory\"") < pos("data-section=\"disk\""));
-        assert!(html.contains("<span class=\"summary\">&lt;hot&gt;</span>"));
-        assert!(html.contains("&quot;free_gb&quot;: 10"));
+        // The server judges by the numbers, not by the agent's word.
+        assert!(
+            pos("data-section=\"disk\" data-status=\"crit\"") < pos("data-section=\"memory\" data-status=\"warn\"")
+        );
+        assert!(pos("data-section=\"memory\"") < pos("data-section=\"cpu\" data-status=\"ok\""));
+        assert!(pos("data-section=\"cpu\"") < pos("data-section=\"defender\" data-status=\"n/a\""));
+        assert!(html.contains("<span class=\"summary\">&lt;full&gt;</span>"));
+        assert!(html.contains("&quot;free&quot;: 10"));
         assert!(
             !html.contains("&quot;status&quot;"),
             "status and summary are shown once, above"
         );
         assert!(
-            html.contains("cpu: &lt;hot&gt;"),
-            "the overall line names the worst section"
+            html.contains("disk: / is 99% full (threshold 97%)"),
+            "the overall line gives the worst reason"
         );
-        assert!(telemetry(None).into_string().contains("No telemetry yet"));
+        assert!(html.contains("What to do: free space"));
+        assert!(telemetry(None, None).into_string().contains("No telemetry yet"));
     }
 
     #[test]

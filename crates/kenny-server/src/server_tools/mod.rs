@@ -1,0 +1,133 @@
+//! The tools the server answers itself from what it knows (the fleet, stored
+//! snapshots, health verdicts): no PC is contacted, so they work for offline PCs too.
+//! Each is read-only and scoped like every other tool: a PC outside the caller's
+//! hosts is `forbidden`. `/mcp` and the chat both offer them; neither knows how they
+//! work.
+
+mod listing;
+mod one_pc;
+mod outputs;
+
+use serde_json::{Map, Value};
+
+use crate::forward::CallFailure;
+use crate::principal::Principal;
+use crate::state::Fleet;
+use kenny_proto::error::ErrorCode;
+use kenny_proto::server_args::{AgentHealthArgs, AgentSnapshotArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs};
+
+pub(crate) const LIST_AGENTS: &str = "list_agents";
+pub(crate) const FLEET_OVERVIEW: &str = "fleet_overview";
+pub(crate) const AGENT_HEALTH: &str = "agent_health";
+pub(crate) const AGENT_SNAPSHOT: &str = "agent_snapshot";
+
+/// How a server tool presents itself.
+pub(crate) struct ServerTool {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// Whether it concerns one PC (and so takes a required `agent_id`).
+    pub one_pc: bool,
+    pub input_schema: fn() -> Value,
+    pub output_schema: fn() -> Value,
+}
+
+pub(crate) const TOOLS: &[ServerTool] = &[
+    ServerTool {
+        name: LIST_AGENTS,
+        title: "List PCs",
+        description: "List the PCs you can reach, a page at a time (sorted by agent_id): agent_id, online, os, \
+hostname, version, last_seen, health and its top reason. Filter by online, health, os or a text query; `total` \
+counts every match and `next_cursor` fetches the next page. Use an agent_id from here on every other call.",
+        one_pc: false,
+        input_schema: kenny_proto::args::schema_of::<ListAgentsArgs>,
+        output_schema: outputs::list_agents,
+    },
+    ServerTool {
+        name: FLEET_OVERVIEW,
+        title: "Fleet overview",
+        description: "The fleet at a glance, from what the server knows (no PC is contacted): how many PCs are \
+online and offline, how many are ok, warn, crit, unknown or not yet reported, the PCs that need attention with \
+their top reason (worst first), and the mix of operating systems and agent versions.",
+        one_pc: false,
+        input_schema: kenny_proto::args::schema_of::<FleetOverviewArgs>,
+        output_schema: outputs::fleet_overview,
+    },
+    ServerTool {
+        name: AGENT_HEALTH,
+        title: "PC health",
+        description: "The server's health verdict on one PC from its latest snapshot: overall status, the reasons, \
+and for every section its status, summary, reason and what to do. Works for offline PCs. Requires agent_id: the \
+PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        input_schema: kenny_proto::args::schema_of::<AgentHealthArgs>,
+        output_schema: outputs::agent_health,
+    },
+    ServerTool {
+        name: AGENT_SNAPSHOT,
+        title: "PC snapshot",
+        description: "The latest telemetry snapshot the server stored for one PC (disk, memory, accounts, \
+software, ports, ...), whole or one section; works for offline PCs (see collected_at for its age). Requires \
+agent_id: the PC (from list_agents); it is never inferred. For a fresh one, use telemetry_collect.",
+        one_pc: true,
+        input_schema: kenny_proto::args::schema_of::<AgentSnapshotArgs>,
+        output_schema: outputs::agent_snapshot,
+    },
+];
+
+pub(crate) fn find(name: &str) -> Option<&'static ServerTool> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+/// Answers a server tool; `None` when `name` is not one.
+pub(crate) async fn call(
+    fleet: &Fleet,
+    who: &Principal,
+    name: &str,
+    args: Map<String, Value>,
+) -> Option<Result<Value, CallFailure>> {
+    let outcome = match name {
+        LIST_AGENTS => match decode::<ListAgentsArgs>(name, &args) {
+            Ok(a) => listing::list_agents(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        FLEET_OVERVIEW => match decode::<FleetOverviewArgs>(name, &args) {
+            Ok(_) => listing::fleet_overview(fleet, who).await,
+            Err(f) => Err(f),
+        },
+        AGENT_HEALTH => match decode::<AgentHealthArgs>(name, &args) {
+            Ok(a) => one_pc::agent_health(fleet, who, &a.agent_id).await,
+            Err(f) => Err(f),
+        },
+        AGENT_SNAPSHOT => match decode::<AgentSnapshotArgs>(name, &args) {
+            Ok(a) => one_pc::agent_snapshot(fleet, who, &a.agent_id, a.section.as_deref()).await,
+            Err(f) => Err(f),
+        },
+        _ => return None,
+    };
+    if let Err(failure) = &outcome
+        && failure.refused
+    {
+        let agent = args.get("agent_id").and_then(Value::as_str).map(str::to_owned);
+        fleet.forwarder.audit_refusal(who, agent, name, &args, failure).await;
+    }
+    Some(outcome)
+}
+
+/// Arguments typed and bounded; a missing `agent_id` is `no_agent`, like a forwarded
+/// tool's, anything else wrong is `bad_args` naming it.
+fn decode<T: ServerArgs>(tool: &str, args: &Map<String, Value>) -> Result<T, CallFailure> {
+    let one_pc = find(tool).is_some_and(|t| t.one_pc);
+    if one_pc && args.get("agent_id").and_then(Value::as_str).is_none_or(str::is_empty) {
+        return Err(CallFailure::refusal(
+            ErrorCode::NoAgent,
+            format!("{tool} needs agent_id: the PC to look at (list_agents shows them); it is never inferred"),
+        ));
+    }
+    let typed: T = serde_json::from_value(Value::Object(args.clone()))
+        .map_err(|e| CallFailure::refusal(ErrorCode::BadArgs, format!("bad arguments for {tool}: {e}")))?;
+    typed
+        .check()
+        .map_err(|e| CallFailure::refusal(ErrorCode::BadArgs, format!("bad arguments for {tool}: {e}")))?;
+    Ok(typed)
+}

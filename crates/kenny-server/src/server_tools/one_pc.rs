@@ -1,0 +1,113 @@
+//! Answers about one PC from what the server stored: `agent_health` (the verdicts) and
+//! `agent_snapshot` (the latest snapshot). Both work while the PC is offline.
+
+use serde_json::{Value, json};
+
+use super::{AGENT_HEALTH, AGENT_SNAPSHOT};
+use crate::fleet::AgentSummary;
+use crate::forward::CallFailure;
+use crate::principal::Principal;
+use crate::state::Fleet;
+use kenny_proto::error::ErrorCode;
+
+pub(super) async fn agent_health(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<Value, CallFailure> {
+    let agent = known(fleet, who, agent_id).await?;
+    fleet.forwarder.audit_served(who, agent_id, AGENT_HEALTH).await;
+    let Some(health) = fleet.health.get(agent_id) else {
+        return Ok(json!({
+            "agent_id": agent_id,
+            "online": agent.online,
+            "health": null,
+            "reasons": [],
+            "sections": [],
+            "skipped": [],
+            "collected_at": null,
+            "assessed_at": null,
+            "note": "no snapshot from this PC yet: it sends one when it connects; telemetry_collect takes one now",
+        }));
+    };
+    Ok(json!({
+        "agent_id": agent_id,
+        "online": agent.online,
+        "health": health.status,
+        "reasons": health.reasons,
+        "sections": health.sections,
+        "skipped": health.skipped,
+        "collected_at": health.collected_at,
+        "assessed_at": health.assessed_at,
+    }))
+}
+
+pub(super) async fn agent_snapshot(
+    fleet: &Fleet,
+    who: &Principal,
+    agent_id: &str,
+    section: Option<&str>,
+) -> Result<Value, CallFailure> {
+    let agent = known(fleet, who, agent_id).await?;
+    let id = agent_id.to_owned();
+    let latest = fleet
+        .store
+        .blocking(move |s| s.latest_telemetry(&id))
+        .await
+        .map_err(|e| {
+            CallFailure::new(
+                ErrorCode::Internal,
+                format!("cannot read the snapshot: {e}; see the server log"),
+            )
+        })?;
+    let Some((collected_at, received_at, snapshot)) = latest else {
+        return Err(CallFailure::refusal(
+            ErrorCode::NotFound,
+            format!(
+                "{agent_id} has sent no snapshot yet: it sends one when it connects; telemetry_collect takes one now"
+            ),
+        ));
+    };
+    let Ok(Value::Object(mut snapshot)) = serde_json::from_str::<Value>(&snapshot) else {
+        tracing::error!(agent = %agent_id, "stored snapshot is not a JSON object");
+        return Err(CallFailure::new(
+            ErrorCode::Internal,
+            "the stored snapshot is unreadable; see the server log, and telemetry_collect takes a new one",
+        ));
+    };
+    let sections: Vec<String> = snapshot.keys().cloned().collect();
+    if let Some(name) = section {
+        let Some(value) = snapshot.remove(name) else {
+            return Err(CallFailure::refusal(
+                ErrorCode::BadArgs,
+                format!(
+                    "{agent_id}'s latest snapshot has no section `{name}`; it has: {}",
+                    sections.join(", ")
+                ),
+            ));
+        };
+        snapshot = [(name.to_owned(), value)].into_iter().collect();
+    }
+    fleet.forwarder.audit_served(who, agent_id, AGENT_SNAPSHOT).await;
+    Ok(json!({
+        "agent_id": agent_id,
+        "online": agent.online,
+        "collected_at": collected_at,
+        "received_at": received_at,
+        "sections": sections,
+        "snapshot": snapshot,
+    }))
+}
+
+/// The PC, if the caller may reach it and it is known here: out of scope is
+/// `forbidden` (as for a forwarded call), unknown is `unknown_agent`.
+async fn known(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<AgentSummary, CallFailure> {
+    fleet.forwarder.check_reach(who, agent_id)?;
+    match fleet.one(who, agent_id).await {
+        Ok(Some(agent)) => Ok(agent),
+        Ok(None) => Err(CallFailure::refusal(
+            ErrorCode::UnknownAgent,
+            format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
+        )),
+        Err(e) => Err(CallFailure::new(
+            ErrorCode::Internal,
+            format!("cannot read agent {agent_id}: {e}; see the server log"),
+        )),
+    }
+}

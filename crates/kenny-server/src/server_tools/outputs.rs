@@ -1,0 +1,153 @@
+//! What each server tool returns, as the `outputSchema` clients validate against.
+
+use kenny_proto::outputs::{array, boolean, integer, nullable, object, string};
+use serde_json::{Value, json};
+
+fn health_state() -> Value {
+    json!({"type": ["string", "null"], "enum": ["ok", "unknown", "warn", "crit", null],
+           "description": "ok, unknown, warn or crit; null before the first snapshot."})
+}
+
+fn agent_row() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC's id.")),
+            ("online", boolean("Connected now.")),
+        ],
+        &[
+            ("os", nullable(string("linux, windows or macos."))),
+            ("hostname", nullable(string("Its host name."))),
+            ("version", nullable(string("The agent's version."))),
+            ("arch", nullable(string("CPU architecture."))),
+            ("enrolled", boolean("Whether it holds a key registered here.")),
+            (
+                "last_seen",
+                nullable(string("RFC 3339; for an online PC, its last frame.")),
+            ),
+            ("health", health_state()),
+            (
+                "health_reason",
+                nullable(string("The worst reason, \"<section>: <reason>\".")),
+            ),
+        ],
+    )
+}
+
+pub(super) fn list_agents() -> Value {
+    object(
+        &[
+            ("agents", array(agent_row())),
+            ("total", integer("PCs matching the filters, on every page.")),
+            (
+                "next_cursor",
+                nullable(string("Pass as cursor for the next page; null on the last.")),
+            ),
+        ],
+        &[],
+    )
+}
+
+fn counts() -> Value {
+    object(
+        &[
+            ("ok", integer("PCs ok.")),
+            ("unknown", integer("PCs that could not be judged.")),
+            ("warn", integer("PCs at warn.")),
+            ("crit", integer("PCs at crit.")),
+            ("no_data", integer("PCs with no snapshot yet.")),
+        ],
+        &[],
+    )
+}
+
+pub(super) fn fleet_overview() -> Value {
+    object(
+        &[
+            ("total", integer("PCs you can reach.")),
+            ("online", integer("Connected now.")),
+            ("offline", integer("Not connected.")),
+            ("health", counts()),
+            ("attention_total", integer("PCs at warn or crit.")),
+            (
+                "attention",
+                array(object(
+                    &[("agent_id", string("The PC.")), ("online", boolean("Connected now."))],
+                    &[
+                        ("hostname", nullable(string("Its host name."))),
+                        ("health", health_state()),
+                        ("reason", nullable(string("Its worst reason."))),
+                    ],
+                )),
+            ),
+            (
+                "offline_longest",
+                array(object(
+                    &[("agent_id", string("The PC."))],
+                    &[
+                        ("hostname", nullable(string("Its host name."))),
+                        (
+                            "last_seen",
+                            nullable(string("When it was last connected; null if never.")),
+                        ),
+                    ],
+                )),
+            ),
+            (
+                "os",
+                json!({"type": "object", "description": "PCs per operating system."}),
+            ),
+            (
+                "versions",
+                json!({"type": "object", "description": "PCs per agent version."}),
+            ),
+        ],
+        &[],
+    )
+}
+
+fn verdict() -> Value {
+    object(
+        &[
+            ("section", string("The telemetry section.")),
+            ("status", string("ok, unknown, warn or crit.")),
+            ("summary", string("What the section shows, in the agent's words.")),
+        ],
+        &[
+            ("reason", nullable(string("Why it is not ok."))),
+            ("attention", nullable(string("What to do about it."))),
+        ],
+    )
+}
+
+pub(super) fn agent_health() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("online", boolean("Connected now.")),
+            ("health", health_state()),
+            ("reasons", array(string("\"<section>: <reason>\", worst first."))),
+            ("sections", array(verdict())),
+            ("skipped", array(string("Sections that do not concern this PC's OS."))),
+            ("collected_at", nullable(string("When the snapshot judged was taken."))),
+            ("assessed_at", nullable(string("When the server judged it."))),
+        ],
+        &[("note", string("Why there is no verdict yet."))],
+    )
+}
+
+pub(super) fn agent_snapshot() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("online", boolean("Connected now.")),
+            ("collected_at", string("When the PC took the snapshot.")),
+            ("received_at", string("When the server stored it.")),
+            ("sections", array(string("Every section the snapshot holds."))),
+            (
+                "snapshot",
+                json!({"type": "object", "description": "Section name to {status, summary, ...details}, as the agent sent it."}),
+            ),
+        ],
+        &[],
+    )
+}
