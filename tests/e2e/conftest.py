@@ -552,11 +552,13 @@ class Kenny:
         env: dict[str, str] | None = None,
         creds: dict[str, Any] | None = None,
         enroll: bool = True,
+        wrap: list[str] | None = None,
     ) -> Agent:
         """`agent add` (unless creds given) then `kenny-agent run`. Each agent gets a
         distinct MARK env var so a command's output proves where it ran. With
         `enroll=False` a mutual-auth agent gets no enrollment token: it must rely on the
-        key already enrolled from its state dir."""
+        key already enrolled from its state dir. `wrap` goes before the agent's command
+        line (a command that sets up the agent's surroundings, then execs the rest)."""
         assert self.base_url
         creds = creds or self.add_agent(agent_id)
         state_dir = self.root / "agents" / agent_id
@@ -575,7 +577,7 @@ class Kenny:
             argv += ["--server-pubkey", creds["server_pubkey"]]
             if enroll:
                 argv += ["--enroll-token", creds["token"]]
-        proc = self._spawn(f"agent-{agent_id}", argv, env={"MARK": mark, **(env or {})})
+        proc = self._spawn(f"agent-{agent_id}", [*(wrap or []), *argv], env={"MARK": mark, **(env or {})})
         agent = Agent(agent_id, mark, proc, state_dir, creds, legacy)
         self.agents[agent_id] = agent
         return agent

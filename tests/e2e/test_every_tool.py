@@ -7,6 +7,7 @@ a private network namespace, a private X display, a temporary syslog file."""
 
 from __future__ import annotations
 
+import asyncio
 import platform
 import subprocess
 
@@ -15,6 +16,8 @@ import pytest
 from conftest import AGENT_BIN, call, expect_error, expect_ok
 
 NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
+# Answered by the server from what it stores; test_health.py covers them in depth.
+SERVER_TOOLS = ("list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot")
 
 
 def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
@@ -77,7 +80,7 @@ async def _forwarded_tools(client) -> dict[str, bool]:
     return {
         t.name: bool(t.annotations and t.annotations.read_only_hint)
         for t in listed.tools
-        if t.name not in ("list_agents", "select_agent")
+        if t.name not in SERVER_TOOLS
     }
 
 
@@ -120,6 +123,15 @@ async def test_every_tool_declares_what_it_returns(kenny, tmp_path, netns, xvfb)
                 ok += 1
         expect_ok(await call(client, "list_agents", {}))
         expect_ok(await call(client, "select_agent", {"agent_id": "pc-a"}))
+        expect_ok(await call(client, "fleet_overview", {}))
+        # The agent pushes a snapshot when it connects; the health tools read it.
+        for _ in range(100):
+            health = expect_ok(await call(client, "agent_health", {"agent_id": "pc-a"}))
+            if health["health"] is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert health["sections"], health
+        expect_ok(await call(client, "agent_snapshot", {"agent_id": "pc-a", "section": "disk"}))
         assert ok >= 20, ok
         # The check is real: the same SDK refuses a result that does not match.
         from mcp import types

@@ -185,7 +185,7 @@ fn disk(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
         };
         let status = level(percent, f64::from(t.disk_warn_percent), f64::from(t.disk_crit_percent));
         if status > Status::Ok {
-            over.push((status, percent, clean(text(v, "mount").unwrap_or("?"), 60)));
+            over.push((status, percent, clean(text(v, "mount").unwrap_or("?"), 120)));
         }
         worst.status = worst.status.max(status);
     }
