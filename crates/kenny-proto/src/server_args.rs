@@ -126,6 +126,76 @@ pub struct AgentSnapshotArgs {
 
 impl ServerArgs for AgentSnapshotArgs {}
 
+/// Most changes `agent_changes` returns at once.
+pub const CHANGES_LIMIT_MAX: u32 = 500;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentChangesArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// From when: an RFC 3339 time, or how long back (30m, 24h, 7d); 7d if omitted.
+    #[schemars(length(min = 2, max = 40))]
+    pub since: Option<String>,
+    /// Most changes to return, newest first: 1 to 500 (100 if omitted).
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+}
+
+impl ServerArgs for AgentChangesArgs {
+    fn check(&self) -> Result<(), String> {
+        if let Some(limit) = self.limit
+            && !(1..=CHANGES_LIMIT_MAX).contains(&limit)
+        {
+            return Err(format!("limit must be 1 to {CHANGES_LIMIT_MAX}, not {limit}"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSilenceSetArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// The section to silence (disk, memory, offline, ...); omit to silence every alert of the PC.
+    #[schemars(length(min = 1, max = 64))]
+    pub section: Option<String>,
+    /// For how long: 30m, 2h, 7d (at most 90d).
+    #[schemars(length(min = 2, max = 10))]
+    pub duration: String,
+    /// Why, for whoever looks next.
+    #[schemars(length(min = 1, max = 500))]
+    pub reason: String,
+}
+
+impl ServerArgs for AlertSilenceSetArgs {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSilenceListArgs {
+    /// Only this PC's silences; omit for every PC you can reach.
+    #[schemars(length(min = 1))]
+    pub agent_id: Option<String>,
+}
+
+impl ServerArgs for AlertSilenceListArgs {}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AlertSilenceClearArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// End only the silence of this section; omit to end all of the PC's silences.
+    #[schemars(length(min = 1, max = 64))]
+    pub section: Option<String>,
+}
+
+impl ServerArgs for AlertSilenceClearArgs {}
+
 #[cfg(test)]
 mod tests {
     use super::*;

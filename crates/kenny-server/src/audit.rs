@@ -13,9 +13,10 @@ use sha2::Sha256;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::alerts::Alerts;
 use crate::clock::Clock;
 use crate::health::HealthBook;
-use crate::store::{AuditFinish, AuditRow, AuditWrite, HealthRow, Store};
+use crate::store::{AuditFinish, AuditRow, AuditWrite, HealthRow, NewSnapshot, Store};
 
 const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
@@ -48,12 +49,17 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// Starts the writer thread; it ends when every `AuditLog` clone is dropped.
-    /// Starts the writer thread; `clock` dates the telemetry it stores as received.
-    pub fn start(store: Arc<Store>, clock: Clock) -> std::io::Result<(AuditLog, std::thread::JoinHandle<()>)> {
+    /// `clock` dates the telemetry it stores as received; `alerts` hears of the
+    /// high-priority changes it finds.
+    pub fn start(
+        store: Arc<Store>,
+        clock: Clock,
+        alerts: Alerts,
+    ) -> std::io::Result<(AuditLog, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let handle = std::thread::Builder::new()
             .name("kenny-audit".into())
-            .spawn(move || write_loop(store, clock, rx))?;
+            .spawn(move || write_loop(store, clock, alerts, rx))?;
         Ok((AuditLog { tx }, handle))
     }
 
@@ -108,7 +114,7 @@ impl AuditLog {
     }
 }
 
-fn write_loop(store: Arc<Store>, clock: Clock, mut rx: mpsc::Receiver<Record>) {
+fn write_loop(store: Arc<Store>, clock: Clock, alerts: Alerts, mut rx: mpsc::Receiver<Record>) {
     let mut rows = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         let mut next = Some(first);
@@ -126,16 +132,20 @@ fn write_loop(store: Arc<Store>, clock: Clock, mut rx: mpsc::Receiver<Record>) {
                     snapshot,
                     health,
                 } => {
-                    let stored = store.insert_telemetry(
-                        &agent_id,
-                        &collected_at,
-                        &snapshot,
-                        &clock.now(),
-                        TELEMETRY_KEPT,
-                        health.as_ref(),
-                    );
-                    if let Err(e) = stored {
-                        tracing::warn!(agent = %agent_id, error = %e, "telemetry not stored");
+                    let changes = crate::changes::since_stored(&store, &agent_id, &collected_at, &snapshot);
+                    let received_at = clock.now();
+                    let new = NewSnapshot {
+                        agent_id: &agent_id,
+                        collected_at: &collected_at,
+                        received_at: &received_at,
+                        snapshot: &snapshot,
+                        health: health.as_ref(),
+                        changes: &changes,
+                    };
+                    let stored = store.insert_telemetry(&new, TELEMETRY_KEPT);
+                    match stored {
+                        Ok(()) => alerts.changes(&agent_id, &changes),
+                        Err(e) => tracing::warn!(agent = %agent_id, error = %e, "telemetry not stored"),
                     }
                 }
                 Record::Rejudge { book, version } => match book.rejudge(&store, version, &clock.now()) {

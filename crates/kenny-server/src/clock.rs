@@ -68,10 +68,45 @@ pub fn parse(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()
 }
 
+/// A point in time a caller asks about: an RFC 3339 time, or how long before `now`
+/// (`30m`, `24h`, `7d`, up to ten years). The error says what is accepted.
+pub fn since(text: &str, now: OffsetDateTime) -> Result<OffsetDateTime, String> {
+    if let Some(at) = parse(text) {
+        return Ok(at);
+    }
+    let accepted = || format!("`{text}` is not a time: give an RFC 3339 time or how long back, like 30m, 24h or 7d");
+    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let n: i64 = number.parse().map_err(|_| accepted())?;
+    let span = match unit {
+        "m" => time::Duration::minutes(n),
+        "h" => time::Duration::hours(n),
+        "d" => time::Duration::days(n),
+        _ => return Err(accepted()),
+    };
+    if n < 0 || span > time::Duration::days(3650) {
+        return Err(accepted());
+    }
+    Ok(now - span)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use time::Duration;
+
+    #[test]
+    fn since_takes_a_time_or_how_long_back() {
+        let now = parse("2026-06-10T00:00:00Z").unwrap();
+        assert_eq!(format(since("7d", now).unwrap()), "2026-06-03T00:00:00.000Z");
+        assert_eq!(format(since("90m", now).unwrap()), "2026-06-09T22:30:00.000Z");
+        assert_eq!(
+            format(since("2026-01-01T00:00:00Z", now).unwrap()),
+            "2026-01-01T00:00:00.000Z"
+        );
+        for bad in ["", "7", "7w", "-1d", "x7d", "99999d"] {
+            assert!(since(bad, now).unwrap_err().contains("30m, 24h or 7d"), "{bad}");
+        }
+    }
 
     #[test]
     fn an_advanced_clock_is_ahead_for_every_copy() {

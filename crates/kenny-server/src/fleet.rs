@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::alerts::Alerts;
 use crate::audit::AuditLog;
 use crate::clock::Clock;
 use crate::forward::Forwarder;
@@ -35,6 +36,8 @@ pub struct Fleet {
     pub pushed: Arc<PushedBook>,
     /// Every PC's health as the server judges it.
     pub health: Arc<HealthBook>,
+    /// Where alerts are made and sent from.
+    pub alerts: Alerts,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

@@ -6,10 +6,12 @@
 
 pub(crate) mod accounts;
 pub mod admin;
+pub(crate) mod alerts;
 pub(crate) mod api;
 pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod call_failure;
+pub(crate) mod changes;
 pub mod chat;
 pub mod clock;
 pub mod config;

@@ -79,7 +79,8 @@ pub async fn start_with_clock(
         );
     }
     let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
-    let health = Arc::new(crate::health::HealthBook::load(&store).context("loading fleet health")?);
+    let (alerts, alert_events) = crate::alerts::Alerts::new();
+    let health = Arc::new(crate::health::HealthBook::load(&store, alerts.clone()).context("loading fleet health")?);
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -97,8 +98,18 @@ pub async fn start_with_clock(
         }
         None => format!("http://{addr}"),
     };
-    let (audit, audit_thread) = AuditLog::start(store.clone(), clock.clone()).context("starting the audit writer")?;
+    let (audit, audit_thread) =
+        AuditLog::start(store.clone(), clock.clone(), alerts.clone()).context("starting the audit writer")?;
     let registry = Arc::new(Registry::default());
+    crate::alerts::start(
+        alert_events,
+        &alerts,
+        store.clone(),
+        clock.clone(),
+        registry.clone(),
+        shutdown.clone(),
+    )
+    .context("starting alerts")?;
     let digest = ArgsDigest::new(derive_digest_key(&server_key));
     let updates = Arc::new(crate::updates::Updates::new(
         crate::updates::releases::dir(&config.data_dir),
@@ -139,6 +150,7 @@ pub async fn start_with_clock(
             audit: audit.clone(),
             pushed: Default::default(),
             health,
+            alerts,
         },
         oauth: OAuth {
             settings: config.oauth,

@@ -1,6 +1,7 @@
 //! `/api`: the JSON HTTP API. Handlers parse, delegate and map errors; nothing else.
 
 mod agents;
+mod alerts;
 mod audit;
 pub(crate) mod audited;
 mod chat;
@@ -39,6 +40,24 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/health/thresholds", get(health::show).put(health::change))
+        .route("/api/alerts", get(alerts::list))
+        .route(
+            "/api/alerts/settings",
+            get(alerts::show_settings).put(alerts::change_settings),
+        )
+        .route(
+            "/api/alerts/channels",
+            get(alerts::channels).post(alerts::create_channel),
+        )
+        .route(
+            "/api/alerts/channels/{id}",
+            put(alerts::update_channel).delete(alerts::delete_channel),
+        )
+        .route("/api/alerts/channels/{id}/test", post(alerts::test_channel))
+        .route("/api/alerts/channels/{id}/digest", post(alerts::send_digest))
+        .route("/api/alerts/deliveries", get(alerts::deliveries))
+        .route("/api/alerts/silences", get(alerts::silences).post(alerts::silence))
+        .route("/api/alerts/silences/clear", post(alerts::unsilence))
         .route("/api/chat/status", get(chat::status))
         .route("/api/chat/sessions", get(chat::list).post(chat::create))
         .route("/api/chat/sessions/{id}", get(chat::show).delete(chat::delete))

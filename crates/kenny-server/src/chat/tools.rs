@@ -13,7 +13,12 @@ use crate::server_tools;
 pub const MAX_RESULT_CHARS: usize = 20_000;
 
 pub fn definitions() -> Vec<Value> {
-    let mut tools: Vec<Value> = server_tools::TOOLS.iter().map(server_definition).collect();
+    // Changes the server makes (silences) are for people, not for the model.
+    let mut tools: Vec<Value> = server_tools::TOOLS
+        .iter()
+        .filter(|t| t.read_only)
+        .map(server_definition)
+        .collect();
     tools.extend(TOOLS.iter().map(definition));
     tools
 }
@@ -158,8 +163,10 @@ mod tests {
     #[test]
     fn every_catalog_tool_is_offered_with_an_optional_agent_id() {
         let defs = definitions();
-        assert_eq!(defs.len(), TOOLS.len() + server_tools::TOOLS.len());
-        let fleet_wide = ["list_agents", "fleet_overview"];
+        let read_only = server_tools::TOOLS.iter().filter(|t| t.read_only).count();
+        assert_eq!(defs.len(), TOOLS.len() + read_only);
+        assert!(!defs.iter().any(|d| d["name"] == "alert_silence_set"));
+        let fleet_wide = ["list_agents", "fleet_overview", "alert_silence_list"];
         for d in defs.iter().filter(|d| !fleet_wide.iter().any(|n| d["name"] == *n)) {
             assert!(d["input_schema"]["properties"]["agent_id"].is_object(), "{d}");
             let required = d["input_schema"]["required"].as_array().unwrap();

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::{Assessment, Status, Thresholds, assess};
+use crate::alerts::Alerts;
 use crate::store::{HealthRow, Result, Store, StoredThresholds};
 
 /// A PC's assessment and the thresholds version it was judged by.
@@ -34,6 +35,8 @@ struct Current {
 pub struct HealthBook {
     current: RwLock<Current>,
     by_agent: RwLock<HashMap<String, Judged>>,
+    /// Hears of every verdict, to open and close alerts.
+    alerts: Alerts,
 }
 
 /// Counts over a set of PCs.
@@ -62,7 +65,7 @@ impl FleetHealth {
 impl HealthBook {
     /// The stored thresholds (defaults if none were saved, or if the saved ones no
     /// longer read) and every stored assessment.
-    pub(crate) fn load(store: &Store) -> Result<HealthBook> {
+    pub(crate) fn load(store: &Store, alerts: Alerts) -> Result<HealthBook> {
         let stored = store.health_thresholds()?;
         let (thresholds, updated_by, updated_at) = match stored {
             Some(s) => match serde_json::from_str::<Thresholds>(&s.thresholds_json) {
@@ -99,6 +102,7 @@ impl HealthBook {
                 version: 0,
             }),
             by_agent: RwLock::new(by_agent),
+            alerts,
         })
     }
 
@@ -137,6 +141,7 @@ impl HealthBook {
             },
         );
         queue(row(agent_id, &assessment));
+        self.alerts.judged(agent_id, assessment.clone());
         assessment
     }
 
@@ -180,13 +185,9 @@ impl HealthBook {
         for (id, assessment) in judged {
             let newer = by_agent.get(&id).is_some_and(|j| j.version >= version);
             if !newer {
-                by_agent.insert(
-                    id,
-                    Judged {
-                        assessment: Arc::new(assessment),
-                        version,
-                    },
-                );
+                let assessment = Arc::new(assessment);
+                self.alerts.judged(&id, assessment.clone());
+                by_agent.insert(id, Judged { assessment, version });
             }
         }
         Ok(count)

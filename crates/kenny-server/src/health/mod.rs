@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use kenny_proto::catalog::Os;
-use rules::{Applies, Context, Judgement, clean};
+pub(crate) use rules::clean;
+use rules::{Applies, Context, Judgement};
 
 /// How a section, a PC or a fleet is doing, from best to worst. `Unknown` (could not
 /// be judged: the collector failed, the agent cannot tell) ranks between ok and warn:

@@ -123,7 +123,7 @@ pub(super) fn find(section: &str) -> Option<&'static Rule> {
 
 /// Text from the agent, made safe to show: one line, no control characters, at most
 /// `max` characters.
-pub(super) fn clean(text: &str, max: usize) -> String {
+pub(crate) fn clean(text: &str, max: usize) -> String {
     let mut out: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -7,6 +7,7 @@
 mod listing;
 mod one_pc;
 mod outputs;
+mod silence;
 
 use serde_json::{Map, Value};
 
@@ -14,12 +15,19 @@ use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
-use kenny_proto::server_args::{AgentHealthArgs, AgentSnapshotArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs};
+use kenny_proto::server_args::{
+    AgentChangesArgs, AgentHealthArgs, AgentSnapshotArgs, AlertSilenceClearArgs, AlertSilenceListArgs,
+    AlertSilenceSetArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs,
+};
 
 pub(crate) const LIST_AGENTS: &str = "list_agents";
 pub(crate) const FLEET_OVERVIEW: &str = "fleet_overview";
 pub(crate) const AGENT_HEALTH: &str = "agent_health";
 pub(crate) const AGENT_SNAPSHOT: &str = "agent_snapshot";
+pub(crate) const AGENT_CHANGES: &str = "agent_changes";
+pub(crate) const ALERT_SILENCE_SET: &str = "alert_silence_set";
+pub(crate) const ALERT_SILENCE_LIST: &str = "alert_silence_list";
+pub(crate) const ALERT_SILENCE_CLEAR: &str = "alert_silence_clear";
 
 /// How a server tool presents itself.
 pub(crate) struct ServerTool {
@@ -28,6 +36,8 @@ pub(crate) struct ServerTool {
     pub description: &'static str,
     /// Whether it concerns one PC (and so takes a required `agent_id`).
     pub one_pc: bool,
+    /// Whether it only reads; the others change the server's state (and are audited).
+    pub read_only: bool,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
 }
@@ -40,6 +50,7 @@ pub(crate) const TOOLS: &[ServerTool] = &[
 hostname, version, last_seen, health and its top reason. Filter by online, health, os or a text query; `total` \
 counts every match and `next_cursor` fetches the next page. Use an agent_id from here on every other call.",
         one_pc: false,
+        read_only: true,
         input_schema: kenny_proto::args::schema_of::<ListAgentsArgs>,
         output_schema: outputs::list_agents,
     },
@@ -50,6 +61,7 @@ counts every match and `next_cursor` fetches the next page. Use an agent_id from
 online and offline, how many are ok, warn, crit, unknown or not yet reported, the PCs that need attention with \
 their top reason (worst first), and the mix of operating systems and agent versions.",
         one_pc: false,
+        read_only: true,
         input_schema: kenny_proto::args::schema_of::<FleetOverviewArgs>,
         output_schema: outputs::fleet_overview,
     },
@@ -60,6 +72,7 @@ their top reason (worst first), and the mix of operating systems and agent versi
 and for every section its status, summary, reason and what to do. Works for offline PCs. Requires agent_id: the \
 PC (from list_agents); it is never inferred.",
         one_pc: true,
+        read_only: true,
         input_schema: kenny_proto::args::schema_of::<AgentHealthArgs>,
         output_schema: outputs::agent_health,
     },
@@ -70,8 +83,51 @@ PC (from list_agents); it is never inferred.",
 software, ports, ...), whole or one section; works for offline PCs (see collected_at for its age). Requires \
 agent_id: the PC (from list_agents); it is never inferred. For a fresh one, use telemetry_collect.",
         one_pc: true,
+        read_only: true,
         input_schema: kenny_proto::args::schema_of::<AgentSnapshotArgs>,
         output_schema: outputs::agent_snapshot,
+    },
+    ServerTool {
+        name: AGENT_CHANGES,
+        title: "PC changes",
+        description: "What changed on one PC between its snapshots, newest first: accounts and administrators, \
+installed software, listening ports, autostart entries, services. A new local administrator is high priority. \
+Works for offline PCs. Requires agent_id: the PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: true,
+        input_schema: kenny_proto::args::schema_of::<AgentChangesArgs>,
+        output_schema: outputs::agent_changes,
+    },
+    ServerTool {
+        name: ALERT_SILENCE_SET,
+        title: "Silence alerts",
+        description: "Silence one PC's alerts for a while: one section (disk, offline, ...) or all, with a reason. \
+Alerts are still recorded; nothing is sent until it ends. Operators and superusers only; audited. Requires \
+agent_id: the PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: false,
+        input_schema: kenny_proto::args::schema_of::<AlertSilenceSetArgs>,
+        output_schema: outputs::silence,
+    },
+    ServerTool {
+        name: ALERT_SILENCE_LIST,
+        title: "List alert silences",
+        description: "The alert silences in force: of one PC (agent_id) or of every PC you can reach, with \
+section, until when, why and who set them.",
+        one_pc: false,
+        read_only: true,
+        input_schema: kenny_proto::args::schema_of::<AlertSilenceListArgs>,
+        output_schema: outputs::silences,
+    },
+    ServerTool {
+        name: ALERT_SILENCE_CLEAR,
+        title: "End alert silences",
+        description: "End one PC's alert silences now: the one of a section, or all of them. Operators and \
+superusers only; audited. Requires agent_id: the PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: false,
+        input_schema: kenny_proto::args::schema_of::<AlertSilenceClearArgs>,
+        output_schema: outputs::silences,
     },
 ];
 
@@ -101,6 +157,22 @@ pub(crate) async fn call(
         },
         AGENT_SNAPSHOT => match decode::<AgentSnapshotArgs>(name, &args) {
             Ok(a) => one_pc::agent_snapshot(fleet, who, &a.agent_id, a.section.as_deref()).await,
+            Err(f) => Err(f),
+        },
+        AGENT_CHANGES => match decode::<AgentChangesArgs>(name, &args) {
+            Ok(a) => one_pc::agent_changes(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        ALERT_SILENCE_SET => match decode::<AlertSilenceSetArgs>(name, &args) {
+            Ok(a) => silence::set(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        ALERT_SILENCE_LIST => match decode::<AlertSilenceListArgs>(name, &args) {
+            Ok(a) => silence::list(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        ALERT_SILENCE_CLEAR => match decode::<AlertSilenceClearArgs>(name, &args) {
+            Ok(a) => silence::clear(fleet, who, a).await,
             Err(f) => Err(f),
         },
         _ => return None,

@@ -3,12 +3,13 @@
 
 use serde_json::{Value, json};
 
-use super::{AGENT_HEALTH, AGENT_SNAPSHOT};
+use super::{AGENT_CHANGES, AGENT_HEALTH, AGENT_SNAPSHOT};
 use crate::fleet::AgentSummary;
 use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
+use kenny_proto::server_args::AgentChangesArgs;
 
 pub(super) async fn agent_health(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<Value, CallFailure> {
     let agent = known(fleet, who, agent_id).await?;
@@ -92,6 +93,50 @@ pub(super) async fn agent_snapshot(
         "received_at": received_at,
         "sections": sections,
         "snapshot": snapshot,
+    }))
+}
+
+pub(super) async fn agent_changes(
+    fleet: &Fleet,
+    who: &Principal,
+    args: AgentChangesArgs,
+) -> Result<Value, CallFailure> {
+    let agent_id = args.agent_id.as_str();
+    known(fleet, who, agent_id).await?;
+    let since = crate::clock::since(args.since.as_deref().unwrap_or("7d"), fleet.clock.now_utc()).map_err(|e| {
+        CallFailure::refusal(
+            ErrorCode::BadArgs,
+            format!("bad arguments for {AGENT_CHANGES}: since: {e}"),
+        )
+    })?;
+    let since = crate::clock::format(since);
+    let limit = args.limit.unwrap_or(100);
+    let (id, from) = (agent_id.to_owned(), since.clone());
+    let mut rows = fleet
+        .store
+        .blocking(move |s| s.changes_of(&id, &from, limit + 1))
+        .await
+        .map_err(|e| {
+            CallFailure::new(
+                ErrorCode::Internal,
+                format!("cannot read changes: {e}; see the server log"),
+            )
+        })?;
+    let truncated = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    fleet.forwarder.audit_served(who, agent_id, AGENT_CHANGES).await;
+    Ok(json!({
+        "agent_id": agent_id,
+        "since": since,
+        "changes": rows.iter().map(|c| json!({
+            "at": c.at,
+            "section": c.section,
+            "kind": c.kind,
+            "item": c.item,
+            "detail": c.detail,
+            "priority": c.priority,
+        })).collect::<Vec<_>>(),
+        "truncated": truncated,
     }))
 }
 

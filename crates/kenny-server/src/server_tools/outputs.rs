@@ -151,3 +151,51 @@ pub(super) fn agent_snapshot() -> Value {
         &[],
     )
 }
+
+pub(super) fn agent_changes() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("since", string("The start of the window, RFC 3339.")),
+            (
+                "changes",
+                array(object(
+                    &[
+                        ("at", string("When the snapshot that showed it was taken.")),
+                        ("section", string("The telemetry section.")),
+                        ("kind", string("added, removed, changed, admin_added or admin_removed.")),
+                        ("item", string("What it is about.")),
+                        ("detail", string("In words.")),
+                        ("priority", string("high or normal.")),
+                    ],
+                    &[],
+                )),
+            ),
+            ("truncated", boolean("More changes are older than the last one listed.")),
+        ],
+        &[],
+    )
+}
+
+fn silence_row() -> Value {
+    object(
+        &[
+            ("id", integer("The silence's id.")),
+            ("agent_id", string("The PC.")),
+            ("section", string("The section silenced, or * for all.")),
+            ("until", string("When it ends, RFC 3339.")),
+            ("reason", string("Why.")),
+            ("created_by", string("Who set it.")),
+            ("created_at", string("When.")),
+        ],
+        &[],
+    )
+}
+
+pub(super) fn silence() -> Value {
+    object(&[("silence", silence_row())], &[])
+}
+
+pub(super) fn silences() -> Value {
+    object(&[("silences", array(silence_row()))], &[])
+}

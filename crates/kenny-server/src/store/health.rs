@@ -62,6 +62,17 @@ impl Store {
         })
     }
 
+    /// How many PCs are at each health status.
+    pub fn health_counts(&self) -> Result<Vec<(String, i64)>> {
+        self.read(|c| {
+            let mut stmt = c.prepare("SELECT status, COUNT(*) FROM agent_health GROUP BY status")?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(rows)
+        })
+    }
+
     /// Replaces the stored assessments of these PCs, in one transaction.
     pub fn save_assessments(&self, rows: &[HealthRow]) -> Result<()> {
         self.with(|c| {

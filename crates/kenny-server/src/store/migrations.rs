@@ -227,6 +227,77 @@ const MIGRATIONS: &[&str] = &[
         status TEXT NOT NULL,
         assessment TEXT NOT NULL
     );",
+    // 17: what changed on each PC between snapshots (accounts, software, ports, ...).
+    "CREATE TABLE changes (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        section TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        item TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        priority TEXT NOT NULL
+    );
+    CREATE INDEX changes_by_agent ON changes (agent_id, at);
+    CREATE INDEX changes_by_at ON changes (at);",
+    // 18: alerts (a section gone bad, a PC offline, a high-priority change), silences,
+    // the channels they are sent to, each delivery with its retries, and settings.
+    "CREATE TABLE alerts (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        attention TEXT,
+        opened_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        closed_at TEXT,
+        silenced INTEGER NOT NULL DEFAULT 0,
+        notified INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX alerts_open ON alerts (closed_at, agent_id);
+    CREATE INDEX alerts_by_agent ON alerts (agent_id, key, id);
+    CREATE TABLE alert_silences (
+        id INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        section TEXT NOT NULL,
+        until TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX silences_by_agent ON alert_silences (agent_id, until);
+    CREATE TABLE alert_channels (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        config TEXT NOT NULL,
+        digest INTEGER NOT NULL DEFAULT 0,
+        enabled INTEGER NOT NULL DEFAULT 1,
+        created_at TEXT NOT NULL,
+        digest_sent_at TEXT
+    );
+    CREATE TABLE alert_deliveries (
+        id INTEGER PRIMARY KEY,
+        channel_id INTEGER NOT NULL REFERENCES alert_channels(id) ON DELETE CASCADE,
+        alert_id INTEGER,
+        event TEXT NOT NULL,
+        message TEXT NOT NULL,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at TEXT NOT NULL,
+        last_error TEXT,
+        created_at TEXT NOT NULL,
+        sent_at TEXT
+    );
+    CREATE INDEX deliveries_due ON alert_deliveries (status, next_at);
+    CREATE INDEX deliveries_by_channel ON alert_deliveries (channel_id, id);
+    CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_by TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -3,6 +3,8 @@
 //! writes; a few read-only ones serve reads, so a slow query never holds up a write.
 
 mod accounts;
+mod alerts;
+mod changes;
 mod chat;
 mod health;
 mod migrations;
@@ -12,6 +14,8 @@ mod screenshots;
 mod updates;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
+pub use alerts::{AlertRow, ChannelRow, DeliveryRow, SilenceRow};
+pub use changes::ChangeRow;
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
 pub use health::{HealthRow, StoredThresholds};
 pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
@@ -67,6 +71,18 @@ pub struct AgentRecord {
     pub version: Option<String>,
     pub arch: Option<String>,
     pub last_seen: Option<String>,
+}
+
+/// A snapshot to store, with what the server made of it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewSnapshot<'a> {
+    pub agent_id: &'a str,
+    pub collected_at: &'a str,
+    pub received_at: &'a str,
+    /// The snapshot as JSON text.
+    pub snapshot: &'a str,
+    pub health: Option<&'a HealthRow>,
+    pub changes: &'a [ChangeRow],
 }
 
 /// What signing in checks about a user.
@@ -421,30 +437,36 @@ impl Store {
         })
     }
 
-    /// Stores a snapshot (with the server's verdict on it, if judged) and prunes the
-    /// agent's snapshots beyond the newest `keep`.
-    pub fn insert_telemetry(
-        &self,
-        agent_id: &str,
-        collected_at: &str,
-        snapshot: &str,
-        now: &str,
-        keep: u32,
-        health: Option<&HealthRow>,
-    ) -> Result<()> {
+    /// Stores a snapshot (with the server's verdict on it, if judged, and what changed
+    /// since the previous one) and prunes the agent's snapshots beyond the newest `keep`.
+    pub fn insert_telemetry(&self, new: &NewSnapshot<'_>, keep: u32) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction()?;
             tx.execute(
                 "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
-                params![agent_id, collected_at, now, snapshot],
+                params![new.agent_id, new.collected_at, new.received_at, new.snapshot],
             )?;
-            if let Some(h) = health {
+            if let Some(h) = new.health {
                 tx.execute(health::UPSERT_HEALTH, params![h.agent_id, h.status, h.assessment_json])?;
+            }
+            for ch in new.changes {
+                tx.execute(
+                    changes::INSERT_CHANGE,
+                    params![
+                        new.agent_id,
+                        ch.at,
+                        ch.section,
+                        ch.kind,
+                        ch.item,
+                        ch.detail,
+                        ch.priority
+                    ],
+                )?;
             }
             tx.execute(
                 "DELETE FROM telemetry WHERE agent_id = ?1 AND id <= (
                     SELECT id FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![agent_id, keep],
+                params![new.agent_id, keep],
             )?;
             tx.commit()?;
             Ok(())

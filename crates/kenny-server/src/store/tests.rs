@@ -126,11 +126,9 @@ fn telemetry_keeps_only_the_newest_snapshots_per_agent() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     for i in 0..5 {
-        store
-            .insert_telemetry("a", &format!("t{i}"), "{}", "now", 3, None)
-            .unwrap();
+        store.insert_telemetry(&snapshot("a", &format!("t{i}")), 3).unwrap();
     }
-    store.insert_telemetry("b", "t", "{}", "now", 3, None).unwrap();
+    store.insert_telemetry(&snapshot("b", "t"), 3).unwrap();
     assert_eq!(store.telemetry_count("a").unwrap(), 3);
     assert_eq!(store.telemetry_count("b").unwrap(), 1);
     let (collected_at, _, _) = store.latest_telemetry("a").unwrap().unwrap();
@@ -189,4 +187,15 @@ fn a_sent_call_is_completed_or_marked_interrupted() {
         ("error", Some("timeout"), 65000)
     );
     assert_eq!(by_call("c2").outcome, OUTCOME_INTERRUPTED);
+}
+
+fn snapshot<'a>(agent_id: &'a str, collected_at: &'a str) -> NewSnapshot<'a> {
+    NewSnapshot {
+        agent_id,
+        collected_at,
+        received_at: "now",
+        snapshot: "{}",
+        health: None,
+        changes: &[],
+    }
 }

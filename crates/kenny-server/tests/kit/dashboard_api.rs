@@ -91,7 +91,12 @@ async fn every_host_action_is_audited_with_who_and_from_where() {
             &health["sections"][0]["section"],
             health["sections"].as_array().map(Vec::len)
         ),
-        (&json!("warn"), &json!(["memory: memory is 91% used"]), &json!("memory"), Some(4)),
+        (
+            &json!("warn"),
+            &json!(["memory: memory is 91% used"]),
+            &json!("memory"),
+            Some(4)
+        ),
         "{health}"
     );
     // Kept as the latest snapshot, where the telemetry API and the pages read it.
@@ -529,11 +534,9 @@ async fn what_an_agent_reports_is_text_on_the_pages() {
             .text
             .contains(&format!("<td data-label=\"Version\">1.0{SHOWN}</td>"))
     );
-    assert!(
-        fleet
-            .text
-            .contains(&format!("<span class=\"summary\">disk: {SHOWN} is 99% full (threshold 97%)</span>"))
-    );
+    assert!(fleet.text.contains(&format!(
+        "<span class=\"summary\">disk: {SHOWN} is 99% full (threshold 97%)</span>"
+    )));
 
     let host = dana.browser.get("/hosts/pc-a").await.unwrap();
     assert_eq!(host.status, 200);

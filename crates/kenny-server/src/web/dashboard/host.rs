@@ -13,9 +13,10 @@ use crate::fleet::AgentSummary;
 use crate::health::{Assessment, assess};
 use crate::principal::Role;
 use crate::state::{Accounts, Fleet};
-use crate::store::{AuditEntry, AuditFilter, ScreenshotMeta, UpdateRecord};
+use crate::store::{AuditEntry, AuditFilter, ChangeRow, ScreenshotMeta, UpdateRecord};
 
 const RECENT_CALLS: u32 = 15;
+const CHANGES_SHOWN: u32 = 30;
 
 /// What the page shows besides the agent's own record.
 struct Extras {
@@ -27,6 +28,8 @@ struct Extras {
     recent: Vec<AuditEntry>,
     /// How the newest agent update ended.
     last_update: Option<UpdateRecord>,
+    /// What changed over the last week.
+    changes: Vec<ChangeRow>,
 }
 
 pub(super) async fn page(
@@ -64,6 +67,7 @@ pub(super) async fn page(
         }
     };
     let (id, own_calls) = (agent_id.clone(), (who.role == Role::User).then_some(who.user_id));
+    let week_ago = crate::clock::format(fleet.clock.now_utc() - time::Duration::days(7));
     let extras = fleet
         .store
         .blocking(move |s| {
@@ -83,6 +87,7 @@ pub(super) async fn page(
                 screenshot: s.screenshot_meta(&id)?,
                 recent,
                 last_update: s.agent_updates(&id, 1)?.into_iter().next(),
+                changes: s.changes_of(&id, &week_ago, CHANGES_SHOWN)?,
             })
         })
         .await;
@@ -96,6 +101,7 @@ pub(super) async fn page(
                 screenshot: None,
                 recent: Vec::new(),
                 last_update: None,
+                changes: Vec::new(),
             }
         }
     };
@@ -134,6 +140,7 @@ fn render(a: &AgentSummary, x: &Extras) -> Markup {
             div class="host-grid" {
                 (facts(a, x.last_update.as_ref()))
                 (telemetry(x.telemetry.as_ref(), x.health.as_deref()))
+                (super::changes::card(&x.changes))
                 (screen(id, x.screenshot.as_ref()))
                 (recent(id, &x.recent))
             }

@@ -8,6 +8,7 @@
 mod account;
 mod admin;
 mod audit;
+mod changes;
 mod fleet;
 mod host;
 
