@@ -16,30 +16,36 @@ use tokio_util::sync::CancellationToken;
 use crate::alerts::Alerts;
 use crate::clock::Clock;
 use crate::health::HealthBook;
-use crate::store::{AuditFinish, AuditRow, AuditWrite, HealthRow, NewSnapshot, Store};
+use crate::store::{AuditFinish, AuditRow, AuditWrite, HealthRow, MetricRow, NewSnapshot, Store};
 
 const QUEUE: usize = 65_536;
 const MAX_BATCH: usize = 1024;
-/// Snapshots kept per agent; older ones are pruned as new ones arrive.
-const TELEMETRY_KEPT: u32 = 200;
+/// Whole snapshots kept per agent (the newest answers `agent_snapshot`, the one before
+/// is what changes are found against); history keeps a small point of each instead
+/// (`crate::history`), so older ones are pruned as new ones arrive.
+const TELEMETRY_KEPT: u32 = 3;
 
 pub(crate) enum Record {
     Audit(Box<AuditWrite>),
     /// `last_used_at` for tokens, coalesced in memory and flushed here.
     TouchTokens(Vec<(i64, String)>),
     /// A telemetry snapshot pushed by an agent, with the server's verdict on it.
-    Telemetry {
-        agent_id: String,
-        collected_at: String,
-        snapshot: String,
-        health: Option<HealthRow>,
-    },
+    Telemetry(Box<Snapshot>),
     /// The health thresholds changed: judge every PC again, after every snapshot
     /// queued before.
     Rejudge {
         book: Arc<HealthBook>,
         version: u64,
     },
+}
+
+/// A snapshot on its way to the store.
+pub(crate) struct Snapshot {
+    agent_id: String,
+    collected_at: String,
+    snapshot: String,
+    health: Option<HealthRow>,
+    metrics: Option<MetricRow>,
 }
 
 #[derive(Clone)]
@@ -91,15 +97,17 @@ impl AuditLog {
         collected_at: String,
         snapshot: String,
         health: Option<HealthRow>,
+        metrics: Option<MetricRow>,
     ) {
         if self
             .tx
-            .try_send(Record::Telemetry {
+            .try_send(Record::Telemetry(Box::new(Snapshot {
                 agent_id,
                 collected_at,
                 snapshot,
                 health,
-            })
+                metrics,
+            })))
             .is_err()
         {
             tracing::warn!("storage writer is behind; a telemetry snapshot was dropped");
@@ -126,12 +134,14 @@ fn write_loop(store: Arc<Store>, clock: Clock, alerts: Alerts, mut rx: mpsc::Rec
                         tracing::warn!(error = %e, "could not record token use");
                     }
                 }
-                Record::Telemetry {
-                    agent_id,
-                    collected_at,
-                    snapshot,
-                    health,
-                } => {
+                Record::Telemetry(t) => {
+                    let Snapshot {
+                        agent_id,
+                        collected_at,
+                        snapshot,
+                        health,
+                        metrics,
+                    } = *t;
                     let changes = crate::changes::since_stored(&store, &agent_id, &collected_at, &snapshot);
                     let received_at = clock.now();
                     let new = NewSnapshot {
@@ -141,6 +151,7 @@ fn write_loop(store: Arc<Store>, clock: Clock, alerts: Alerts, mut rx: mpsc::Rec
                         snapshot: &snapshot,
                         health: health.as_ref(),
                         changes: &changes,
+                        metrics: metrics.as_ref(),
                     };
                     let stored = store.insert_telemetry(&new, TELEMETRY_KEPT);
                     match stored {

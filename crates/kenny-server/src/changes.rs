@@ -45,7 +45,7 @@ pub(crate) struct Change {
 }
 
 /// Most changes kept from one pair of snapshots (a reinstalled PC differs in
-/// everything; the first hundred say enough).
+/// everything; the first two hundred say enough).
 const MAX_CHANGES: usize = 200;
 
 /// How an inventory section lists its items.

@@ -75,12 +75,15 @@ pub fn since(text: &str, now: OffsetDateTime) -> Result<OffsetDateTime, String> 
         return Ok(at);
     }
     let accepted = || format!("`{text}` is not a time: give an RFC 3339 time or how long back, like 30m, 24h or 7d");
-    let (number, unit) = text.split_at(text.len().saturating_sub(1));
+    let Some(unit) = text.chars().last() else {
+        return Err(accepted());
+    };
+    let number = &text[..text.len() - unit.len_utf8()];
     let n: i64 = number.parse().map_err(|_| accepted())?;
     let span = match unit {
-        "m" => time::Duration::minutes(n),
-        "h" => time::Duration::hours(n),
-        "d" => time::Duration::days(n),
+        'm' => time::Duration::minutes(n),
+        'h' => time::Duration::hours(n),
+        'd' => time::Duration::days(n),
         _ => return Err(accepted()),
     };
     if n < 0 || span > time::Duration::days(3650) {
@@ -103,7 +106,7 @@ mod tests {
             format(since("2026-01-01T00:00:00Z", now).unwrap()),
             "2026-01-01T00:00:00.000Z"
         );
-        for bad in ["", "7", "7w", "-1d", "x7d", "99999d"] {
+        for bad in ["", "7", "7w", "-1d", "x7d", "99999d", "7é", "é"] {
             assert!(since(bad, now).unwrap_err().contains("30m, 24h or 7d"), "{bad}");
         }
     }

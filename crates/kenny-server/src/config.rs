@@ -23,6 +23,8 @@ pub struct ServeConfig {
     pub allow_token_auth: bool,
     /// How long audit rows are kept; `None` keeps them for ever.
     pub audit_retention: Option<Duration>,
+    /// How long each resolution of the PCs' history is kept.
+    pub history: crate::history::Retention,
     /// The connection cap and the header/idle deadline of the HTTP server.
     pub http: crate::listener::HttpLimits,
     /// Time an agent connection has, from its upgrade, to authenticate.
@@ -42,6 +44,7 @@ impl ServeConfig {
             call_timeout: None,
             allow_token_auth: true,
             audit_retention: Some(DEFAULT_AUDIT_RETENTION),
+            history: Default::default(),
             http: Default::default(),
             agent_handshake_timeout: Duration::from_secs(10),
             oauth: Default::default(),

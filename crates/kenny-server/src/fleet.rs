@@ -69,10 +69,18 @@ impl Fleet {
         snapshot_json: String,
     ) -> Arc<Assessment> {
         let now = self.clock.now();
-        self.health.judge(agent_id, os, &collected_at, snapshot, &now, |row| {
-            self.audit
-                .telemetry(agent_id.to_owned(), collected_at.clone(), snapshot_json, Some(row))
-        })
+        self.health
+            .judge(agent_id, os, &collected_at, snapshot, &now, |assessment, row| {
+                // History is dated by this server's clock: a PC's own may be wrong.
+                let point = crate::history::point(agent_id, &now, snapshot, assessment.status);
+                self.audit.telemetry(
+                    agent_id.to_owned(),
+                    collected_at.clone(),
+                    snapshot_json,
+                    Some(row),
+                    Some(point),
+                )
+            })
     }
 
     /// Every agent `who` may reach, sorted by id.

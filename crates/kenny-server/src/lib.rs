@@ -20,6 +20,7 @@ pub(crate) mod fleet;
 pub(crate) mod forward;
 pub(crate) mod guard;
 pub(crate) mod health;
+pub mod history;
 pub mod listener;
 pub(crate) mod mcp;
 pub mod oauth;

@@ -74,6 +74,16 @@ enum Command {
         /// (at start-up, then hourly). 0 keeps them for ever.
         #[arg(long, env = "KENNY_AUDIT_RETENTION_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(0..=36500))]
         audit_retention_days: u64,
+        /// Hours the PCs' history keeps every point (one per snapshot) before averaging
+        /// them into hourly points.
+        #[arg(long, env = "KENNY_HISTORY_RAW_HOURS", default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=8760))]
+        history_raw_hours: u64,
+        /// Days hourly points are kept before they are averaged into daily ones.
+        #[arg(long, env = "KENNY_HISTORY_HOURLY_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+        history_hourly_days: u64,
+        /// Days daily points are kept; older ones are deleted.
+        #[arg(long, env = "KENNY_HISTORY_DAILY_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=36500))]
+        history_daily_days: u64,
         /// Most connections open at once, agent tunnels included; one more is closed at
         /// once (agents retry). Keep it above the number of agents.
         #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
@@ -160,6 +170,9 @@ fn main() -> anyhow::Result<()> {
             call_timeout_secs,
             disable_token_auth,
             audit_retention_days,
+            history_raw_hours,
+            history_hourly_days,
+            history_daily_days,
             max_connections,
             http_header_timeout_secs,
             agent_handshake_timeout_secs,
@@ -179,6 +192,11 @@ fn main() -> anyhow::Result<()> {
             config.allow_token_auth = !disable_token_auth;
             config.audit_retention =
                 (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
+            config.history = kenny_server::history::Retention {
+                raw: Duration::from_secs(history_raw_hours * 3600),
+                hourly: Duration::from_secs(history_hourly_days * 86_400),
+                daily: Duration::from_secs(history_daily_days * 86_400),
+            };
             config.http = kenny_server::listener::HttpLimits {
                 max_connections: max_connections as usize,
                 header_timeout: Duration::from_secs(http_header_timeout_secs),

@@ -179,6 +179,12 @@ pub async fn start_with_clock(
     let app = router(state.clone());
 
     tokio::spawn(touch_tokens(auth, audit, shutdown.clone()));
+    tokio::spawn(crate::history::downsample_loop(
+        state.fleet.store.clone(),
+        state.fleet.clock.clone(),
+        state.site.config.history,
+        shutdown.clone(),
+    ));
     match state.site.config.audit_retention {
         Some(retention) => {
             tracing::info!(

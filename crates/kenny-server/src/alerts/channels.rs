@@ -56,6 +56,14 @@ impl ChannelConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
+        let secrets = match self {
+            ChannelConfig::Ntfy { token, .. } => vec![token.as_deref()],
+            ChannelConfig::Webhook { secret, .. } => vec![Some(secret.as_str())],
+            ChannelConfig::Email { password, .. } => vec![password.as_deref()],
+        };
+        if secrets.into_iter().flatten().any(|s| s == "(set)") {
+            return Err("a secret given as \"(set)\" has nothing to keep: type the secret itself".into());
+        }
         match self {
             ChannelConfig::Ntfy { url, .. } => http_url(url),
             ChannelConfig::Webhook { url, secret } => {

@@ -77,6 +77,7 @@ async fn attempt(store: &Arc<Store>, clock: &Clock, http: &reqwest::Client, d: D
     let channel = store.blocking(move |s| s.channel(channel_id)).await.ok().flatten();
     let outcome = match (&channel, serde_json::from_str::<Message>(&d.message)) {
         (None, _) => Err("the channel was removed".to_owned()),
+        (Some(ch), _) if !ch.enabled => Err("the channel was turned off".to_owned()),
         (_, Err(e)) => Err(format!("the stored message does not read: {e}")),
         (Some(ch), Ok(message)) => match serde_json::from_str::<ChannelConfig>(&ch.config) {
             Ok(config) => send(http, &config, &message, clock).await,
@@ -85,8 +86,10 @@ async fn attempt(store: &Arc<Store>, clock: &Clock, http: &reqwest::Client, d: D
     };
     let now = clock.now_utc();
     let tries = usize::try_from(d.attempts).unwrap_or(0) + 1;
+    let off = channel.as_ref().is_none_or(|c| !c.enabled);
     let (status, error, next) = match &outcome {
         Ok(()) => ("sent", None, now),
+        Err(e) if off => ("failed", Some(e.clone()), now),
         Err(e) if tries > BACKOFF.len() => ("failed", Some(e.clone()), now),
         Err(e) => ("pending", Some(e.clone()), now + BACKOFF[tries - 1]),
     };

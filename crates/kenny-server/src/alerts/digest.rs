@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::message::Message;
 use super::settings::{AlertSettings, DAYS};
 use crate::clock::Clock;
+use crate::registry::Registry;
 use crate::store::{Result, Store};
 
 /// How often the day and the channels are looked at.
@@ -18,7 +19,9 @@ const CHECK_EVERY: Duration = Duration::from_secs(3600);
 /// Lines of each list in the digest.
 const LISTED: usize = 10;
 
-pub(crate) fn build(store: &Store, clock: &Clock) -> Result<Message> {
+/// `online` says whether a PC is connected now (its stored last_seen is when it
+/// connected, however long ago that was).
+pub(crate) fn build(store: &Store, clock: &Clock, online: &dyn Fn(&str) -> bool) -> Result<Message> {
     let now = clock.now_utc();
     let week_ago = crate::clock::format(now - time::Duration::days(7));
     let agents = store.agents()?;
@@ -26,11 +29,12 @@ pub(crate) fn build(store: &Store, clock: &Clock) -> Result<Message> {
     let count = |status: &str| counts.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
     let judged: i64 = counts.iter().map(|(_, n)| n).sum();
     let mut problems = store.open_alerts()?;
-    problems.sort_by(|a, b| b.status.cmp(&a.status).then_with(|| a.agent_id.cmp(&b.agent_id)));
+    problems.sort_by(|a, b| (a.status != "crit", &a.agent_id).cmp(&(b.status != "crit", &b.agent_id)));
     let changes = store.changes_since(&week_ago, 5000)?;
     let high: Vec<_> = changes.iter().filter(|c| c.priority == "high").collect();
     let not_seen: Vec<String> = agents
         .iter()
+        .filter(|a| !online(a.agent_id.as_str()))
         .filter(|a| a.last_seen.as_deref().is_none_or(|s| s < week_ago.as_str()))
         .map(|a| {
             format!(
@@ -101,10 +105,19 @@ pub(crate) fn build(store: &Store, clock: &Clock) -> Result<Message> {
 }
 
 /// Queues the digest for every channel that wants it, once a week on the set day.
-pub(crate) async fn run(store: Arc<Store>, clock: Clock, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    store: Arc<Store>,
+    clock: Clock,
+    registry: Arc<Registry>,
+    wake: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
     loop {
-        let (s, c) = (store.clone(), clock.clone());
-        match store.blocking(move |_| queue_if_due(&s, &c)).await {
+        let (s, c, r) = (store.clone(), clock.clone(), registry.clone());
+        match store
+            .blocking(move |_| queue_if_due(&s, &c, &|id: &str| r.get(id).is_some()))
+            .await
+        {
             Ok(0) => {}
             Ok(n) => {
                 tracing::info!(channels = n, "weekly digest queued");
@@ -119,7 +132,7 @@ pub(crate) async fn run(store: Arc<Store>, clock: Clock, wake: Arc<Notify>, shut
     }
 }
 
-fn queue_if_due(store: &Store, clock: &Clock) -> Result<usize> {
+fn queue_if_due(store: &Store, clock: &Clock, online: &dyn Fn(&str) -> bool) -> Result<usize> {
     let settings = AlertSettings::load(store)?;
     let now = clock.now_utc();
     let today = DAYS[usize::from(now.weekday().number_days_from_monday())];
@@ -135,7 +148,7 @@ fn queue_if_due(store: &Store, clock: &Clock) -> Result<usize> {
     if due.is_empty() {
         return Ok(0);
     }
-    let message = serde_json::to_string(&build(store, clock)?).unwrap_or_default();
+    let message = serde_json::to_string(&build(store, clock, online)?).unwrap_or_default();
     let stamp = clock.now();
     for channel in &due {
         store.queue_delivery(channel.id, "digest", &message, &stamp)?;

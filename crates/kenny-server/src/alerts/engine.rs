@@ -262,8 +262,8 @@ impl Engine {
         if let Err(e) = self.store.update_alert(&alert) {
             tracing::error!(error = %e, "cannot store an alert's end");
         }
-        // Only what was announced is announced as over.
-        if alert.notified {
+        // Only what was announced is announced as over, and not while silenced.
+        if alert.notified && !self.silenced(&key.0, &key.1, now) {
             self.send(
                 Some(alert.id),
                 &message::recovery(&alert, self.hostname(&key.0).as_deref()),
@@ -274,7 +274,9 @@ impl Engine {
     fn silenced(&self, agent_id: &str, key: &str, now: &str) -> bool {
         let section = key.strip_prefix("change:").unwrap_or(key);
         match self.store.active_silences(Some(agent_id), now) {
-            Ok(silences) => silences.iter().any(|s| s.section == "*" || s.section == section),
+            Ok(silences) => silences
+                .iter()
+                .any(|s| s.section == "*" || s.section == section || s.section == key),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read silences; sending the alert");
                 false

@@ -106,7 +106,7 @@ pub(crate) fn start(
     let engine = engine::Engine {
         store: store.clone(),
         clock: clock.clone(),
-        registry,
+        registry: registry.clone(),
         wake: alerts.wake.clone(),
         settings: settings::AlertSettings::load(&store)?,
         open,
@@ -121,6 +121,6 @@ pub(crate) fn start(
         alerts.wake.clone(),
         shutdown.clone(),
     ));
-    tokio::spawn(digest::run(store, clock, alerts.wake.clone(), shutdown));
+    tokio::spawn(digest::run(store, clock, registry, alerts.wake.clone(), shutdown));
     Ok(())
 }

@@ -169,7 +169,8 @@ pub(super) async fn update_channel(
 ) -> Result<Json<Value>, ApiError> {
     let previous = existing(&fleet, id).await?;
     let old = serde_json::from_str::<ChannelConfig>(&previous.config).ok();
-    let row = channel_row(id, body, old.as_ref(), previous.created_at)?;
+    let mut row = channel_row(id, body, old.as_ref(), previous.created_at)?;
+    row.digest_sent_at = previous.digest_sent_at;
     let stored = row.clone();
     fleet.store.blocking(move |s| s.update_channel(&row)).await?;
     Ok(Json(json!({ "channel": shown_channel(&stored) })))
@@ -203,8 +204,11 @@ pub(super) async fn send_digest(
     Path(id): Path<i64>,
 ) -> Result<Json<Value>, ApiError> {
     let channel = existing(&fleet, id).await?;
-    let clock = fleet.clock.clone();
-    let msg = fleet.store.blocking(move |s| digest::build(s, &clock)).await?;
+    let (clock, registry) = (fleet.clock.clone(), fleet.registry.clone());
+    let msg = fleet
+        .store
+        .blocking(move |s| digest::build(s, &clock, &|id: &str| registry.get(id).is_some()))
+        .await?;
     Ok(Json(send_and_record(&fleet, &channel, &msg).await?))
 }
 

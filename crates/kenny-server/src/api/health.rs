@@ -19,7 +19,7 @@ use crate::store::StoredThresholds;
 pub(super) struct ThresholdsPatch(Map<String, Value>);
 
 impl BodyShape for ThresholdsPatch {
-    const SHAPE: &'static str = r#"{"<threshold>": <number>, ...} with the fields GET /api/health/thresholds lists"#;
+    const SHAPE: &'static str = r#"{"<threshold>": <number>, "risky_ports": [<port>, ...], ...} with the fields GET /api/health/thresholds lists"#;
 }
 
 pub(super) async fn show(State(fleet): State<Fleet>) -> Json<Value> {

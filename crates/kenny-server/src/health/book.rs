@@ -129,7 +129,7 @@ impl HealthBook {
         collected_at: &str,
         snapshot: &Map<String, Value>,
         now: &str,
-        queue: impl FnOnce(HealthRow),
+        queue: impl FnOnce(&Assessment, HealthRow),
     ) -> Arc<Assessment> {
         let current = read(&self.current);
         let assessment = Arc::new(assess(snapshot, os, &current.thresholds, collected_at, now));
@@ -140,7 +140,7 @@ impl HealthBook {
                 version: current.version,
             },
         );
-        queue(row(agent_id, &assessment));
+        queue(&assessment, row(agent_id, &assessment));
         self.alerts.judged(agent_id, assessment.clone());
         assessment
     }

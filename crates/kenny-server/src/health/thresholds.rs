@@ -1,6 +1,7 @@
-//! The numbers the health rules judge by. An operator changes them in the dashboard or
-//! through `PUT /api/health/thresholds`; every field has a default (documented in
-//! `docs/health.md`), so a body that names a few fields leaves the rest as they were.
+//! The numbers the health rules judge by. A superuser changes them on the dashboard's
+//! Alerts page or through `PUT /api/health/thresholds`; every field has a default
+//! (documented in `docs/health.md`), and a body that names a few fields leaves the rest
+//! as they were.
 
 use serde::{Deserialize, Serialize};
 
@@ -147,6 +148,19 @@ impl Thresholds {
             return Err("os_support_warn_days must be 0 to 3650".into());
         }
         positive("time_offset_warn_seconds", self.time_offset_warn_seconds)?;
+        for (name, days) in [
+            ("uptime_warn_days", self.uptime_warn_days),
+            ("defender_signature_max_age_days", self.defender_signature_max_age_days),
+            ("update_check_max_age_days", self.update_check_max_age_days),
+            ("backup_max_age_days", self.backup_max_age_days),
+        ] {
+            if !(1..=3650).contains(&days) {
+                return Err(format!("{name} must be 1 to 3650"));
+            }
+        }
+        if self.time_offset_warn_seconds <= 0.0 || self.latency_warn_ms <= 0.0 {
+            return Err("time_offset_warn_seconds and latency_warn_ms must be more than 0".into());
+        }
         if !(0.0..=10.0).contains(&self.stability_index_warn) {
             return Err("stability_index_warn must be 0 to 10".into());
         }

@@ -1,7 +1,8 @@
 //! The tools the server answers itself from what it knows (the fleet, stored
 //! snapshots, health verdicts): no PC is contacted, so they work for offline PCs too.
-//! Each is read-only and scoped like every other tool: a PC outside the caller's
-//! hosts is `forbidden`. `/mcp` and the chat both offer them; neither knows how they
+//! Each is scoped like every other tool (a PC outside the caller's hosts is
+//! `forbidden`); all read, except the silence tools, which change the server's own
+//! state (never a PC's) and are audited. `/mcp` and the chat both offer them; neither knows how they
 //! work.
 
 mod listing;

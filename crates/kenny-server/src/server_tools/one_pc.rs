@@ -24,9 +24,19 @@ pub(super) async fn agent_health(fleet: &Fleet, who: &Principal, agent_id: &str)
             "skipped": [],
             "collected_at": null,
             "assessed_at": null,
+            "forecasts": [],
             "note": "no snapshot from this PC yet: it sends one when it connects; telemetry_collect takes one now",
         }));
     };
+    let (id, week_ago) = (
+        agent_id.to_owned(),
+        crate::clock::format(fleet.clock.now_utc() - time::Duration::days(7)),
+    );
+    let points = fleet.store.blocking(move |s| s.metrics(&id, &week_ago)).await;
+    let forecasts = points.map(|p| crate::history::forecast(&p)).unwrap_or_else(|e| {
+        tracing::warn!(agent = %agent_id, error = %e, "history unreadable; no disk forecast");
+        Vec::new()
+    });
     Ok(json!({
         "agent_id": agent_id,
         "online": agent.online,
@@ -36,6 +46,7 @@ pub(super) async fn agent_health(fleet: &Fleet, who: &Principal, agent_id: &str)
         "skipped": health.skipped,
         "collected_at": health.collected_at,
         "assessed_at": health.assessed_at,
+        "forecasts": forecasts,
     }))
 }
 

@@ -1,6 +1,6 @@
 //! What each server tool returns, as the `outputSchema` clients validate against.
 
-use kenny_proto::outputs::{array, boolean, integer, nullable, object, string};
+use kenny_proto::outputs::{array, boolean, integer, nullable, number, object, string};
 use serde_json::{Value, json};
 
 fn health_state() -> Value {
@@ -130,6 +130,19 @@ pub(super) fn agent_health() -> Value {
             ("skipped", array(string("Sections that do not concern this PC's OS."))),
             ("collected_at", nullable(string("When the snapshot judged was taken."))),
             ("assessed_at", nullable(string("When the server judged it."))),
+            (
+                "forecasts",
+                array(object(
+                    &[
+                        ("mount", string("The disk.")),
+                        ("percent", number("Used now, percent.")),
+                        ("per_day", number("Growth over the last week, points a day.")),
+                        ("days_to_full", number("Days until full at that rate.")),
+                        ("full_at", string("When, RFC 3339.")),
+                    ],
+                    &[],
+                )),
+            ),
         ],
         &[("note", string("Why there is no verdict yet."))],
     )

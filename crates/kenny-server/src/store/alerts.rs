@@ -255,8 +255,7 @@ impl Store {
 
     // ---- deliveries ---------------------------------------------------------
 
-    /// Queues a message for every enabled channel (`digest_only`: only those that
-    /// opted in to the digest); returns how many.
+    /// Queues a message for every enabled channel; returns how many.
     pub fn queue_deliveries(&self, alert_id: Option<i64>, event: &str, message: &str, now: &str) -> Result<usize> {
         self.with(|c| {
             Ok(c.execute(
@@ -327,6 +326,21 @@ impl Store {
                 .query_map([limit], |r| Ok((delivery_row(r)?, r.get(11)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
+        })
+    }
+
+    /// Deletes closed alerts and finished deliveries older than `before`; returns how many.
+    pub fn prune_alerts(&self, before: &str) -> Result<usize> {
+        self.with(|c| {
+            let alerts = c.execute(
+                "DELETE FROM alerts WHERE closed_at IS NOT NULL AND closed_at < ?1",
+                [before],
+            )?;
+            let deliveries = c.execute(
+                "DELETE FROM alert_deliveries WHERE status != 'pending' AND created_at < ?1",
+                [before],
+            )?;
+            Ok(alerts + deliveries)
         })
     }
 

@@ -298,6 +298,20 @@ const MIGRATIONS: &[&str] = &[
         updated_by TEXT NOT NULL,
         updated_at TEXT NOT NULL
     );",
+    // 19: the compact history: a small point per snapshot, later hourly and daily.
+    "CREATE TABLE metrics (
+        agent_id TEXT NOT NULL,
+        tier INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        health INTEGER,
+        cpu REAL,
+        load REAL,
+        memory REAL,
+        temperature REAL,
+        disks TEXT NOT NULL,
+        PRIMARY KEY (agent_id, tier, at)
+    ) WITHOUT ROWID;
+    CREATE INDEX metrics_by_time ON metrics (agent_id, at);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

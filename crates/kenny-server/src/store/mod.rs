@@ -7,6 +7,7 @@ mod alerts;
 mod changes;
 mod chat;
 mod health;
+mod metrics;
 mod migrations;
 mod oauth;
 mod policy;
@@ -18,6 +19,7 @@ pub use alerts::{AlertRow, ChannelRow, DeliveryRow, SilenceRow};
 pub use changes::ChangeRow;
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
 pub use health::{HealthRow, StoredThresholds};
+pub use metrics::MetricRow;
 pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
@@ -83,6 +85,8 @@ pub struct NewSnapshot<'a> {
     pub snapshot: &'a str,
     pub health: Option<&'a HealthRow>,
     pub changes: &'a [ChangeRow],
+    /// The point the history keeps of it.
+    pub metrics: Option<&'a MetricRow>,
 }
 
 /// What signing in checks about a user.
@@ -448,6 +452,9 @@ impl Store {
             )?;
             if let Some(h) = new.health {
                 tx.execute(health::UPSERT_HEALTH, params![h.agent_id, h.status, h.assessment_json])?;
+            }
+            if let Some(m) = new.metrics {
+                metrics::insert(&tx, m)?;
             }
             for ch in new.changes {
                 tx.execute(

@@ -197,5 +197,6 @@ fn snapshot<'a>(agent_id: &'a str, collected_at: &'a str) -> NewSnapshot<'a> {
         snapshot: "{}",
         health: None,
         changes: &[],
+        metrics: None,
     }
 }

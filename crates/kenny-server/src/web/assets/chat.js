@@ -223,6 +223,19 @@
       say(target.value ? "This conversation now works on " + target.value + "." : "No PC selected.");
     } catch (e) { say(e.message, "error"); }
   });
+  // "Ask kenny about this" on a host page's section: a new conversation on that PC,
+  // opened with the section's verdict as the question.
+  document.addEventListener("kenny:ask", async (ev) => {
+    const { agent, text } = ev.detail || {};
+    if (!agent || !text || busy) return;
+    try {
+      if ([...target.options].some((o) => o.value === agent)) target.value = agent;
+      await create();
+      input.value = text;
+      form.requestSubmit();
+      panel.scrollIntoView({ behavior: "smooth", block: "start" });
+    } catch (e) { say(e.message, "error"); }
+  });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const text = input.value.trim();

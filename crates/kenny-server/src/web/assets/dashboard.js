@@ -256,6 +256,11 @@
       el('summary', {}, badge(statusOf(v)), ' ', el('strong', {}, v.section), ' ', el('span', { class: 'summary' }, v.summary || '')),
       v.reason ? el('p', { class: 'reason' }, v.reason) : '',
       v.attention ? el('p', { class: 'attention' }, `What to do: ${v.attention}`) : '',
+      ['warn', 'crit'].includes(statusOf(v))
+        ? el('button', { type: 'button', class: 'ask secondary', 'data-ask-section': v.section,
+          'data-ask-text': `The ${v.section} section of this PC is ${statusOf(v)}: ${v.reason || v.summary}. Look into it (agent_health and agent_snapshot have the details) and tell me what is wrong and what to do.` },
+        'Ask kenny about this')
+        : '',
       details(v.section)));
     const skipped = (health.skipped || []).map((name) => el('details', { class: 'section', 'data-section': name, 'data-status': 'n/a' },
       el('summary', {}, badge('n/a'), ' ', el('strong', {}, name), ' ', el('span', { class: 'summary muted' }, "does not apply to this PC's OS")),
@@ -291,6 +296,11 @@
     const box = $('#host-actions');
     if (!box) return;
     const id = box.dataset.agent;
+    $('main').addEventListener('click', (ev) => {
+      const ask = ev.target.closest('button[data-ask-text]');
+      if (!ask) return;
+      document.dispatchEvent(new CustomEvent('kenny:ask', { detail: { agent: id, text: ask.dataset.askText } }));
+    });
     const status = $('#action-status');
     const actions = {
       refresh: {
@@ -448,6 +458,71 @@
     });
   }
 
+  // ---- alerts page: forms and buttons that speak JSON to the API -------------------------
+
+  // A form's inputs as a JSON body: `a.b` names nest, data-type says number, bool,
+  // list (comma-separated text) or int-list; empty and hidden fields are left out.
+  function formJson(f) {
+    const body = {};
+    for (const input of $$('input[name], select[name], textarea[name]', f)) {
+      if (input.closest('[hidden]')) continue;
+      const type = input.dataset.type;
+      let value;
+      if (type === 'bool') value = input.checked;
+      else if (input.value.trim() === '') continue;
+      else if (type === 'number') value = Number(input.value);
+      else if (type === 'list') value = input.value.split(/[,\n]/).map((s) => s.trim()).filter(Boolean);
+      else if (type === 'int-list') value = input.value.split(/[,\s]+/).filter(Boolean).map(Number);
+      else value = input.value.trim();
+      const path = input.name.split('.');
+      let node = body;
+      for (const key of path.slice(0, -1)) node = node[key] = node[key] || {};
+      node[path[path.length - 1]] = value;
+    }
+    return body;
+  }
+
+  function showKinds(form) {
+    const select = $('select[data-kind-select]', form);
+    if (!select) return;
+    for (const field of $$('[data-kinds]', form)) field.hidden = !field.dataset.kinds.split(' ').includes(select.value);
+  }
+
+  async function callApi(spec, body, out, refresh, doneText) {
+    const [method, url] = spec.split(' ');
+    const r = await api(method, url, body);
+    if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+    if (r.data && r.data.sent === false) return showStatus(out, `Not sent: ${r.data.error}`, 'error');
+    showStatus(out, doneText(r.data), 'ok');
+    if (refresh) refreshSections(refresh.split(','));
+  }
+
+  function setupAlerts() {
+    if (!$('#alerts-page')) return;
+    const main = $('main');
+    for (const f of $$('form[data-api]', main)) showKinds(f);
+    main.addEventListener('change', (ev) => {
+      if (ev.target.matches('select[data-kind-select]')) showKinds(ev.target.form);
+    });
+    main.addEventListener('submit', async (ev) => {
+      const f = ev.target.closest('form[data-api]');
+      if (!f) return;
+      ev.preventDefault();
+      await callApi(f.dataset.api, formJson(f), $('.result', f), f.dataset.refresh, () => 'Saved.');
+    });
+    main.addEventListener('click', async (ev) => {
+      const b = ev.target.closest('button[data-api]');
+      if (!b) return;
+      if (b.dataset.confirm && !window.confirm(b.dataset.confirm)) return;
+      const out = $('.result', b.closest('section'));
+      const body = b.dataset.body ? JSON.parse(b.dataset.body) : undefined;
+      b.disabled = true;
+      try {
+        await callApi(b.dataset.api, body, out, b.dataset.refresh, (d) => (d && d.sent ? 'Sent: check that it arrived.' : 'Done.'));
+      } finally { b.disabled = false; }
+    });
+  }
+
   // ---- account -----------------------------------------------------------------------------
 
   function setupAccount() {
@@ -533,6 +608,7 @@
     setupFleet();
     setupHost();
     setupAdmin();
+    setupAlerts();
     setupAccount();
     document.dispatchEvent(new CustomEvent('kenny:ready', { detail: window.kenny }));
   });

@@ -1,19 +1,21 @@
 //! `/hosts/{id}`: one PC: facts, latest telemetry by section, recent calls, the last
 //! screenshot, and the action buttons (which call `/api/agent/{id}/...`).
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::{Markup, html};
 use serde_json::Value;
 use std::sync::Arc;
 
+use super::charts;
 use super::{Nav, badge, chat_panel, layout, message_page, short_time, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
-use crate::health::{Assessment, assess};
+use crate::health::{Assessment, Status, assess};
+use crate::history::{DiskForecast, forecast};
 use crate::principal::Role;
 use crate::state::{Accounts, Fleet};
-use crate::store::{AuditEntry, AuditFilter, ChangeRow, ScreenshotMeta, UpdateRecord};
+use crate::store::{AuditEntry, AuditFilter, ChangeRow, MetricRow, ScreenshotMeta, UpdateRecord};
 
 const RECENT_CALLS: u32 = 15;
 const CHANGES_SHOWN: u32 = 30;
@@ -30,6 +32,13 @@ struct Extras {
     last_update: Option<UpdateRecord>,
     /// What changed over the last week.
     changes: Vec<ChangeRow>,
+    /// History points since the chart's range or a week back, whichever is longer.
+    history: Vec<MetricRow>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct HostQuery {
+    range: Option<String>,
 }
 
 pub(super) async fn page(
@@ -37,7 +46,9 @@ pub(super) async fn page(
     State(fleet): State<Fleet>,
     headers: HeaderMap,
     Path(agent_id): Path<String>,
+    Query(query): Query<HostQuery>,
 ) -> Response {
+    let range = charts::range_of(query.range.as_deref());
     let path = format!("/hosts/{agent_id}");
     let (who, csrf) = match viewer(&accounts, &headers, &path).await {
         Ok(v) => v,
@@ -67,7 +78,9 @@ pub(super) async fn page(
         }
     };
     let (id, own_calls) = (agent_id.clone(), (who.role == Role::User).then_some(who.user_id));
-    let week_ago = crate::clock::format(fleet.clock.now_utc() - time::Duration::days(7));
+    let now = fleet.clock.now_utc();
+    let week_ago = crate::clock::format(now - time::Duration::days(7));
+    let history_from = crate::clock::format(now - time::Duration::hours(range.hours.max(24 * 7)));
     let extras = fleet
         .store
         .blocking(move |s| {
@@ -88,6 +101,7 @@ pub(super) async fn page(
                 recent,
                 last_update: s.agent_updates(&id, 1)?.into_iter().next(),
                 changes: s.changes_of(&id, &week_ago, CHANGES_SHOWN)?,
+                history: s.metrics(&id, &history_from)?,
             })
         })
         .await;
@@ -102,6 +116,7 @@ pub(super) async fn page(
                 recent: Vec::new(),
                 last_update: None,
                 changes: Vec::new(),
+                history: Vec::new(),
             }
         }
     };
@@ -121,10 +136,31 @@ pub(super) async fn page(
         )))
     });
     let title = agent.agent_id.clone();
-    layout(&who, &csrf, &title, Nav::Fleet, render(&agent, &extras))
+    let shown = History {
+        range,
+        now,
+        forecasts: history_forecasts(&extras.history, now),
+    };
+    layout(&who, &csrf, &title, Nav::Fleet, render(&agent, &extras, &shown))
 }
 
-fn render(a: &AgentSummary, x: &Extras) -> Markup {
+/// What the history card shows.
+struct History {
+    range: &'static charts::Range,
+    now: time::OffsetDateTime,
+    forecasts: Vec<DiskForecast>,
+}
+
+/// Forecasts from the last week of points.
+fn history_forecasts(points: &[MetricRow], now: time::OffsetDateTime) -> Vec<DiskForecast> {
+    let week_ago = crate::clock::format(now - time::Duration::days(7));
+    let recent: Vec<MetricRow> = points.iter().filter(|p| p.at >= week_ago).cloned().collect();
+    forecast(&recent)
+}
+
+fn render(a: &AgentSummary, x: &Extras, h: &History) -> Markup {
+    let from = crate::clock::format(h.now - time::Duration::hours(h.range.hours));
+    let in_range: Vec<MetricRow> = x.history.iter().filter(|p| p.at >= from).cloned().collect();
     let id = a.agent_id.as_str();
     html! {
         nav class="crumbs" aria-label="Breadcrumb" { a href="/" { "Fleet" } " / " (id) }
@@ -140,6 +176,7 @@ fn render(a: &AgentSummary, x: &Extras) -> Markup {
             div class="host-grid" {
                 (facts(a, x.last_update.as_ref()))
                 (telemetry(x.telemetry.as_ref(), x.health.as_deref()))
+                (charts::card(id, h.range, &in_range, &h.forecasts, h.now))
                 (super::changes::card(&x.changes))
                 (screen(id, x.screenshot.as_ref()))
                 (recent(id, &x.recent))
@@ -233,6 +270,10 @@ pub(super) fn telemetry(t: Option<&(String, String, Value)>, health: Option<&Ass
                         }
                         @if let Some(reason) = &v.reason { p class="reason" { (reason) } }
                         @if let Some(todo) = &v.attention { p class="attention" { "What to do: " (todo) } }
+                        @if v.status >= Status::Warn {
+                            button type="button" class="ask secondary" data-ask-section=(v.section)
+                                data-ask-text=(ask_text(v)) { "Ask kenny about this" }
+                        }
                         pre { (details(&v.section)) }
                     }
                 }
@@ -245,6 +286,18 @@ pub(super) fn telemetry(t: Option<&(String, String, Value)>, health: Option<&Ass
             }
         }
     }
+}
+
+/// The question "Ask kenny about this" opens a conversation with: the section and the
+/// server's verdict, so the model starts from what is known.
+fn ask_text(v: &crate::health::Verdict) -> String {
+    format!(
+        "The {} section of this PC is {}: {}. Look into it (agent_health and agent_snapshot have the details) \
+         and tell me what is wrong and what to do.",
+        v.section,
+        v.status.as_str(),
+        v.reason.as_deref().unwrap_or(&v.summary)
+    )
 }
 
 fn screen(agent_id: &str, shot: Option<&ScreenshotMeta>) -> Markup {

@@ -1,4 +1,4 @@
-//! The signed-in dashboard: fleet, host, audit, account and admin pages. Server-rendered HTML in
+//! The signed-in dashboard: today, fleet, host, alerts, audit, account and admin pages. Server-rendered HTML in
 //! one shared layout, with one stylesheet and one script served from this binary (no
 //! build step). Pages are maud `html!` templates, which escape every value spliced in
 //! (nothing here is pre-escaped but maud's own `DOCTYPE`); the script only ever sets
@@ -7,10 +7,13 @@
 
 mod account;
 mod admin;
+mod alerts;
 mod audit;
 mod changes;
+mod charts;
 mod fleet;
 mod host;
+mod today;
 
 use std::sync::Arc;
 
@@ -35,6 +38,8 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 pub(super) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", get(fleet::page))
+        .route("/today", get(today::page))
+        .route("/alerts", get(alerts::page))
         .route("/hosts/{id}", get(host::page))
         .route("/audit", get(audit::page))
         .route("/admin", get(admin::page))
@@ -93,7 +98,9 @@ fn url_escape(s: &str) -> String {
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Nav {
+    Today,
     Fleet,
+    Alerts,
     Audit,
     Account,
     Admin,
@@ -121,7 +128,9 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
                 header class="topbar" {
                     a class="brand" href="/" { "kenny" }
                     nav class="mainnav" aria-label="Main" {
+                        (link("/today", "Today", Nav::Today))
                         (link("/", "Fleet", Nav::Fleet))
+                        (link("/alerts", "Alerts", Nav::Alerts))
                         (link("/audit", "Audit", Nav::Audit))
                         (link("/account", "Account", Nav::Account))
                         @if who.role == Role::Superuser {
