@@ -17,7 +17,10 @@ from conftest import AGENT_BIN, call, expect_error, expect_ok
 
 NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
 # Answered by the server from what it stores; test_health.py covers them in depth.
-SERVER_TOOLS = ("list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot")
+SERVER_TOOLS = (
+    "list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot", "agent_changes",
+    "alert_silence_set", "alert_silence_list", "alert_silence_clear",
+)
 
 
 def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
@@ -132,6 +135,10 @@ async def test_every_tool_declares_what_it_returns(kenny, tmp_path, netns, xvfb)
             await asyncio.sleep(0.1)
         assert health["sections"], health
         expect_ok(await call(client, "agent_snapshot", {"agent_id": "pc-a", "section": "disk"}))
+        expect_ok(await call(client, "agent_changes", {"agent_id": "pc-a"}))
+        expect_ok(await call(client, "alert_silence_set", {"agent_id": "pc-a", "duration": "1h", "reason": "schema check"}))
+        expect_ok(await call(client, "alert_silence_list", {}))
+        expect_ok(await call(client, "alert_silence_clear", {"agent_id": "pc-a"}))
         assert ok >= 20, ok
         # The check is real: the same SDK refuses a result that does not match.
         from mcp import types

@@ -27,11 +27,7 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
     let store = Store::open(&data_dir)?;
     let mut keys = Vec::new();
     let ws_url = format!("{}/agent/ws", server.base.replacen("http://", "ws://", 1));
-    let server_pub = auth::parse_public_key(&auth::encode_b64(
-        kenny_server::secrets::load_or_create_server_key(&data_dir)?
-            .verifying_key()
-            .as_bytes(),
-    ))?;
+    let server_pub = server_public_key(&data_dir)?;
     let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
     mcp.initialize().await?;
     // Warm up every path an agent takes (handshake, registry, listing, disconnect) so
@@ -58,28 +54,11 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
         if keys.len() < n {
             keys.extend(register_agents(&store, keys.len(), n)?);
         }
-        let started = Instant::now();
-        while held.len() < n {
-            let batch: Vec<_> = (held.len()..n.min(held.len() + CONNECT_PARALLELISM))
-                .map(|i| {
-                    tokio::spawn(connect(
-                        ws_url.clone(),
-                        format!("sim-{i:05}"),
-                        keys[i].clone(),
-                        server_pub,
-                    ))
-                })
-                .collect();
-            for b in batch {
-                held.push(b.await??);
-            }
-        }
-        eprintln!("{n} agents connected in {:.1}s", started.elapsed().as_secs_f64());
+        held.extend(connect_all(&ws_url, &keys, held.len(), n, server_pub).await?);
         settle().await;
-        let online = mcp.call("list_agents", json!({})).await?["agents"]
-            .as_array()
-            .map(|a| a.iter().filter(|x| x["online"] == true).count())
-            .unwrap_or(0);
+        let online = mcp.call("list_agents", json!({"online": true, "limit": 1})).await?["total"]
+            .as_u64()
+            .unwrap_or(0) as usize;
         if online != n {
             bail!("{online} agents online, expected {n}");
         }
@@ -105,12 +84,52 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The server's public key, as agents pin it.
+pub(crate) fn server_public_key(data_dir: &Path) -> anyhow::Result<ed25519_dalek::VerifyingKey> {
+    Ok(auth::parse_public_key(&auth::encode_b64(
+        kenny_server::secrets::load_or_create_server_key(data_dir)?
+            .verifying_key()
+            .as_bytes(),
+    ))?)
+}
+
+/// Connects simulated agents `from..to` (`keys` registered), a batch at a time.
+pub(crate) async fn connect_all(
+    ws_url: &str,
+    keys: &[SigningKey],
+    from: usize,
+    to: usize,
+    server_pub: ed25519_dalek::VerifyingKey,
+) -> anyhow::Result<Vec<TestAgent>> {
+    let started = Instant::now();
+    let mut held = Vec::with_capacity(to - from);
+    let mut next = from;
+    while next < to {
+        let batch: Vec<_> = (next..to.min(next + CONNECT_PARALLELISM))
+            .map(|i| {
+                tokio::spawn(connect(
+                    ws_url.to_owned(),
+                    format!("sim-{i:05}"),
+                    keys[i].clone(),
+                    server_pub,
+                ))
+            })
+            .collect();
+        next += batch.len();
+        for b in batch {
+            held.push(b.await??);
+        }
+    }
+    eprintln!("{to} agents connected in {:.1}s", started.elapsed().as_secs_f64());
+    Ok(held)
+}
+
 /// Lets allocations from connecting settle before reading RSS.
 async fn settle() {
     tokio::time::sleep(Duration::from_secs(3)).await;
 }
 
-fn register_agents(store: &Store, from: usize, to: usize) -> anyhow::Result<Vec<SigningKey>> {
+pub(crate) fn register_agents(store: &Store, from: usize, to: usize) -> anyhow::Result<Vec<SigningKey>> {
     let now = "2026-01-01T00:00:00Z";
     (from..to)
         .map(|i| {

@@ -7,10 +7,14 @@
 //!   `--workload shell-exec` an `echo` through `sh -c` (guard parse, sandboxed child).
 //! - `fleet`: server memory with N simulated agents connected (real mutual-auth
 //!   handshakes over loopback), and `list_agents` latency at that fleet size.
+//! - `health`: snapshot ingest rate, `list_agents` and `fleet_overview` latency and
+//!   response size with N simulated agents that each pushed a snapshot; with
+//!   `--storage-pcs`, the database size per PC after a simulated month.
 
 mod fleet;
 mod footprint;
 mod harness;
+mod health;
 mod stats;
 
 use std::path::PathBuf;
@@ -55,6 +59,17 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1,1000,10000")]
         agents: Vec<usize>,
     },
+    /// Snapshot ingest and the health tools at fleet sizes; database size per PC.
+    Health {
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        agents: Vec<usize>,
+        /// Instead: simulate this many PCs' snapshots for `--storage-days` and report
+        /// the database size per PC.
+        #[arg(long)]
+        storage_pcs: Option<usize>,
+        #[arg(long, default_value_t = 30)]
+        storage_days: i64,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -72,6 +87,14 @@ fn main() -> anyhow::Result<()> {
                 workload,
             } => harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds), workload).await,
             Command::Fleet { agents } => fleet::run(&bin_dir, &agents).await,
+            Command::Health {
+                agents,
+                storage_pcs,
+                storage_days,
+            } => match storage_pcs {
+                Some(pcs) => health::storage(pcs, storage_days),
+                None => health::run(&bin_dir, &agents).await,
+            },
             Command::Agent {
                 idle_seconds,
                 collections,

@@ -39,6 +39,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "rusqlite's hashlink, brush-parser's cached and rmcp's indexmap at three majors",
     ),
     ("miniz_oxide", "png on 0.8, flate2 (under png) on 0.9"),
+    (
+        "nom",
+        "eventsource-stream (the chat's model stream) on 7, lettre (alert e-mail) on 8",
+    ),
     ("r-efi", "as getrandom"),
     (
         "rand",

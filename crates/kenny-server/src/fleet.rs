@@ -38,6 +38,36 @@ pub struct Fleet {
     pub health: Arc<HealthBook>,
     /// Where alerts are made and sent from.
     pub alerts: Alerts,
+    /// The stored agents, read again only when they change.
+    pub directory: Arc<AgentDirectory>,
+}
+
+/// The agent list, cached: listing 10,000 PCs many times a minute should not read
+/// 10,000 rows each time. `Store::agents_version` says when to read it again.
+#[derive(Default)]
+pub struct AgentDirectory {
+    cached: std::sync::Mutex<Option<(i64, Arc<Vec<AgentRecord>>)>>,
+}
+
+impl AgentDirectory {
+    /// Every stored agent, sorted by id.
+    pub(crate) fn agents(&self, store: &Store) -> Result<Arc<Vec<AgentRecord>>, StoreError> {
+        let version = store.agents_version()?;
+        if let Some((v, list)) = self.lock().as_ref()
+            && *v == version
+        {
+            return Ok(list.clone());
+        }
+        // Read after the version: a change in between only makes the next call read again.
+        let list = Arc::new(store.agents()?);
+        *self.lock() = Some((version, list.clone()));
+        Ok(list)
+    }
+
+    // A panic while holding it leaves plain data: go on with it.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(i64, Arc<Vec<AgentRecord>>)>> {
+        self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -85,18 +115,33 @@ impl Fleet {
 
     /// Every agent `who` may reach, sorted by id.
     pub(crate) async fn list(&self, who: &Principal) -> Result<Vec<AgentSummary>, StoreError> {
-        let records = self.store.blocking(|s| s.agents()).await?;
-        let live = self.registry.snapshot();
-        Ok(self.health.with_all(|health| {
-            records
-                .into_iter()
-                .filter(|r| who.may_reach(&r.agent_id))
-                .map(|r| {
-                    let link = live.get(r.agent_id.as_str()).map(|l| l.as_ref());
-                    let judged = health.get(r.agent_id.as_str()).map(|j| j.assessment.as_ref());
-                    summarize(r, link, judged)
-                })
-                .collect()
+        self.with_visible(who, |views| views.iter().map(AgentView::summary).collect())
+            .await
+    }
+
+    /// Runs `f` over every PC `who` may reach, sorted by id, as borrowed views: a
+    /// listing of 10,000 PCs filters and counts without copying any of them, and
+    /// copies only what it returns.
+    pub(crate) async fn with_visible<T>(
+        &self,
+        who: &Principal,
+        f: impl FnOnce(&[AgentView<'_>]) -> T,
+    ) -> Result<T, StoreError> {
+        let directory = self.directory.clone();
+        let records = self.store.blocking(move |s| directory.agents(s)).await?;
+        Ok(self.registry.with_links(|links| {
+            self.health.with_all(|health| {
+                let views: Vec<AgentView<'_>> = records
+                    .iter()
+                    .filter(|r| who.may_reach(&r.agent_id))
+                    .map(|r| AgentView {
+                        record: r,
+                        link: links.get(r.agent_id.as_str()).map(Arc::as_ref),
+                        health: health.get(r.agent_id.as_str()).map(|j| j.assessment.as_ref()),
+                    })
+                    .collect();
+                f(&views)
+            })
         }))
     }
 
@@ -112,27 +157,82 @@ impl Fleet {
         };
         let link = self.registry.get(agent_id);
         let judged = self.health.get(agent_id);
-        Ok(Some(summarize(record, link.as_deref(), judged.as_deref())))
+        Ok(Some(summarize(&record, link.as_deref(), judged.as_deref())))
     }
 }
 
-fn summarize(r: AgentRecord, link: Option<&AgentLink>, health: Option<&Assessment>) -> AgentSummary {
+/// One PC as a listing sees it: its stored record, its live connection if any, and
+/// the server's verdict if any, all borrowed.
+pub(crate) struct AgentView<'a> {
+    pub record: &'a AgentRecord,
+    pub link: Option<&'a AgentLink>,
+    pub health: Option<&'a Assessment>,
+}
+
+impl AgentView<'_> {
+    pub(crate) fn id(&self) -> &str {
+        self.record.agent_id.as_str()
+    }
+
+    pub(crate) fn online(&self) -> bool {
+        self.link.is_some()
+    }
+
+    pub(crate) fn status(&self) -> Option<Status> {
+        self.health.map(|h| h.status)
+    }
+
+    fn meta(&self) -> Option<&kenny_proto::frame::AgentMeta> {
+        self.link.and_then(|l| l.meta.as_ref())
+    }
+
+    /// As the connection says, else as last stored.
+    pub(crate) fn os(&self) -> Option<&str> {
+        self.meta().map(|m| m.os.as_str()).or(self.record.os.as_deref())
+    }
+
+    pub(crate) fn hostname(&self) -> Option<&str> {
+        self.meta()
+            .map(|m| m.hostname.as_str())
+            .or(self.record.hostname.as_deref())
+    }
+
+    pub(crate) fn version(&self) -> Option<&str> {
+        self.meta()
+            .map(|m| m.version.as_str())
+            .or(self.record.version.as_deref())
+    }
+
+    pub(crate) fn reason(&self) -> Option<&str> {
+        self.health.and_then(Assessment::top_reason)
+    }
+
+    pub(crate) fn summary(&self) -> AgentSummary {
+        summarize(self.record, self.link, self.health)
+    }
+}
+
+/// Longest top reason a listing carries (a page of 100 PCs stays small); the whole
+/// of it is in `agent_health`.
+const LISTED_REASON: usize = 160;
+
+fn summarize(r: &AgentRecord, link: Option<&AgentLink>, health: Option<&Assessment>) -> AgentSummary {
     let meta = link.and_then(|l| l.meta.as_ref());
     AgentSummary {
         health: health.map(|h| h.status),
-        health_reason: health.and_then(|h| h.top_reason().map(str::to_owned)),
+        health_reason: health.and_then(|h| h.top_reason().map(|t| crate::health::clean(t, LISTED_REASON))),
         online: link.is_some(),
-        os: meta.map(|m| m.os.clone()).or(r.os),
-        hostname: meta.map(|m| m.hostname.clone()).or(r.hostname),
-        version: meta.map(|m| m.version.clone()).or(r.version),
-        arch: meta.and_then(|m| m.arch.clone()).or(r.arch),
+        os: meta.map(|m| m.os.clone()).or_else(|| r.os.clone()),
+        hostname: meta.map(|m| m.hostname.clone()).or_else(|| r.hostname.clone()),
+        version: meta.map(|m| m.version.clone()).or_else(|| r.version.clone()),
+        arch: meta.and_then(|m| m.arch.clone()).or_else(|| r.arch.clone()),
         enrolled: r.public_key.is_some(),
         last_seen: match link {
             Some(l) => time::OffsetDateTime::from_unix_timestamp(l.last_frame_unix())
                 .ok()
                 .map(crate::clock::format),
-            None => r.last_seen,
+            None => r.last_seen.clone(),
         },
-        agent_id: r.agent_id,
+        agent_id: r.agent_id.clone(),
     }
 }

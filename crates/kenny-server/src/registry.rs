@@ -234,6 +234,11 @@ impl Registry {
         self.links.read().unwrap_or_else(|p| p.into_inner()).len()
     }
 
+    /// Runs `f` over the live links without copying them (listings of a whole fleet).
+    pub fn with_links<T>(&self, f: impl FnOnce(&HashMap<AgentId, Arc<AgentLink>>) -> T) -> T {
+        f(&self.links.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// A copy of the live links, for listings.
     pub fn snapshot(&self) -> HashMap<AgentId, Arc<AgentLink>> {
         self.links.read().unwrap_or_else(|p| p.into_inner()).clone()

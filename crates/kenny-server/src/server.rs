@@ -151,6 +151,7 @@ pub async fn start_with_clock(
             pushed: Default::default(),
             health,
             alerts,
+            directory: Default::default(),
         },
         oauth: OAuth {
             settings: config.oauth,

@@ -44,6 +44,19 @@ impl Mcp {
 
     /// One JSON-RPC request; its `result` or an error naming what went wrong.
     pub async fn rpc(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        Ok(self.rpc_sized(method, params).await?.0)
+    }
+
+    /// A tool call's structured result and the size of the whole HTTP response body.
+    pub async fn call_sized(&self, name: &str, arguments: Value) -> anyhow::Result<(Value, usize)> {
+        let (result, bytes) = self
+            .rpc_sized("tools/call", json!({"name": name, "arguments": arguments}))
+            .await?;
+        anyhow::ensure!(result["isError"] != true, "{name} failed: {result}");
+        Ok((result["structuredContent"].clone(), bytes))
+    }
+
+    async fn rpc_sized(&self, method: &str, params: Value) -> anyhow::Result<(Value, usize)> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let response = self
             .http
@@ -55,10 +68,11 @@ impl Mcp {
             .send()
             .await?;
         let status = response.status();
-        let value: Value = response.json().await?;
+        let bytes = response.bytes().await?;
+        let value: Value = serde_json::from_slice(&bytes)?;
         anyhow::ensure!(status.is_success(), "{method}: HTTP {status}: {value}");
         anyhow::ensure!(value.get("error").is_none(), "{method}: {value}");
-        Ok(value["result"].clone())
+        Ok((value["result"].clone(), bytes.len()))
     }
 
     pub async fn initialize(&self) -> anyhow::Result<()> {

@@ -18,6 +18,7 @@ use super::Event;
 use super::message::{self, Message};
 use super::settings::AlertSettings;
 use crate::clock::Clock;
+use crate::fleet::AgentDirectory;
 use crate::health::{Assessment, Status};
 use crate::registry::Registry;
 use crate::store::{AlertRow, ChangeRow, Store};
@@ -37,6 +38,8 @@ pub(super) struct Engine {
     /// When this server started: a PC is not called offline for the time the server
     /// itself was down.
     pub started: time::OffsetDateTime,
+    /// The stored agents, read again only when they change.
+    pub directory: AgentDirectory,
 }
 
 impl Engine {
@@ -141,7 +144,7 @@ impl Engine {
     }
 
     fn check_offline(&mut self) {
-        let agents = match self.store.agents() {
+        let agents = match self.directory.agents(&self.store) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read agents to look for offline PCs");
@@ -151,7 +154,7 @@ impl Engine {
         let now = self.clock.now_utc();
         let stamp = crate::clock::format(now);
         let after = time::Duration::seconds(i64::try_from(self.settings.offline_after_secs).unwrap_or(i64::MAX));
-        for agent in agents {
+        for agent in agents.iter() {
             let id = agent.agent_id.to_string();
             let key = (id.clone(), OFFLINE.to_owned());
             if self.registry.get(&id).is_some() {

@@ -111,6 +111,7 @@ pub(crate) fn start(
         settings: settings::AlertSettings::load(&store)?,
         open,
         started: clock.now_utc(),
+        directory: Default::default(),
     };
     std::thread::Builder::new()
         .name("kenny-alerts".into())

@@ -40,7 +40,7 @@ pub(crate) async fn run(store: Arc<Store>, clock: Clock, retention: Retention, s
 }
 
 /// One pass; returns (PCs merged, daily points deleted).
-pub(crate) fn once(store: &Store, now: OffsetDateTime, retention: Retention) -> Result<(usize, usize)> {
+pub fn once(store: &Store, now: OffsetDateTime, retention: Retention) -> Result<(usize, usize)> {
     let span = |d: Duration| time::Duration::try_from(d).unwrap_or(time::Duration::ZERO);
     let hour_cut = crate::clock::format(whole_hour(now - span(retention.raw)));
     let day_cut = crate::clock::format(whole_day(now - span(retention.hourly)));

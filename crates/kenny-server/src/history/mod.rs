@@ -8,6 +8,7 @@
 mod downsample;
 mod forecast;
 
+pub use downsample::once as downsample_once;
 pub(crate) use downsample::run as downsample_loop;
 pub(crate) use forecast::{DiskForecast, forecast};
 

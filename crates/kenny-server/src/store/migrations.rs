@@ -312,6 +312,13 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (agent_id, tier, at)
     ) WITHOUT ROWID;
     CREATE INDEX metrics_by_time ON metrics (agent_id, at);",
+    // 20: a counter of changes to `agents`, kept by triggers (so the admin CLI's
+    // changes count too): the server caches the agent list until it moves.
+    "CREATE TABLE agents_version (id INTEGER PRIMARY KEY CHECK (id = 1), v INTEGER NOT NULL);
+    INSERT INTO agents_version (id, v) VALUES (1, 0);
+    CREATE TRIGGER agents_inserted AFTER INSERT ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;
+    CREATE TRIGGER agents_updated AFTER UPDATE ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;
+    CREATE TRIGGER agents_deleted AFTER DELETE ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -390,6 +390,15 @@ impl Store {
         })
     }
 
+    /// A number that changes whenever any agent row does (triggers keep it, for every
+    /// process that writes the file).
+    pub fn agents_version(&self) -> Result<i64> {
+        self.read(|c| {
+            Ok(c.prepare_cached("SELECT v FROM agents_version WHERE id = 1")?
+                .query_row([], |r| r.get(0))?)
+        })
+    }
+
     pub fn agents(&self) -> Result<Vec<AgentRecord>> {
         self.read(|c| {
             let mut stmt = c.prepare_cached(&format!("{AGENT_COLUMNS} ORDER BY agent_id"))?;
@@ -477,6 +486,16 @@ impl Store {
             )?;
             tx.commit()?;
             Ok(())
+        })
+    }
+
+    /// The database's size in bytes, after folding the write-ahead log into it.
+    pub fn file_size(&self) -> Result<u64> {
+        self.with(|c| {
+            c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+            let pages: u64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+            let size: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+            Ok(pages * size)
         })
     }
 
