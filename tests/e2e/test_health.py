@@ -220,6 +220,8 @@ async def test_a_user_outside_a_pcs_scope_gets_forbidden_from_every_health_tool(
             ("agent_health", {"agent_id": "pc-b"}),
             ("agent_snapshot", {"agent_id": "pc-b"}),
             ("agent_snapshot", {"agent_id": "pc-b", "section": "disk"}),
+            ("agent_changes", {"agent_id": "pc-b"}),
+            ("alert_silence_list", {"agent_id": "pc-b"}),
         ]:
             message = expect_error(await call(client, tool, args), "forbidden")
             assert "uma may not reach agent pc-b" in message, message

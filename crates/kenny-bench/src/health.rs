@@ -113,8 +113,8 @@ async fn measure(mcp: &Mcp, tool: &str, args: Value) -> anyhow::Result<(Duration
 /// ports, accounts, processes); one PC in twenty has a full disk, one in a hundred a
 /// hot CPU, so health filters find something.
 pub(crate) fn snapshot(i: usize) -> Map<String, Value> {
-    let disk = if i % 20 == 0 { 96 } else { 40 + (i % 40) as u64 };
-    let temperature = if i % 100 == 0 { 97.0 } else { 55.0 };
+    let disk = if i.is_multiple_of(20) { 96 } else { 40 + (i % 40) as u64 };
+    let temperature = if i.is_multiple_of(100) { 97.0 } else { 55.0 };
     let apps: Vec<Value> = (0..200)
         .map(|a| json!({"name": format!("package-{a:03}"), "version": format!("1.{a}.{}", i % 7), "publisher": "Debian Maintainers", "install_date": "2025-06-24"}))
         .collect();
