@@ -142,8 +142,8 @@ fn write_loop(store: Arc<Store>, clock: Clock, alerts: Alerts, mut rx: mpsc::Rec
                         health,
                         metrics,
                     } = *t;
-                    let changes = crate::changes::since_stored(&store, &agent_id, &collected_at, &snapshot);
                     let received_at = clock.now();
+                    let changes = crate::changes::since_stored(&store, &agent_id, &received_at, &snapshot);
                     let new = NewSnapshot {
                         agent_id: &agent_id,
                         collected_at: &collected_at,

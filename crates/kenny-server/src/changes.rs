@@ -47,6 +47,9 @@ pub(crate) struct Change {
 /// Most changes kept from one pair of snapshots (a reinstalled PC differs in
 /// everything; the first two hundred say enough).
 const MAX_CHANGES: usize = 200;
+/// Most items of one list compared (agents list at most a few hundred): a hostile PC's
+/// list of a million names costs no more than this.
+const MAX_ITEMS: usize = 5000;
 
 /// How an inventory section lists its items.
 struct Inventory {
@@ -115,9 +118,10 @@ fn name(m: &Map<String, Value>, field: &str) -> Option<String> {
 }
 
 /// What changed on `agent_id` between its stored latest snapshot and `snapshot_json`
-/// (taken at `collected_at`), as rows to store with it. The first snapshot of a PC is
-/// its baseline: nothing changed.
-pub(crate) fn since_stored(store: &Store, agent_id: &str, collected_at: &str, snapshot_json: &str) -> Vec<ChangeRow> {
+/// (received at `at`, by this server's clock: a PC's own could date its changes out of
+/// every list), as rows to store with it. The first snapshot of a PC is its baseline:
+/// nothing changed.
+pub(crate) fn since_stored(store: &Store, agent_id: &str, at: &str, snapshot_json: &str) -> Vec<ChangeRow> {
     let previous = match store.latest_telemetry(agent_id) {
         Ok(Some((_, _, json))) => json,
         Ok(None) => return Vec::new(),
@@ -138,7 +142,7 @@ pub(crate) fn since_stored(store: &Store, agent_id: &str, collected_at: &str, sn
         .map(|c| ChangeRow {
             id: 0,
             agent_id: agent_id.to_owned(),
-            at: collected_at.to_owned(),
+            at: at.to_owned(),
             section: c.section,
             kind: c.kind,
             item: c.item,
@@ -177,6 +181,7 @@ fn items(inv: &Inventory, old: &Map<String, Value>, new: &Map<String, Value>, ou
             .map(|items| {
                 items
                     .iter()
+                    .take(MAX_ITEMS)
                     .filter_map(Value::as_object)
                     .filter_map(|item| Some(((inv.key)(item)?, item.clone())))
                     .collect()
@@ -220,14 +225,20 @@ fn items(inv: &Inventory, old: &Map<String, Value>, new: &Map<String, Value>, ou
 
 /// Administrators come as a list of names beside the accounts.
 fn admins(before: &Map<String, Value>, after: &Map<String, Value>, out: &mut Vec<Change>) {
-    let names = |m: &Map<String, Value>| -> Option<Vec<String>> {
+    let names = |m: &Map<String, Value>| -> Option<std::collections::BTreeSet<String>> {
         let list = m.get("local_accounts")?.get("admins")?.as_array()?;
-        Some(list.iter().filter_map(Value::as_str).map(|n| clean(n, 120)).collect())
+        Some(
+            list.iter()
+                .take(MAX_ITEMS)
+                .filter_map(Value::as_str)
+                .map(|n| clean(n, 120))
+                .collect(),
+        )
     };
     let (Some(old), Some(new)) = (names(before), names(after)) else {
         return;
     };
-    for admin in new.iter().filter(|n| !old.contains(n)) {
+    for admin in new.difference(&old) {
         out.push(Change {
             section: "local_accounts".into(),
             kind: "admin_added".into(),
@@ -236,7 +247,7 @@ fn admins(before: &Map<String, Value>, after: &Map<String, Value>, out: &mut Vec
             priority: Priority::High,
         });
     }
-    for admin in old.iter().filter(|n| !new.contains(n)) {
+    for admin in old.difference(&new) {
         out.push(change(
             "local_accounts",
             "admin_removed",

@@ -80,15 +80,22 @@ pub fn since(text: &str, now: OffsetDateTime) -> Result<OffsetDateTime, String> 
     };
     let number = &text[..text.len() - unit.len_utf8()];
     let n: i64 = number.parse().map_err(|_| accepted())?;
+    let per_day = match unit {
+        'm' => 1440,
+        'h' => 24,
+        'd' => 1,
+        _ => return Err(accepted()),
+    };
+    // Checked before building the span: `time` panics on overflow.
+    if !(0..=3650 * per_day).contains(&n) {
+        return Err(accepted());
+    }
     let span = match unit {
         'm' => time::Duration::minutes(n),
         'h' => time::Duration::hours(n),
         'd' => time::Duration::days(n),
         _ => return Err(accepted()),
     };
-    if n < 0 || span > time::Duration::days(3650) {
-        return Err(accepted());
-    }
     Ok(now - span)
 }
 
@@ -106,7 +113,18 @@ mod tests {
             format(since("2026-01-01T00:00:00Z", now).unwrap()),
             "2026-01-01T00:00:00.000Z"
         );
-        for bad in ["", "7", "7w", "-1d", "x7d", "99999d", "7é", "é"] {
+        for bad in [
+            "",
+            "7",
+            "7w",
+            "-1d",
+            "x7d",
+            "99999d",
+            "7é",
+            "é",
+            "99999999999999999d",
+            "9223372036854775807m",
+        ] {
             assert!(since(bad, now).unwrap_err().contains("30m, 24h or 7d"), "{bad}");
         }
     }

@@ -99,6 +99,12 @@ impl Fleet {
         snapshot_json: String,
     ) -> Arc<Assessment> {
         let now = self.clock.now();
+        // Not a time: the server's own, so ages and lists stay sound.
+        let collected_at = if crate::clock::parse(&collected_at).is_some() {
+            collected_at
+        } else {
+            now.clone()
+        };
         self.health
             .judge(agent_id, os, &collected_at, snapshot, &now, |assessment, row| {
                 // History is dated by this server's clock: a PC's own may be wrong.

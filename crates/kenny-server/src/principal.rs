@@ -64,6 +64,14 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The PCs this principal is limited to, as a JSON array for a store query;
+    /// `None` when it may reach every PC.
+    pub fn hosts_json(&self) -> Option<String> {
+        self.hosts
+            .as_ref()
+            .map(|hosts| serde_json::Value::from(hosts.iter().map(|h| h.as_str()).collect::<Vec<_>>()).to_string())
+    }
+
     pub fn may_reach(&self, agent_id: &str) -> bool {
         match &self.hosts {
             None => true,

@@ -165,7 +165,8 @@ pub(crate) fn sign(secret: &str, timestamp: &str, body: &str) -> String {
 }
 
 async fn answered(response: reqwest::Result<reqwest::Response>) -> Result<(), String> {
-    let response = response.map_err(|e| format!("could not reach the receiver: {e}"))?;
+    // Without the URL: a webhook's may hold a token, and errors are logged.
+    let response = response.map_err(|e| format!("could not reach the receiver: {}", e.without_url()))?;
     let status = response.status();
     if status.is_success() {
         return Ok(());

@@ -30,7 +30,7 @@ pub(crate) fn build(store: &Store, clock: &Clock, online: &dyn Fn(&str) -> bool)
     let judged: i64 = counts.iter().map(|(_, n)| n).sum();
     let mut problems = store.open_alerts()?;
     problems.sort_by(|a, b| (a.status != "crit", &a.agent_id).cmp(&(b.status != "crit", &b.agent_id)));
-    let changes = store.changes_since(&week_ago, 5000)?;
+    let changes = store.changes_since(&week_ago, 5000, None)?;
     let high: Vec<_> = changes.iter().filter(|c| c.priority == "high").collect();
     let not_seen: Vec<String> = agents
         .iter()

@@ -71,7 +71,14 @@ impl Engine {
 
     fn judged(&mut self, agent_id: &str, a: &Assessment) {
         let now = self.clock.now();
-        for v in &a.sections {
+        // Only sections the server judges itself alert: a section no rule knows carries
+        // the agent's own word, and a hostile PC could invent thousands of them.
+        let judged: Vec<&crate::health::Verdict> = a
+            .sections
+            .iter()
+            .filter(|v| crate::health::has_rule(&v.section))
+            .collect();
+        for v in &judged {
             let key = (agent_id.to_owned(), v.section.clone());
             let reason = v.reason.clone().unwrap_or_default();
             match (v.status, self.open.get(&key).map(|o| o.status.clone())) {
@@ -95,10 +102,11 @@ impl Engine {
             }
         }
         // A section no longer reported (or no longer applying) cannot stay alarming.
+        let present: std::collections::HashSet<&str> = judged.iter().map(|v| v.section.as_str()).collect();
         let gone: Vec<(String, String)> = self
             .open
             .keys()
-            .filter(|(id, k)| id == agent_id && k != OFFLINE && a.sections.iter().all(|v| &v.section != k))
+            .filter(|(id, k)| id == agent_id && k != OFFLINE && !present.contains(k.as_str()))
             .cloned()
             .collect();
         for key in gone {
@@ -106,17 +114,32 @@ impl Engine {
         }
     }
 
+    /// High-priority changes from one snapshot: one alert per section, listing them, so
+    /// a PC that churns its accounts makes one message a snapshot, not hundreds.
     fn changed(&mut self, agent_id: &str, rows: &[ChangeRow]) {
         let now = self.clock.now();
+        let mut by_section: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
         for change in rows {
-            let key = format!("change:{}", change.section);
-            let silenced = self.silenced(agent_id, &change.section, &now);
+            by_section
+                .entry(change.section.as_str())
+                .or_default()
+                .push(change.detail.as_str());
+        }
+        for (section, details) in by_section {
+            let key = format!("change:{section}");
+            let silenced = self.silenced(agent_id, section, &now);
+            let shown: Vec<&str> = details.iter().take(3).copied().collect();
+            let more = details.len().saturating_sub(shown.len());
+            let mut reason = shown.join("; ");
+            if more > 0 {
+                reason.push_str(&format!(" (and {more} more)"));
+            }
             let mut alert = AlertRow {
                 id: 0,
                 agent_id: agent_id.to_owned(),
                 key,
                 status: "crit".into(),
-                reason: change.detail.clone(),
+                reason: crate::health::clean(&reason, 400),
                 attention: Some(
                     "check that this change was meant; if not, undo it and find out how it happened".into(),
                 ),

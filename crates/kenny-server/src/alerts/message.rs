@@ -90,9 +90,10 @@ pub(crate) fn test(channel: &str, at: &str) -> Message {
     }
 }
 
+/// The PC as a message names it; its host name is the PC's own words, so one short line.
 fn pc_name(agent_id: &str, hostname: Option<&str>) -> String {
-    match hostname {
-        Some(h) if h != agent_id => format!("{agent_id} ({h})"),
+    match hostname.map(|h| crate::health::clean(h, 64)) {
+        Some(h) if h != agent_id && !h.is_empty() => format!("{agent_id} ({h})"),
         _ => agent_id.to_owned(),
     }
 }

@@ -26,9 +26,10 @@ const RECENT_HOURS: i64 = 24;
 /// `GET /api/alerts`: the open alerts and those of the last day, of reachable PCs.
 pub(super) async fn list(State(fleet): State<Fleet>, SignedIn(who): SignedIn) -> Result<Json<Value>, ApiError> {
     let since = crate::clock::format(fleet.clock.now_utc() - time::Duration::hours(RECENT_HOURS));
+    let hosts = who.hosts_json();
     let (open, recent) = fleet
         .store
-        .blocking(move |s| Ok((s.open_alerts()?, s.alerts_since(&since, 500)?)))
+        .blocking(move |s| Ok((s.open_alerts()?, s.alerts_since(&since, 500, hosts.as_deref())?)))
         .await?;
     let mine = |rows: Vec<AlertRow>| -> Vec<Value> {
         rows.iter()

@@ -31,6 +31,7 @@ pub(super) async fn change(
     Superuser(who): Superuser,
     JsonBody(ThresholdsPatch(patch)): JsonBody<ThresholdsPatch>,
 ) -> Result<Json<Value>, ApiError> {
+    let _one_at_a_time = fleet.health.changing.lock().await;
     let (current, _, _) = fleet.health.thresholds();
     let thresholds =
         merged(&current, patch).map_err(|e| ApiError::bad_request(format!("thresholds not changed: {e}")))?;

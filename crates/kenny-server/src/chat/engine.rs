@@ -283,19 +283,34 @@ async fn propose(
         decided_at: None,
         hold_reason: None,
     };
-    // The server's own tools read what it stores and touch no PC: they run at once,
-    // on the call's PC (or the conversation's) when they concern one.
+    // The server's own tools read what it stores and touch no PC. The chat offers only
+    // the read-only ones (a steered model must not silence alerts), and one about a PC
+    // other than the conversation's waits for the operator like any call there.
     if let Some(server_tool) = server_tools::find(&tool) {
+        if !server_tool.read_only {
+            let failure = CallFailure::new(
+                ErrorCode::Unsupported,
+                format!("{tool} changes what the server alerts on; the chat does not offer it"),
+            );
+            return refuse(conversations, call, failure, events).await;
+        }
         if !server_tool.one_pc {
             return store_and_run(conversations, fleet, who, call, events).await;
         }
-        match target(named.as_ref(), session) {
-            Ok(agent_id) => {
-                call.agent_id = Some(agent_id);
-                return store_and_run(conversations, fleet, who, call, events).await;
-            }
+        let agent_id = match target(named.as_ref(), session) {
+            Ok(agent_id) => agent_id,
             Err(failure) => return refuse(conversations, call, failure, events).await,
+        };
+        let other = session.selected_agent.as_deref() != Some(agent_id.as_str());
+        call.agent_id = Some(agent_id);
+        if !other {
+            return store_and_run(conversations, fleet, who, call, events).await;
         }
+        call.hold_reason = Some(
+            "It reads what kenny stored about a PC other than this conversation's (its snapshot, health or changes)."
+                .into(),
+        );
+        return hold(conversations, call, events).await;
     }
     let spec = catalog::find(&tool);
     let refusal = match (spec, target(named.as_ref(), session)) {
@@ -327,6 +342,11 @@ async fn propose(
     if call.hold_reason.is_none() {
         return store_and_run(conversations, fleet, who, call, events).await;
     }
+    hold(conversations, call, events).await
+}
+
+/// Records a call that waits for the operator, and shows it.
+async fn hold(conversations: &Conversations, mut call: ChatCall, events: &Events) -> Result<(), EngineError> {
     call.status = call_status::HELD.into();
     let stored = call.clone();
     conversations

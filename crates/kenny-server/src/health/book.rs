@@ -37,6 +37,9 @@ pub struct HealthBook {
     by_agent: RwLock<HashMap<String, Judged>>,
     /// Hears of every verdict, to open and close alerts.
     alerts: Alerts,
+    /// Held by whoever changes the thresholds, from reading them to setting the new
+    /// ones, so two changes at once cannot lose one's fields.
+    pub(crate) changing: tokio::sync::Mutex<()>,
 }
 
 /// Counts over a set of PCs.
@@ -103,6 +106,7 @@ impl HealthBook {
             }),
             by_agent: RwLock::new(by_agent),
             alerts,
+            changing: tokio::sync::Mutex::new(()),
         })
     }
 

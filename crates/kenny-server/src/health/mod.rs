@@ -82,6 +82,14 @@ impl Assessment {
     }
 }
 
+/// Whether the server judges `section` by a rule of its own (only those alert).
+pub(crate) fn has_rule(section: &str) -> bool {
+    rules::find(section).is_some()
+}
+
+/// Longest reason kept: every list in one is cut well before this anyway.
+const REASON_MAX: usize = 300;
+
 /// Agents say at most this much about one section; the rest is cut.
 const SUMMARY_MAX: usize = 200;
 
@@ -162,7 +170,7 @@ fn verdict(section: String, summary: String, j: Judgement) -> Verdict {
         section,
         status: j.status,
         summary,
-        reason: j.reason,
+        reason: j.reason.map(|r| clean(&r, REASON_MAX)),
         attention: j.attention,
     }
 }

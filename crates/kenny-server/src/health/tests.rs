@@ -317,3 +317,9 @@ fn the_reference_windows_snapshot_is_judged_section_by_section() {
         ]
     );
 }
+
+#[test]
+fn only_sections_with_a_rule_of_the_servers_raise_alerts() {
+    assert!(has_rule("disk") && has_rule("local_accounts") && has_rule("defender"));
+    assert!(!has_rule("new_thing") && !has_rule("x-invented-by-a-pc"));
+}

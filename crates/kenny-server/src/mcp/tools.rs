@@ -42,7 +42,9 @@ fn server_tool(t: &server_tools::ServerTool) -> Tool {
         t.title,
         t.description,
         (t.input_schema)(),
-        ToolAnnotations::with_title(t.title).read_only(true).destructive(false),
+        ToolAnnotations::with_title(t.title)
+            .read_only(t.read_only)
+            .destructive(false),
     )
     .with_raw_output_schema(schema_object((t.output_schema)()))
 }

@@ -85,14 +85,16 @@ impl Store {
         })
     }
 
-    /// Alerts opened or closed at or after `since`, newest first.
-    pub fn alerts_since(&self, since: &str, limit: u32) -> Result<Vec<AlertRow>> {
+    /// Alerts opened or closed at or after `since`, newest first: of the PCs in `agents`
+    /// (a JSON array of ids), or of every PC when `None`.
+    pub fn alerts_since(&self, since: &str, limit: u32, agents: Option<&str>) -> Result<Vec<AlertRow>> {
         self.read(|c| {
             let mut stmt = c.prepare_cached(&format!(
-                "{ALERT_COLUMNS} WHERE opened_at >= ?1 OR closed_at >= ?1 ORDER BY id DESC LIMIT ?2"
+                "{ALERT_COLUMNS} WHERE (opened_at >= ?1 OR closed_at >= ?1)
+                 AND (?3 IS NULL OR agent_id IN (SELECT value FROM json_each(?3))) ORDER BY id DESC LIMIT ?2"
             ))?;
             let rows = stmt
-                .query_map(params![since, limit], alert_row)?
+                .query_map(params![since, limit, agents], alert_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })

@@ -36,14 +36,17 @@ impl Store {
         })
     }
 
-    /// Every PC's changes at or after `since`, newest first.
-    pub fn changes_since(&self, since: &str, limit: u32) -> Result<Vec<ChangeRow>> {
+    /// The changes at or after `since`, newest first: of the PCs in `agents` (a JSON
+    /// array of ids), or of every PC when `None`. Limited after choosing the PCs, so one
+    /// busy PC cannot push a scoped reader's own out of the list.
+    pub fn changes_since(&self, since: &str, limit: u32, agents: Option<&str>) -> Result<Vec<ChangeRow>> {
         self.read(|c| {
             let mut stmt = c.prepare_cached(&format!(
-                "{COLUMNS} WHERE at >= ?1 ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?2"
+                "{COLUMNS} WHERE at >= ?1 AND (?3 IS NULL OR agent_id IN (SELECT value FROM json_each(?3)))
+                 ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?2"
             ))?;
             let rows = stmt
-                .query_map(params![since, limit], change_row)?
+                .query_map(params![since, limit, agents], change_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(rows)
         })

@@ -1116,3 +1116,53 @@ async fn someone_elses_conversation_looks_like_none_in_every_state() {
         .collect();
     assert_eq!(statuses, [&json!("denied"), &json!("denied")]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_tools_run_on_this_pc_wait_for_another_and_never_silence() {
+    let (server, model) = chat_server().await;
+    let _pc_a = server.agent("pc-a").await.unwrap();
+    let _pc_b = server.agent("pc-b").await.unwrap();
+    let chat = Chat::of(&server, server.admin_token());
+    let session = chat.open(Some("pc-a")).await;
+
+    // Health of the conversation's PC: at once, from what the server stored.
+    model.queue(Say::tool("agent_health", json!({})));
+    model.queue(Say::text("It has not reported yet."));
+    let events = chat.say(&session, "How is this PC?").await;
+    let ran = events.only("tool_call").clone();
+    assert_eq!(
+        (&ran["tool"], &ran["agent_id"]),
+        (&json!("agent_health"), &json!("pc-a"))
+    );
+    assert_eq!(events.only("tool_result")["ok"], true);
+
+    // Another PC's stored snapshot waits for the operator, like a call there.
+    model.queue(Say::tool("agent_snapshot", json!({"agent_id": "pc-b"})));
+    let held = chat.say(&session, "And pc-b?").await.only("held").clone();
+    assert_eq!(held["agent_id"], "pc-b");
+    assert!(
+        held["reason"]
+            .as_str()
+            .unwrap()
+            .contains("other than this conversation's"),
+        "{held}"
+    );
+    model.queue(Say::text("Not looked at."));
+    chat.deny(held["id"].as_str().unwrap()).await;
+
+    // Silencing alerts is not the model's to do, even when it names the tool.
+    model.queue(Say::tool(
+        "alert_silence_set",
+        json!({"agent_id": "pc-a", "duration": "90d", "reason": "the log said so"}),
+    ));
+    model.queue(Say::text("I cannot."));
+    let events = chat.say(&session, "Silence it").await;
+    let refused = events.only("tool_result");
+    assert_eq!(refused["ok"], false, "{refused}");
+    let silences = server
+        .api(server.admin_token())
+        .get("/api/alerts/silences")
+        .await
+        .unwrap();
+    assert_eq!(silences.body["silences"], json!([]), "{silences:?}");
+}

@@ -229,7 +229,11 @@
     const { agent, text } = ev.detail || {};
     if (!agent || !text || busy) return;
     try {
-      if ([...target.options].some((o) => o.value === agent)) target.value = agent;
+      if (![...target.options].some((o) => o.value === agent)) {
+        say("This PC is not among the ones this chat can work on.", "error");
+        return;
+      }
+      target.value = agent;
       await create();
       input.value = text;
       form.requestSubmit();

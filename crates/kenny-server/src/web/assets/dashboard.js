@@ -258,7 +258,7 @@
       v.attention ? el('p', { class: 'attention' }, `What to do: ${v.attention}`) : '',
       ['warn', 'crit'].includes(statusOf(v))
         ? el('button', { type: 'button', class: 'ask secondary', 'data-ask-section': v.section,
-          'data-ask-text': `The ${v.section} section of this PC is ${statusOf(v)}: ${v.reason || v.summary}. Look into it (agent_health and agent_snapshot have the details) and tell me what is wrong and what to do.` },
+          'data-ask-text': `The ${/^[A-Za-z0-9_]+$/.test(v.section) ? v.section : 'flagged'} section of this PC is ${statusOf(v)}. Look into it (agent_health and agent_snapshot have the details) and tell me what is wrong and what to do.` },
         'Ask kenny about this')
         : '',
       details(v.section)));

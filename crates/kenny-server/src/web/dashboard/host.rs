@@ -288,15 +288,16 @@ pub(super) fn telemetry(t: Option<&(String, String, Value)>, health: Option<&Ass
     }
 }
 
-/// The question "Ask kenny about this" opens a conversation with: the section and the
-/// server's verdict, so the model starts from what is known.
+/// The question "Ask kenny about this" opens a conversation with. It names the section
+/// and its status only: the reason is the PC's words in part, and reaches the model
+/// fenced, through `agent_health`, never as the person's own.
 fn ask_text(v: &crate::health::Verdict) -> String {
+    let plain = v.section.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let section = if plain { v.section.as_str() } else { "flagged" };
     format!(
-        "The {} section of this PC is {}: {}. Look into it (agent_health and agent_snapshot have the details) \
+        "The {section} section of this PC is {}. Look into it (agent_health and agent_snapshot have the details) \
          and tell me what is wrong and what to do.",
-        v.section,
-        v.status.as_str(),
-        v.reason.as_deref().unwrap_or(&v.summary)
+        v.status.as_str()
     )
 }
 

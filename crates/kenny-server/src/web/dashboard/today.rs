@@ -27,13 +27,14 @@ pub(super) async fn page(State(accounts): State<Accounts>, State(fleet): State<F
         Err(redirect) => return redirect,
     };
     let yesterday = crate::clock::format(fleet.clock.now_utc() - time::Duration::hours(24));
+    let hosts = who.hosts_json();
     let read = fleet
         .store
         .blocking(move |s| {
             Ok((
                 s.open_alerts()?,
-                s.alerts_since(&yesterday, 500)?,
-                s.changes_since(&yesterday, CHANGES_SHOWN)?,
+                s.alerts_since(&yesterday, 500, hosts.as_deref())?,
+                s.changes_since(&yesterday, CHANGES_SHOWN, hosts.as_deref())?,
             ))
         })
         .await;
