@@ -1,7 +1,9 @@
 //! Arguments of the tools the server answers itself, from what it stores (no PC is
 //! contacted): typed like the forwarded tools' in [`crate::args`], their schemas
-//! derived the same way. Bounds in `#[schemars(...)]` are checked by
-//! [`ServerArgs::check`], since serde only checks types.
+//! derived the same way. Serde checks only types: [`ServerArgs::check`] checks the
+//! bounds a caller could abuse (page sizes, the query and cursor lengths); the other
+//! text arguments are bounded where they are used (a section or duration that is not
+//! one is `bad_args`, a reason is cut to 500 characters).
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
