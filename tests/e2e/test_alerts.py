@@ -139,7 +139,9 @@ async def test_one_alert_then_one_recovery_on_ntfy_and_a_signed_webhook(kenny, r
     assert alerts[0]["agent_id"] == "pc-a" and "% used" in alerts[0]["reason"], alerts
     await _until("the memory alert on ntfy", lambda: _ntfy_titles(ntfy, "pc-a: memory"))
     open_alerts = _api(kenny, "GET", "/api/alerts").json()["open"]
-    assert [a["key"] for a in open_alerts if a["agent_id"] == "pc-a"] == ["memory"], open_alerts
+    # Only memory's (this machine may have other open problems of its own, like an
+    # unencrypted disk).
+    assert [a["key"] for a in open_alerts if a["agent_id"] == "pc-a" and a["key"] == "memory"] == ["memory"], open_alerts
 
     _set_memory_warn(kenny, 90)
     await _until("the recovery", lambda: len(_hook_events(hook, "memory")) == 2)
@@ -278,7 +280,7 @@ async def test_email_goes_out_over_starttls(kenny, tmp_path):
         digest = _api(kenny, "POST", f"/api/alerts/channels/{cid}/digest")
         assert digest.json() == {"sent": True}, digest.text
         body = received[-1]["data"]
-        assert "weekly digest" in body and "Open problems (1)" in body and "pc-a" in body, body
+        assert "weekly digest" in body and "Open problems (" in body and "pc-a: memory is" in body, body
     finally:
         smtp.stop()
 

@@ -26,6 +26,9 @@ SECTIONS = [
     "logon_failures",
     "defender",
     "win_update",
+    "reboot_pending",
+    "battery",
+    "encryption",
     "sandbox",
 ]
 

@@ -519,7 +519,7 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         tool: Tool::TelemetryCollect,
         title: "Collect health telemetry",
-        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
+        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, reboot_pending, battery, encryption, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
         reaches_out: false,

@@ -1,7 +1,8 @@
 //! Bounded reads of system files, and the roots that tests (and odd installs) can point elsewhere.
 //!
 //! `KENNY_ETC_ROOT` stands in for `/etc` (passwd, shadow, group, login.defs, os-release)
-//! and `KENNY_SYS_ROOT` for `/sys` (temperature sensors).
+//! and `KENNY_SYS_ROOT` for `/sys` (temperature sensors, batteries, block devices);
+//! `KENNY_RUN_ROOT` for `/run` (`power`).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -18,7 +19,7 @@ pub(super) fn sys_root() -> PathBuf {
     root_from_env("KENNY_SYS_ROOT", "/sys")
 }
 
-fn root_from_env(var: &str, default: &str) -> PathBuf {
+pub(super) fn root_from_env(var: &str, default: &str) -> PathBuf {
     match std::env::var_os(var) {
         Some(root) if !root.is_empty() => PathBuf::from(root),
         _ => PathBuf::from(default),

@@ -14,6 +14,7 @@ mod logons;
 mod network;
 mod os;
 mod ports;
+mod power;
 mod services;
 mod software;
 mod system;
@@ -49,6 +50,9 @@ pub(super) const SECTIONS: &[&str] = &[
     "logon_failures",
     "defender",
     "win_update",
+    "reboot_pending",
+    "battery",
+    "encryption",
     "sandbox",
 ];
 
@@ -162,6 +166,9 @@ fn collector(name: &str) -> Option<Collector> {
         "local_accounts" => Blocking(accounts::local_accounts_section),
         "logon_failures" => Async(|| Box::pin(logons::logon_failures_section())),
         "defender" | "win_update" => Blocking(windows_only),
+        "reboot_pending" => Blocking(power::reboot_pending_section),
+        "battery" => Blocking(power::battery_section),
+        "encryption" => Blocking(power::encryption_section),
         "sandbox" => Blocking(sandbox_section),
         _ => return None,
     })
