@@ -9,13 +9,14 @@ use serde_json::{Map, Value};
 use crate::alerts::Alerts;
 use crate::audit::AuditLog;
 use crate::clock::Clock;
-use crate::forward::Forwarder;
+use crate::forward::{CallFailure, Forwarder};
 use crate::health::{Assessment, HealthBook, Status};
 use crate::policy::PolicyBook;
 use crate::principal::Principal;
 use crate::registry::{AgentLink, Registry};
 use crate::store::{AgentRecord, Store, StoreError};
 use crate::tunnel::pushed::PushedBook;
+use kenny_proto::error::ErrorCode;
 
 /// The PCs and everything that reaches them: the agents known in the store and
 /// connected now, the forwarder every call to one goes through, the operator's rules
@@ -149,6 +150,23 @@ impl Fleet {
                 f(&views)
             })
         }))
+    }
+
+    /// One agent for a call about it that reaches no PC (the server's own tools): out of
+    /// scope is `forbidden`, as for a forwarded call, and unknown is `unknown_agent`.
+    pub(crate) async fn reachable(&self, who: &Principal, agent_id: &str) -> Result<AgentSummary, CallFailure> {
+        self.forwarder.check_reach(who, agent_id)?;
+        match self.one(who, agent_id).await {
+            Ok(Some(agent)) => Ok(agent),
+            Ok(None) => Err(CallFailure::refusal(
+                ErrorCode::UnknownAgent,
+                format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
+            )),
+            Err(e) => Err(CallFailure::new(
+                ErrorCode::Internal,
+                format!("cannot read agent {agent_id}: {e}; see the server log"),
+            )),
+        }
     }
 
     /// One agent, if `who` may reach it and it is known here; out of reach and unknown

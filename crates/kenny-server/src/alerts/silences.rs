@@ -25,7 +25,7 @@ pub(crate) struct SilenceRequest<'a> {
 
 pub(crate) async fn set(fleet: &Fleet, who: &Principal, req: SilenceRequest<'_>) -> Result<SilenceRow, CallFailure> {
     may_change(who)?;
-    known(fleet, who, req.agent_id).await?;
+    fleet.reachable(who, req.agent_id).await?;
     let section = match req.section {
         None | Some("*") => "*".to_owned(),
         Some(s) if is_section_name(s) => s.to_owned(),
@@ -68,7 +68,7 @@ pub(crate) async fn list(
     agent_id: Option<&str>,
 ) -> Result<Vec<SilenceRow>, CallFailure> {
     if let Some(id) = agent_id {
-        known(fleet, who, id).await?;
+        fleet.reachable(who, id).await?;
     }
     let (id, now) = (agent_id.map(str::to_owned), fleet.clock.now());
     let rows = fleet
@@ -134,18 +134,6 @@ fn may_change(who: &Principal) -> Result<(), CallFailure> {
         ));
     }
     Ok(())
-}
-
-async fn known(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<(), CallFailure> {
-    fleet.forwarder.check_reach(who, agent_id)?;
-    match fleet.one(who, agent_id).await {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => Err(CallFailure::refusal(
-            ErrorCode::UnknownAgent,
-            format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
-        )),
-        Err(e) => Err(internal(e)),
-    }
 }
 
 fn duration(text: &str) -> Result<time::Duration, CallFailure> {

@@ -4,7 +4,6 @@
 use serde_json::{Value, json};
 
 use super::{AGENT_CHANGES, AGENT_HEALTH, AGENT_SNAPSHOT};
-use crate::fleet::AgentSummary;
 use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::Fleet;
@@ -12,7 +11,7 @@ use kenny_proto::error::ErrorCode;
 use kenny_proto::server_args::AgentChangesArgs;
 
 pub(super) async fn agent_health(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<Value, CallFailure> {
-    let agent = known(fleet, who, agent_id).await?;
+    let agent = fleet.reachable(who, agent_id).await?;
     fleet.forwarder.audit_served(who, agent_id, AGENT_HEALTH).await;
     let Some(health) = fleet.health.get(agent_id) else {
         return Ok(json!({
@@ -56,7 +55,7 @@ pub(super) async fn agent_snapshot(
     agent_id: &str,
     section: Option<&str>,
 ) -> Result<Value, CallFailure> {
-    let agent = known(fleet, who, agent_id).await?;
+    let agent = fleet.reachable(who, agent_id).await?;
     let id = agent_id.to_owned();
     let latest = fleet
         .store
@@ -113,7 +112,7 @@ pub(super) async fn agent_changes(
     args: AgentChangesArgs,
 ) -> Result<Value, CallFailure> {
     let agent_id = args.agent_id.as_str();
-    known(fleet, who, agent_id).await?;
+    fleet.reachable(who, agent_id).await?;
     let since = crate::clock::since(args.since.as_deref().unwrap_or("7d"), fleet.clock.now_utc()).map_err(|e| {
         CallFailure::refusal(
             ErrorCode::BadArgs,
@@ -149,21 +148,4 @@ pub(super) async fn agent_changes(
         })).collect::<Vec<_>>(),
         "truncated": truncated,
     }))
-}
-
-/// The PC, if the caller may reach it and it is known here: out of scope is
-/// `forbidden` (as for a forwarded call), unknown is `unknown_agent`.
-async fn known(fleet: &Fleet, who: &Principal, agent_id: &str) -> Result<AgentSummary, CallFailure> {
-    fleet.forwarder.check_reach(who, agent_id)?;
-    match fleet.one(who, agent_id).await {
-        Ok(Some(agent)) => Ok(agent),
-        Ok(None) => Err(CallFailure::refusal(
-            ErrorCode::UnknownAgent,
-            format!("no agent with id {agent_id:?}; list_agents shows the ids you can use"),
-        )),
-        Err(e) => Err(CallFailure::new(
-            ErrorCode::Internal,
-            format!("cannot read agent {agent_id}: {e}; see the server log"),
-        )),
-    }
 }
