@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{ApiError, BodyShape, JsonBody, SignedIn, Superuser};
+use super::{ApiError, BodyShape, JsonBody, SignedIn, Superuser, patched};
 use crate::alerts::channels::ChannelConfig;
 use crate::alerts::settings::{self, AlertSettings};
 use crate::alerts::silences::{self, SilenceRequest};
@@ -80,21 +80,8 @@ pub(super) async fn change_settings(
     JsonBody(SettingsPatch(patch)): JsonBody<SettingsPatch>,
 ) -> Result<Json<Value>, ApiError> {
     let current = fleet.store.blocking(AlertSettings::load).await?;
-    let mut all = match serde_json::to_value(&current) {
-        Ok(Value::Object(m)) => m,
-        _ => return Err(internal("cannot read the current settings")),
-    };
-    for (k, v) in patch {
-        if !all.contains_key(&k) {
-            return Err(ApiError::bad_request(format!(
-                "settings not changed: unknown setting `{}`; known: offline_after_secs, cooldown_secs, digest_day",
-                clean(&k, 40)
-            )));
-        }
-        all.insert(k, v);
-    }
-    let new: AlertSettings = serde_json::from_value(Value::Object(all))
-        .map_err(|e| ApiError::bad_request(format!("settings not changed: {e}")))?;
+    let new: AlertSettings =
+        patched(&current, patch, "setting").map_err(|e| ApiError::bad_request(format!("settings not changed: {e}")))?;
     new.validate()
         .map_err(|e| ApiError::bad_request(format!("settings not changed: {e}")))?;
     let json = serde_json::to_string(&new).map_err(|e| internal(&e.to_string()))?;

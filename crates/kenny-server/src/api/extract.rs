@@ -1,6 +1,7 @@
 //! What an `/api` handler takes from a request besides its path: who is calling
 //! ([`SignedIn`], or [`Superuser`] for calls only a superuser may make) and a JSON body
-//! ([`JsonBody`]). Each refuses with an [`ApiError`], so every refusal an API client
+//! ([`JsonBody`], and [`patched`] for a body that changes some of a settings object's
+//! fields). Each refuses with an [`ApiError`], so every refusal an API client
 //! sees, a malformed body included, is the same JSON shape.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
@@ -88,4 +89,31 @@ where
             ))),
         }
     }
+}
+
+/// `patch` (some of a settings object's fields) laid over `current`: a field it does
+/// not name keeps its value, a field `current` does not have is refused by name (a
+/// `noun`, listing the known ones), and the result must still read as a `T`. The
+/// caller checks the values.
+pub(crate) fn patched<T: serde::Serialize + DeserializeOwned>(
+    current: &T,
+    patch: serde_json::Map<String, serde_json::Value>,
+    noun: &str,
+) -> Result<T, String> {
+    let mut all = match serde_json::to_value(current) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => return Err(format!("the current {noun}s cannot be read")),
+    };
+    for (key, value) in patch {
+        if !all.contains_key(&key) {
+            let known: Vec<&str> = all.keys().map(String::as_str).collect();
+            return Err(format!(
+                "unknown {noun} `{}`; known: {}",
+                crate::health::clean(&key, 40),
+                known.join(", ")
+            ));
+        }
+        all.insert(key, value);
+    }
+    serde_json::from_value(serde_json::Value::Object(all)).map_err(|e| e.to_string())
 }

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::{ApiError, BodyShape, JsonBody, Superuser};
+use super::{ApiError, BodyShape, JsonBody, Superuser, patched};
 use crate::health::Thresholds;
 use crate::state::Fleet;
 use crate::store::StoredThresholds;
@@ -57,18 +57,7 @@ pub(super) async fn change(
 
 /// `patch` laid over `current`, checked field by field and as a whole.
 fn merged(current: &Thresholds, patch: Map<String, Value>) -> Result<Thresholds, String> {
-    let mut all = match serde_json::to_value(current) {
-        Ok(Value::Object(map)) => map,
-        _ => return Err("the current thresholds cannot be read".into()),
-    };
-    for (key, value) in patch {
-        if !all.contains_key(&key) {
-            let known: Vec<&str> = all.keys().map(String::as_str).collect();
-            return Err(format!("unknown threshold `{key}`; known: {}", known.join(", ")));
-        }
-        all.insert(key, value);
-    }
-    let thresholds: Thresholds = serde_json::from_value(Value::Object(all)).map_err(|e| e.to_string())?;
+    let thresholds = patched(current, patch, "threshold")?;
     thresholds.validate()?;
     Ok(thresholds)
 }

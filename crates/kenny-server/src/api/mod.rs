@@ -21,7 +21,7 @@ use axum::routing::{delete, get, post, put};
 use crate::state::AppState;
 
 pub(crate) use error::ApiError;
-pub(crate) use extract::{BodyShape, JsonBody, SignedIn, Superuser};
+pub(crate) use extract::{BodyShape, JsonBody, SignedIn, Superuser, patched};
 
 /// Routes that need a principal (mounted behind `guard::require_principal`).
 pub(crate) fn authenticated() -> Router<Arc<AppState>> {
