@@ -11,25 +11,59 @@ use kenny_server::store::Store;
 use kenny_testkit::{AgentOptions, TestAgent};
 use serde_json::json;
 
-use crate::harness::{provision, start_server};
+use crate::harness::{ServerProcess, provision, start_server};
 use crate::stats::{ms, summarize};
 use kenny_testkit::Mcp;
 
 const CONNECT_PARALLELISM: usize = 200;
 
+/// A real server in a temporary data directory, with what simulated agents need to
+/// reach it and an MCP client with a superuser's token.
+pub(crate) struct SimulatedFleet {
+    pub server: ServerProcess,
+    /// The server's database, opened beside it (as the admin CLI does) to register
+    /// agents while it runs.
+    pub store: Store,
+    pub ws_url: String,
+    pub server_pub: ed25519_dalek::VerifyingKey,
+    pub mcp: Mcp,
+    _dir: tempfile::TempDir,
+}
+
+impl SimulatedFleet {
+    pub(crate) async fn start(bin_dir: &Path) -> anyhow::Result<SimulatedFleet> {
+        let dir = tempfile::tempdir()?;
+        let data_dir = dir.path().join("server");
+        let token = provision(&data_dir)?;
+        let server = start_server(bin_dir, &data_dir, token).await?;
+        let store = Store::open(&data_dir)?;
+        let ws_url = format!("{}/agent/ws", server.base.replacen("http://", "ws://", 1));
+        let server_pub = server_public_key(&data_dir)?;
+        let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
+        mcp.initialize().await?;
+        Ok(SimulatedFleet {
+            server,
+            store,
+            ws_url,
+            server_pub,
+            mcp,
+            _dir: dir,
+        })
+    }
+}
+
 pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let data_dir = dir.path().join("server");
-    let token = provision(&data_dir)?;
-    let server = start_server(bin_dir, &data_dir, token).await?;
     // Agents are registered level by level while the server runs (as `agent add`
     // would), so list_agents at level n lists exactly n agents.
-    let store = Store::open(&data_dir)?;
+    let SimulatedFleet {
+        server,
+        store,
+        ws_url,
+        server_pub,
+        mcp,
+        _dir,
+    } = SimulatedFleet::start(bin_dir).await?;
     let mut keys = Vec::new();
-    let ws_url = format!("{}/agent/ws", server.base.replacen("http://", "ws://", 1));
-    let server_pub = server_public_key(&data_dir)?;
-    let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
-    mcp.initialize().await?;
     // Warm up every path an agent takes (handshake, registry, listing, disconnect) so
     // the baseline includes the one-off costs: runtime threads, SQLite cache.
     keys.extend(register_agents(&store, 0, 1)?);

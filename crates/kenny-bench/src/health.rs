@@ -16,23 +16,16 @@ use kenny_proto::frame::{Frame, Telemetry};
 use kenny_server::store::{ChangeRow, HealthRow, MetricRow, NewSnapshot, Store};
 use serde_json::{Map, Value, json};
 
-use crate::fleet::{connect_all, register_agents, server_public_key};
-use crate::harness::{provision, start_server};
+use crate::fleet::{SimulatedFleet, connect_all, register_agents};
 use crate::stats::{ms, summarize};
 use kenny_testkit::Mcp;
 
 const SAMPLES: usize = 40;
 
 pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let data_dir = dir.path().join("server");
-    let token = provision(&data_dir)?;
-    let server = start_server(bin_dir, &data_dir, token).await?;
-    let store = Store::open(&data_dir)?;
-    let ws_url = format!("{}/agent/ws", server.base.replacen("http://", "ws://", 1));
-    let server_pub = server_public_key(&data_dir)?;
-    let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
-    mcp.initialize().await?;
+    // Held to the end: dropping it stops the server and removes its data.
+    let sim = SimulatedFleet::start(bin_dir).await?;
+    let (store, ws_url, server_pub, mcp) = (&sim.store, &sim.ws_url, sim.server_pub, &sim.mcp);
     println!(
         "snapshot pushed: {} bytes of JSON (a real Linux agent's sections, 200 packages listed)",
         serde_json::to_string(&snapshot(0))?.len()
@@ -46,10 +39,10 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
     let mut held = Vec::new();
     for &n in levels {
         if keys.len() < n {
-            keys.extend(register_agents(&store, keys.len(), n)?);
+            keys.extend(register_agents(store, keys.len(), n)?);
         }
-        held.extend(connect_all(&ws_url, &keys, held.len(), n, server_pub).await?);
-        let already = judged(&store)?;
+        held.extend(connect_all(ws_url, &keys, held.len(), n, server_pub).await?);
+        let already = judged(store)?;
         let started = Instant::now();
         for (i, agent) in held.iter().enumerate().skip(already) {
             agent.send(&Frame::Telemetry(Telemetry {
@@ -58,7 +51,7 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
                 snapshot: snapshot(i),
             }))?;
         }
-        while judged(&store)? < n {
+        while judged(store)? < n {
             anyhow::ensure!(
                 started.elapsed() < Duration::from_secs(600),
                 "snapshots not stored within 10 minutes"
@@ -68,10 +61,10 @@ pub(crate) async fn run(bin_dir: &Path, levels: &[usize]) -> anyhow::Result<()> 
         let rate = (n - already) as f64 / started.elapsed().as_secs_f64();
         let needed = n as f64 / 900.0;
 
-        let default_page = measure(&mcp, "list_agents", json!({})).await?;
-        let full_page = measure(&mcp, "list_agents", json!({"limit": 100})).await?;
-        let attention = measure(&mcp, "list_agents", json!({"health": "attention"})).await?;
-        let overview = measure(&mcp, "fleet_overview", json!({})).await?;
+        let default_page = measure(mcp, "list_agents", json!({})).await?;
+        let full_page = measure(mcp, "list_agents", json!({"limit": 100})).await?;
+        let attention = measure(mcp, "list_agents", json!({"health": "attention"})).await?;
+        let overview = measure(mcp, "fleet_overview", json!({})).await?;
         println!(
             "| {n} | {rate:.0} ({needed:.1}) | {} / {}, {} | {} / {}, {} | {} / {} | {} / {}, {} |",
             ms(default_page.0),
