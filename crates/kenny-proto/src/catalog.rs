@@ -519,7 +519,7 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         tool: Tool::TelemetryCollect,
         title: "Collect health telemetry",
-        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, network, failed_services, listening_ports, installed_software, local_accounts, logon_failures, defender, win_update, reboot_pending, battery, encryption, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
+        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, battery, disk_smart, peripherals, printers, network, routing, wifi_quality, net_quality, failed_services, services, scheduled_tasks, autostart, listening_ports, firewall, installed_software, app_updates, local_accounts, logon_failures, defender, defender_quarantine, av_thirdparty, win_update, reboot_pending, encryption, reliability, backup_status, screen_time, web_activity, browser_extensions, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
         reaches_out: false,

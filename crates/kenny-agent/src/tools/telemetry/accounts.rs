@@ -280,6 +280,11 @@ fn last_logon(path: &Path, uid: u32) -> Option<String> {
     (secs > 0).then(|| rfc3339_from_unix(i64::from(secs)))?
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

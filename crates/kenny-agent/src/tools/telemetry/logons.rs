@@ -303,6 +303,11 @@ fn build(found: Option<Found>, since: i64, local: &HashSet<String>) -> super::Se
     )
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,20 +6,40 @@
 //! panics or hangs becomes a `crit` section with the reason without touching the others.
 
 mod accounts;
+mod app_updates;
+mod backup;
+mod browser_extensions;
 mod command;
 mod cpu;
+mod defender;
+mod disk_smart;
 mod files;
+mod firewall;
 mod format;
 mod logons;
+mod net_quality;
 mod network;
 mod os;
+mod peripherals;
 mod ports;
 mod power;
+mod printers;
+#[cfg(test)]
+mod recorded;
+mod reliability;
+mod routing;
+mod scheduled_tasks;
+mod screen_time;
 mod services;
 mod software;
+mod startup;
 mod system;
 mod thermals;
 mod time_sync;
+mod web_activity;
+mod wifi;
+mod win_update;
+mod windows;
 
 use std::time::{Duration, SystemTime};
 
@@ -42,17 +62,35 @@ pub(super) const SECTIONS: &[&str] = &[
     "os",
     "time_sync",
     "thermals",
+    "battery",
+    "disk_smart",
+    "peripherals",
+    "printers",
     "network",
+    "routing",
+    "wifi_quality",
+    "net_quality",
     "failed_services",
+    "services",
+    "scheduled_tasks",
+    "autostart",
     "listening_ports",
+    "firewall",
     "installed_software",
+    "app_updates",
     "local_accounts",
     "logon_failures",
     "defender",
+    "defender_quarantine",
+    "av_thirdparty",
     "win_update",
     "reboot_pending",
-    "battery",
     "encryption",
+    "reliability",
+    "backup_status",
+    "screen_time",
+    "web_activity",
+    "browser_extensions",
     "sandbox",
 ];
 
@@ -72,6 +110,8 @@ enum Collector {
     /// Collectors that wait on subprocesses: as a task, so a timeout can cancel them
     /// (which kills the subprocess).
     Async(fn() -> BoxFuture<'static, Outcome>),
+    /// A PowerShell query on Windows: as a task, like `Async`.
+    Windows(&'static windows::Query),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,6 +190,11 @@ fn sandbox_section() -> Outcome {
 
 fn collector(name: &str) -> Option<Collector> {
     use Collector::{Async, Blocking};
+    if cfg!(windows)
+        && let Some(query) = windows::query(name)
+    {
+        return Some(Collector::Windows(query));
+    }
     Some(match name {
         "disk" => Blocking(system::disk_section),
         "memory" => Blocking(system::memory_section),
@@ -159,16 +204,32 @@ fn collector(name: &str) -> Option<Collector> {
         "os" => Blocking(os::os_section),
         "time_sync" => Async(|| Box::pin(time_sync::time_sync_section())),
         "thermals" => Blocking(thermals::thermals_section),
+        "battery" => Blocking(power::battery_section),
+        "disk_smart" => Async(|| Box::pin(disk_smart::section())),
+        "peripherals" => Async(|| Box::pin(peripherals::section())),
+        "printers" => Async(|| Box::pin(printers::section())),
         "network" => Blocking(network::network_section),
+        "routing" => Async(|| Box::pin(routing::section())),
+        "wifi_quality" => Async(|| Box::pin(wifi::section())),
+        "net_quality" => Async(|| Box::pin(net_quality::section())),
         "failed_services" => Async(|| Box::pin(services::failed_services_section())),
+        "services" => Async(|| Box::pin(services::services_section())),
+        "scheduled_tasks" => Async(|| Box::pin(scheduled_tasks::section())),
+        "autostart" => Async(|| Box::pin(startup::section())),
         "listening_ports" => Blocking(ports::listening_ports_section),
+        "firewall" => Async(|| Box::pin(firewall::section())),
         "installed_software" => Async(|| Box::pin(software::installed_software_section())),
+        "app_updates" => Async(|| Box::pin(app_updates::section())),
         "local_accounts" => Blocking(accounts::local_accounts_section),
         "logon_failures" => Async(|| Box::pin(logons::logon_failures_section())),
-        "defender" | "win_update" => Blocking(windows_only),
+        "defender" | "defender_quarantine" | "av_thirdparty" | "win_update" => Blocking(windows_only),
         "reboot_pending" => Blocking(power::reboot_pending_section),
-        "battery" => Blocking(power::battery_section),
         "encryption" => Blocking(power::encryption_section),
+        "reliability" => Async(|| Box::pin(reliability::section())),
+        "backup_status" => Async(|| Box::pin(backup::section())),
+        "screen_time" => Async(|| Box::pin(screen_time::section())),
+        "web_activity" => Async(|| Box::pin(web_activity::section())),
+        "browser_extensions" => Async(|| Box::pin(browser_extensions::section())),
         "sandbox" => Blocking(sandbox_section),
         _ => return None,
     })
@@ -198,6 +259,13 @@ async fn run_collectors(jobs: Vec<(&'static str, Collector)>, limit: Duration) -
             }),
             Collector::Async(run) => {
                 let work = run();
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    work.await
+                })
+            }
+            Collector::Windows(query) => {
+                let work = windows::collect(query);
                 tokio::spawn(async move {
                     let _slot = slot;
                     work.await
@@ -269,13 +337,28 @@ fn section(status: Status, summary: String, fields: Value) -> Section {
     map
 }
 
+/// A section whose idea does not exist on this PC (Defender on Linux, Wi-Fi quality
+/// without a wireless card): present, `ok`, and saying why, so it is never mistaken for
+/// data that is missing.
+fn not_applicable(reason: &str) -> Section {
+    section(
+        Status::Ok,
+        format!("n/a: {reason}"),
+        json!({ "applicable": false, "reason": reason }),
+    )
+}
+
 /// Windows-only sections on other systems: present, so every agent's snapshot has the
-/// same keys (as 0.17 agents send them), and plainly not applicable.
+/// same keys (0.17 agents send the same summary), and plainly not applicable.
 fn windows_only() -> Outcome {
     if cfg!(windows) {
         return Ok(not_collected_here());
     }
-    Ok(section(Status::Ok, "n/a on this platform".to_owned(), json!({})))
+    Ok(section(
+        Status::Ok,
+        "n/a on this platform".to_owned(),
+        json!({ "applicable": false, "reason": "a Windows feature; this PC does not run Windows" }),
+    ))
 }
 
 /// A section this agent build does not collect on this OS yet: said plainly, and not a
@@ -355,7 +438,8 @@ mod tests {
             for name in ["defender", "win_update"] {
                 assert_eq!(
                     snapshot[name],
-                    json!({"status": "ok", "summary": "n/a on this platform"})
+                    json!({"status": "ok", "summary": "n/a on this platform", "applicable": false,
+                           "reason": "a Windows feature; this PC does not run Windows"})
                 );
             }
         }

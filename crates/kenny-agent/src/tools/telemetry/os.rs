@@ -279,6 +279,11 @@ fn support_verdict(end: Option<Date>, today: Date) -> (Status, Option<String>) {
     }
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -222,6 +222,11 @@ fn build(mut sockets: Vec<Socket>, owners: &HashMap<u64, Owner>) -> super::Secti
     )
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -196,6 +196,12 @@ fn crypt_below(device: &Path, depth: usize) -> bool {
         .unwrap_or(false)
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query(section: &str) -> Option<&'static super::windows::Query> {
+    let _ = section;
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -190,6 +190,11 @@ fn build(apps: Vec<App>, source: &str, cut: bool) -> super::Section {
     )
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

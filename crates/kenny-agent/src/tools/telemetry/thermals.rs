@@ -146,6 +146,11 @@ fn build(sensors: Vec<Sensor>) -> super::Section {
     section(status, summary, json!({ "sensors": listed }))
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -206,6 +206,11 @@ fn kernel_synchronised() -> Option<bool> {
     None
 }
 
+/// Not read through PowerShell yet.
+pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
