@@ -41,9 +41,9 @@ static SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(AT_ONCE
 /// read another way there (files, sysinfo, the agent's own probes).
 pub(super) fn query(name: &str) -> Option<&'static Query> {
     use super::{
-        accounts, app_updates, backup, defender, disk_smart, firewall, logons, os, peripherals, ports, power, printers,
-        reliability, routing, scheduled_tasks, screen_time, services, software, startup, thermals, time_sync,
-        web_activity, wifi, win_update,
+        accounts, app_updates, backup, defender, disk_smart, firewall, logons, net_quality, os, peripherals, ports,
+        power, printers, reliability, routing, scheduled_tasks, screen_time, services, software, startup, thermals,
+        time_sync, web_activity, wifi, win_update,
     };
     match name {
         "os" => os::windows_query(),
@@ -66,6 +66,7 @@ pub(super) fn query(name: &str) -> Option<&'static Query> {
         "peripherals" => peripherals::windows_query(),
         "printers" => printers::windows_query(),
         "wifi_quality" => wifi::windows_query(),
+        "net_quality" => net_quality::windows_query(),
         "reliability" => reliability::windows_query(),
         "backup_status" => backup::windows_query(),
         "screen_time" => screen_time::windows_query(),
@@ -77,12 +78,19 @@ pub(super) fn query(name: &str) -> Option<&'static Query> {
 /// Runs `query` and parses its output.
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(super) async fn collect(query: &'static Query) -> Outcome {
+    let output = output(query).await?;
+    (query.parse)(&output, OffsetDateTime::now_utc())
+}
+
+/// Runs `query` when a slot is free and returns what it printed, for a section that
+/// reads more than one source on Windows (a query and files).
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(super) async fn output(query: &Query) -> Result<Output, String> {
     let _slot = SLOTS
         .acquire()
         .await
         .map_err(|_| "the PowerShell runner is shutting down".to_owned())?;
-    let output = run(query.script, query.limit).await?;
-    (query.parse)(&output, OffsetDateTime::now_utc())
+    run(query.script, query.limit).await
 }
 
 #[cfg(windows)]
