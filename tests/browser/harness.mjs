@@ -60,7 +60,8 @@ export async function startServer(extraArgs = [], env = {}) {
       const agent = spawn(join(binDir, 'kenny-agent'), ['run', '--server', base, '--agent-id', id, '--state-dir', stateDir,
         '--server-pubkey', creds.server_pubkey, '--enroll-token', creds.token, '--max-backoff-secs', '1'], {
         stdio: ['ignore', 'ignore', 'pipe'],
-        env: { ...cleanEnv(), KENNY_LOG: 'warn', ...env },
+        // net_quality pings the gateway and DNS server: tests keep to loopback.
+        env: { ...cleanEnv(), KENNY_LOG: 'warn', KENNY_NET_QUALITY_TARGETS: 'gateway=127.0.0.1,dns=127.0.0.1', ...env },
       });
       let log = '';
       agent.stderr.on('data', (d) => { log += d; });

@@ -57,9 +57,14 @@ CALL_TIMEOUT = 60.0
 # --------------------------------------------------------------------------- processes
 
 
+LOOPBACK_PROBES = "gateway=127.0.0.1,dns=127.0.0.1"
+
+
 def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The test's environment minus any KENNY_* settings that could leak in, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KENNY_")}
+    # An agent's net_quality pings the gateway and the DNS server; tests keep to loopback.
+    env["KENNY_NET_QUALITY_TARGETS"] = LOOPBACK_PROBES
     env.setdefault("RUST_LOG", "info")
     env.setdefault("RUST_BACKTRACE", "1")
     if extra:

@@ -68,6 +68,8 @@ pub(crate) fn spawn_agent(
         // In the environment, not on the command line other users can read.
         .env("KENNY_ENROLL_TOKEN", &enrollment.token)
         .env("KENNY_LOG", "warn")
+        // net_quality pings the gateway and DNS server; benchmarks keep to loopback.
+        .env("KENNY_NET_QUALITY_TARGETS", "gateway=127.0.0.1,dns=127.0.0.1")
         .kill_on_drop(true)
         .spawn()
         .context("starting kenny-agent")

@@ -106,6 +106,7 @@ pub(crate) fn assess(
     let ctx = Context {
         thresholds,
         collected_at: crate::clock::parse(collected_at),
+        os,
     };
     let mut sections = Vec::new();
     let mut skipped = Vec::new();

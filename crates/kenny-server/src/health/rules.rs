@@ -58,6 +58,9 @@ pub(super) struct Context<'a> {
     /// When the snapshot was taken: ages are measured from here, so a verdict depends
     /// on the snapshot alone and recomputing it later gives the same answer.
     pub collected_at: Option<OffsetDateTime>,
+    /// The OS the agent declared, where a rule weighs the same fact differently (no
+    /// firewall is normal on a Linux desktop and a fault on Windows).
+    pub os: Option<Os>,
 }
 
 /// Which PCs a section concerns.
@@ -83,26 +86,36 @@ pub(super) const RULES: &[Rule] = &[
     rule("os", Applies::Any, os_support),
     rule("time_sync", Applies::Any, time_sync),
     rule("thermals", Applies::Any, thermals),
+    rule("battery", Applies::Any, battery),
+    rule("disk_smart", Applies::Any, disk_smart),
+    rule("peripherals", Applies::Any, peripherals),
+    rule("printers", Applies::Any, informational),
     rule("network", Applies::Any, network),
+    rule("routing", Applies::Any, informational),
+    rule("wifi_quality", Applies::Any, wifi_quality),
+    rule("net_quality", Applies::Any, net_quality),
     rule("failed_services", Applies::Any, failed_services),
+    rule("services", Applies::Any, informational),
+    rule("scheduled_tasks", Applies::Any, informational),
+    rule("autostart", Applies::Any, informational),
     rule("listening_ports", Applies::Any, listening_ports),
+    rule("firewall", Applies::Any, firewall),
     rule("installed_software", Applies::Any, informational),
+    rule("app_updates", Applies::Any, app_updates),
     rule("local_accounts", Applies::Any, local_accounts),
     rule("logon_failures", Applies::Any, logon_failures),
     rule("defender", Applies::Only(Os::Windows), defender),
+    rule("defender_quarantine", Applies::Only(Os::Windows), informational),
+    rule("av_thirdparty", Applies::Only(Os::Windows), av_thirdparty),
     rule("win_update", Applies::Only(Os::Windows), win_update),
     rule("reboot_pending", Applies::Any, reboot_pending),
-    rule("reliability", Applies::Only(Os::Windows), reliability),
-    rule("backup_status", Applies::Only(Os::Windows), backup_status),
-    rule("net_quality", Applies::Any, net_quality),
-    rule("battery", Applies::Any, battery),
     rule("encryption", Applies::Any, encryption),
-    rule("firewall", Applies::Any, firewall),
-    rule("sandbox", Applies::Any, sandbox),
+    rule("reliability", Applies::Any, reliability),
+    rule("backup_status", Applies::Any, backup_status),
+    rule("screen_time", Applies::Any, informational),
     rule("web_activity", Applies::Any, informational),
     rule("browser_extensions", Applies::Any, informational),
-    rule("scheduled_tasks", Applies::Any, informational),
-    rule("screen_time", Applies::Only(Os::Windows), informational),
+    rule("sandbox", Applies::Any, sandbox),
 ];
 
 const fn rule(
@@ -448,6 +461,11 @@ fn logon_failures(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
 }
 
 fn defender(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
+    // Defender steps back (passive or off) when another antivirus registers itself;
+    // whether that one works is `av_thirdparty`'s to judge.
+    if s.get("replaced_by_third_party") == Some(&Value::Bool(true)) {
+        return Judgement::ok();
+    }
     if s.get("enabled") == Some(&Value::Bool(false)) {
         return Judgement::of(
             Status::Crit,
@@ -570,7 +588,7 @@ fn backup_status(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
 
 fn net_quality(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
     let t = ctx.thresholds;
-    let Some(reference) = s.get("reference").and_then(Value::as_object) else {
+    let Some(reference) = s.get("reference").or_else(|| s.get("dns")).and_then(Value::as_object) else {
         return Judgement::ok();
     };
     let latency = num(reference, "latency_ms");
@@ -608,9 +626,9 @@ fn battery(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
     )
 }
 
-fn encryption(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
+fn encryption(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
     match s.get("system_encrypted") {
-        Some(Value::Bool(false)) => Judgement::of(
+        Some(Value::Bool(false)) if ctx.thresholds.require_encryption => Judgement::of(
             Status::Warn,
             "the system drive is not encrypted".into(),
             "turn on BitLocker or device encryption (LUKS on Linux) so a stolen PC does not leak its data",
@@ -619,11 +637,98 @@ fn encryption(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
     }
 }
 
-fn firewall(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
-    match s.get("enabled") {
-        Some(Value::Bool(false)) => {
+fn firewall(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
+    if s.get("enabled") != Some(&Value::Bool(false)) {
+        return Judgement::ok();
+    }
+    match ctx.os {
+        Some(Os::Windows) | None => {
             Judgement::of(Status::Crit, "the firewall is off".into(), "turn the firewall back on")
         }
+        // Most Linux desktops ship with no firewall rules at all.
+        Some(_) if ctx.thresholds.require_firewall_on_linux => Judgement::of(
+            Status::Warn,
+            "no firewall is active".into(),
+            "turn on ufw or firewalld, or load an nftables ruleset",
+        ),
+        Some(_) => Judgement::ok(),
+    }
+}
+
+fn av_thirdparty(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
+    if s.get("any_active") != Some(&Value::Bool(false)) {
+        return Judgement::ok();
+    }
+    Judgement::of(
+        Status::Crit,
+        "no antivirus is active".into(),
+        "turn Microsoft Defender back on, or renew and start the installed antivirus",
+    )
+}
+
+fn disk_smart(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
+    let named = |health: &str| -> Vec<String> {
+        list(s, "disks")
+            .iter()
+            .filter_map(Value::as_object)
+            .filter(|d| text(d, "health") == Some(health))
+            .take(3)
+            .map(|d| clean(text(d, "model").or(text(d, "name")).unwrap_or("a disk"), 40))
+            .collect()
+    };
+    let failing = named("failing");
+    if !failing.is_empty() {
+        return Judgement::of(
+            Status::Crit,
+            format!("disk failing: {}", failing.join(", ")),
+            "copy what matters off this disk now and replace it",
+        );
+    }
+    let warning = named("warning");
+    if !warning.is_empty() {
+        return Judgement::of(
+            Status::Warn,
+            format!("disk reports problems: {}", warning.join(", ")),
+            "check the backups and plan to replace the disk",
+        );
+    }
+    Judgement::ok()
+}
+
+fn peripherals(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
+    match num(s, "problem_count") {
+        Some(n) if n >= 1.0 => Judgement::of(
+            Status::Warn,
+            format!("{n:.0} devices report a problem"),
+            "look at the devices with a problem (a missing driver, a device that failed to start)",
+        ),
+        _ => Judgement::ok(),
+    }
+}
+
+fn wifi_quality(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
+    let weakest = list(s, "interfaces")
+        .iter()
+        .filter_map(Value::as_object)
+        .filter_map(|i| num(i, "signal_percent"))
+        .reduce(f64::min);
+    match weakest {
+        Some(signal) if signal < ctx.thresholds.wifi_signal_warn_percent => Judgement::of(
+            Status::Warn,
+            format!("weak Wi-Fi signal ({signal:.0}%)"),
+            "move the PC or the router closer, or add an access point",
+        ),
+        _ => Judgement::ok(),
+    }
+}
+
+fn app_updates(s: &Map<String, Value>, _: &Context<'_>) -> Judgement {
+    match num(s, "security_count") {
+        Some(n) if n >= 1.0 => Judgement::of(
+            Status::Warn,
+            format!("{n:.0} security updates are waiting"),
+            "install the pending updates (package_update)",
+        ),
         _ => Judgement::ok(),
     }
 }

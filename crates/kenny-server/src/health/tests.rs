@@ -241,6 +241,61 @@ fn every_rule_speaks_for_its_section() {
             "sandbox is unavailable",
         ),
         ("installed_software", json!({"count": 3}), Status::Ok, ""),
+        (
+            "defender",
+            json!({"enabled": false, "realtime_protection": false, "replaced_by_third_party": true}),
+            Status::Ok,
+            "",
+        ),
+        (
+            "av_thirdparty",
+            json!({"products": [], "any_active": false}),
+            Status::Crit,
+            "no antivirus is active",
+        ),
+        ("av_thirdparty", json!({"any_active": true}), Status::Ok, ""),
+        (
+            "disk_smart",
+            json!({"disks": [{"model": "WDC WD10", "health": "warning"}, {"model": "Samsung 970", "health": "failing"}]}),
+            Status::Crit,
+            "disk failing: Samsung 970",
+        ),
+        (
+            "disk_smart",
+            json!({"disks": [{"name": "sda", "health": "warning"}, {"name": "sdb", "health": "ok"}]}),
+            Status::Warn,
+            "disk reports problems: sda",
+        ),
+        (
+            "peripherals",
+            json!({"problem_count": 2}),
+            Status::Warn,
+            "2 devices report a problem",
+        ),
+        (
+            "wifi_quality",
+            json!({"interfaces": [{"signal_percent": 81}, {"signal_percent": 22}]}),
+            Status::Warn,
+            "weak Wi-Fi signal (22%)",
+        ),
+        (
+            "wifi_quality",
+            json!({"interfaces": [{"signal_percent": 81}]}),
+            Status::Ok,
+            "",
+        ),
+        (
+            "app_updates",
+            json!({"count": 9, "security_count": 3}),
+            Status::Warn,
+            "3 security updates are waiting",
+        ),
+        (
+            "net_quality",
+            json!({"dns": {"latency_ms": 400.0, "loss_percent": 0}}),
+            Status::Warn,
+            "400 ms to the internet",
+        ),
     ];
     for (section, value, status, reason) in cases {
         let v = one(section, value.clone());
@@ -252,6 +307,32 @@ fn every_rule_speaks_for_its_section() {
             assert!(got.contains(reason), "{section} {value}: {got:?} lacks {reason:?}");
         }
     }
+}
+
+#[test]
+fn firewall_and_encryption_follow_the_os_and_the_operators_choice() {
+    let off = json!({"firewall": {"summary": "", "enabled": false}});
+    assert_eq!(judge(off.clone(), Some("windows")).status, Status::Crit);
+    assert_eq!(
+        judge(off.clone(), Some("linux")).status,
+        Status::Ok,
+        "the Linux default"
+    );
+    let strict = Thresholds {
+        require_firewall_on_linux: true,
+        ..Thresholds::default()
+    };
+    let a = judge_with(off, Some("linux"), &strict);
+    assert_eq!(a.status, Status::Warn);
+    assert_eq!(a.top_reason(), Some("firewall: no firewall is active"));
+
+    let plain = json!({"encryption": {"summary": "", "system_encrypted": false}});
+    assert_eq!(judge(plain.clone(), Some("linux")).status, Status::Warn);
+    let relaxed = Thresholds {
+        require_encryption: false,
+        ..Thresholds::default()
+    };
+    assert_eq!(judge_with(plain, Some("linux"), &relaxed).status, Status::Ok);
 }
 
 #[test]

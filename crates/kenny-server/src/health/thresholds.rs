@@ -52,6 +52,13 @@ pub(crate) struct Thresholds {
     pub packet_loss_warn_percent: f64,
     /// A battery whose full charge is below this share of its design capacity.
     pub battery_health_warn_percent: f64,
+    /// A Wi-Fi signal weaker than this (percent) is `warn`.
+    pub wifi_signal_warn_percent: f64,
+    /// An unencrypted system drive is `warn`; off for fleets where that is accepted
+    /// (servers in a locked room).
+    pub require_encryption: bool,
+    /// A Linux PC with no active firewall is `warn` (on Windows it is always `crit`).
+    pub require_firewall_on_linux: bool,
 }
 
 impl Default for Thresholds {
@@ -81,6 +88,9 @@ impl Default for Thresholds {
             latency_warn_ms: 150.0,
             packet_loss_warn_percent: 5.0,
             battery_health_warn_percent: 60.0,
+            wifi_signal_warn_percent: 40.0,
+            require_encryption: true,
+            require_firewall_on_linux: false,
         }
     }
 }
@@ -170,6 +180,9 @@ impl Thresholds {
         }
         if !(0.0..=100.0).contains(&self.battery_health_warn_percent) {
             return Err("battery_health_warn_percent must be 0 to 100".into());
+        }
+        if !(0.0..=100.0).contains(&self.wifi_signal_warn_percent) {
+            return Err("wifi_signal_warn_percent must be 0 to 100".into());
         }
         if self.risky_ports.len() > 64 {
             return Err("risky_ports holds at most 64 ports".into());

@@ -230,7 +230,9 @@ fn thresholds(t: &Thresholds) -> Markup {
             p class="muted" { "Every PC is judged again as soon as these are saved." }
             form id="thresholds-form" class="inline-form" data-api="PUT /api/health/thresholds" data-refresh="thresholds" {
                 @for (name, value) in &fields {
-                    @if let Some(list) = value.as_array() {
+                    @if let Some(on) = value.as_bool() {
+                        label { input name=(name) type="checkbox" data-type="bool" checked[on]; " " (name) }
+                    } @else if let Some(list) = value.as_array() {
                         label { (name) " "
                             input name=(name) data-type="int-list"
                                 value=(list.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")); }
