@@ -37,11 +37,15 @@ pub(crate) async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> a
     let cpu_percent = 100.0 * cpu_used / started.elapsed().as_secs_f64();
 
     let mut samples = Vec::with_capacity(collections);
+    let mut sections = Vec::new();
     for _ in 0..collections {
         let t = Instant::now();
         let v = mcp.call("telemetry_collect", json!({"agent_id": "bench-pc"})).await?;
         samples.push(t.elapsed());
-        anyhow::ensure!(v["snapshot"].is_object(), "unexpected telemetry result: {v}");
+        let snapshot = v["snapshot"]
+            .as_object()
+            .context("a telemetry result without a snapshot")?;
+        sections = snapshot.keys().cloned().collect();
     }
     let after_rss = status_kib(pid, "VmRSS:")?;
     let peak_rss = status_kib(pid, "VmHWM:")?;
@@ -74,6 +78,33 @@ pub(crate) async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> a
     println!("| RSS after the collections | {:.1} MiB |", after_rss as f64 / 1024.0);
     println!("| RSS 15 s later | {:.1} MiB |", settled_rss as f64 / 1024.0);
     println!("| peak RSS (VmHWM) | {:.1} MiB |", peak_rss as f64 / 1024.0);
+    println!();
+    section_times(&mcp, &sections, collections.clamp(1, 5)).await
+}
+
+/// Each section collected alone, `runs` times, through `/mcp`: where the collection's
+/// time goes (they run at once, so the whole takes as long as the slowest).
+async fn section_times(mcp: &Mcp, sections: &[String], runs: usize) -> anyhow::Result<()> {
+    let mut rows = Vec::new();
+    for name in sections {
+        let mut samples = Vec::with_capacity(runs);
+        let mut status = String::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            let v = mcp
+                .call("telemetry_collect", json!({"agent_id": "bench-pc", "sections": [name]}))
+                .await?;
+            samples.push(t.elapsed());
+            status = v["snapshot"][name]["status"].as_str().unwrap_or("?").to_owned();
+        }
+        rows.push((name.clone(), summarize(&mut samples), status));
+    }
+    rows.sort_by(|a, b| b.1.p50.cmp(&a.1.p50));
+    println!("| section, alone ({runs} runs via /mcp) | p50 ms | max ms | status |");
+    println!("|---|---:|---:|---|");
+    for (name, s, status) in rows {
+        println!("| `{name}` | {} | {} | {status} |", ms(s.p50), ms(s.max));
+    }
     Ok(())
 }
 

@@ -255,10 +255,15 @@ pub struct AgentUpdateArgs {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetryCollectArgs {
-    /// Names of the sections to collect; omit for all.
-    #[schemars(length(max = 32))]
+    /// Names of the sections to collect; omit for all but the personal ones (web_activity, screen_time), which are collected only when named.
+    #[schemars(length(max = 64))]
     pub sections: Option<Vec<String>>,
 }
+
+/// Telemetry sections about what people do on the PC (the sites they visit, how long
+/// they use it). An agent collects them only when a call names them, never in its
+/// periodic snapshot, and the chat asks the operator before naming them.
+pub const PERSONAL_TELEMETRY_SECTIONS: &[&str] = &["web_activity", "screen_time"];
 
 /// The argument schema of `T` as callers see it: an object of the fields' own
 /// schemas, each with its description and bounds. A missing optional argument and
@@ -388,8 +393,8 @@ mod tests {
             json!({
                 "type": "array",
                 "items": {"type": "string"},
-                "maxItems": 32,
-                "description": "Names of the sections to collect; omit for all.",
+                "maxItems": 64,
+                "description": "Names of the sections to collect; omit for all but the personal ones (web_activity, screen_time), which are collected only when named.",
             })
         );
     }

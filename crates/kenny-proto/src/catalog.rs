@@ -519,12 +519,12 @@ pub const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         tool: Tool::TelemetryCollect,
         title: "Collect health telemetry",
-        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, battery, disk_smart, peripherals, printers, network, routing, wifi_quality, net_quality, failed_services, services, scheduled_tasks, autostart, listening_ports, firewall, installed_software, app_updates, local_accounts, logon_failures, defender, defender_quarantine, av_thirdparty, win_update, reboot_pending, encryption, reliability, backup_status, screen_time, web_activity, browser_extensions, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected.",
+        description: "Collect a health snapshot now: sections disk, memory, cpu, processes, uptime, os, time_sync, thermals, battery, disk_smart, peripherals, printers, network, routing, wifi_quality, net_quality, failed_services, services, scheduled_tasks, autostart, listening_ports, firewall, installed_software, app_updates, local_accounts, logon_failures, defender, defender_quarantine, av_thirdparty, win_update, reboot_pending, encryption, reliability, backup_status, screen_time, web_activity, browser_extensions, sandbox, each with status (ok, warn, crit) and a summary. `sections` limits which are collected; the personal sections web_activity and screen_time come only when named.",
         class: ToolClass::ReadOnly,
         privacy_sensitive: false,
         reaches_out: false,
         platforms: ALL_OS,
-        default_timeout_s: 30,
+        default_timeout_s: 90,
     },
 ];
 

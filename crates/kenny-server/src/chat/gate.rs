@@ -6,7 +6,8 @@
 //! the operator: reading, on the PC the conversation is about, things that are not
 //! personal, without sending anything anywhere. Everything else waits for a human.
 
-use kenny_proto::catalog::ToolSpec;
+use kenny_proto::args::PERSONAL_TELEMETRY_SECTIONS;
+use kenny_proto::catalog::{Tool, ToolSpec};
 use serde_json::Value;
 
 /// Why a call waits for approval, or `None` if it may run at once. `args` are the
@@ -37,12 +38,32 @@ pub fn hold_reason(spec: &ToolSpec, args: &Value, target: &str, selected: Option
     if spec.privacy_sensitive {
         return Some("it reads personal data (files, the screen or command lines)".into());
     }
+    if let Some(personal) = personal_sections(spec, args) {
+        return Some(format!(
+            "it reads personal data ({personal}: what the PC's users do on it)"
+        ));
+    }
     // A path the model picked can be one the operator never mentioned, and the names
     // under it (file and folder names) are personal too.
     if path.is_some() {
         return Some("it reads a path on the PC (file and folder names are personal data)".into());
     }
     None
+}
+
+/// The personal telemetry sections a `telemetry_collect` call names, if any.
+fn personal_sections(spec: &ToolSpec, args: &Value) -> Option<String> {
+    if spec.tool != Tool::TelemetryCollect {
+        return None;
+    }
+    let named: Vec<&str> = args
+        .get("sections")
+        .and_then(Value::as_array)?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|name| PERSONAL_TELEMETRY_SECTIONS.contains(name))
+        .collect();
+    (!named.is_empty()).then(|| named.join(", "))
 }
 
 /// The argument every file tool takes its path in.
@@ -101,6 +122,18 @@ mod tests {
             let reason = gate(tool, target, selected).unwrap_or_default();
             assert!(reason.contains(why), "{tool} on {target}: {reason:?}");
         }
+    }
+
+    #[test]
+    fn naming_a_personal_telemetry_section_waits() {
+        let plain = json!({"sections": ["disk", "browser_extensions"]});
+        assert_eq!(gate_args("telemetry_collect", plain, "pc-a", Some("pc-a")), None);
+        let personal = json!({"sections": ["disk", "web_activity", "screen_time"]});
+        let reason = gate_args("telemetry_collect", personal, "pc-a", Some("pc-a")).unwrap_or_default();
+        assert!(
+            reason.contains("personal data (web_activity, screen_time"),
+            "{reason:?}"
+        );
     }
 
     #[test]

@@ -638,7 +638,8 @@ fn encryption(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
 }
 
 fn firewall(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
-    if s.get("enabled") != Some(&Value::Bool(false)) {
+    // Another registered firewall turns Windows Firewall off by design.
+    if s.get("enabled") != Some(&Value::Bool(false)) || s.get("replaced_by_third_party") == Some(&Value::Bool(true)) {
         return Judgement::ok();
     }
     match ctx.os {

@@ -313,6 +313,12 @@ fn every_rule_speaks_for_its_section() {
 fn firewall_and_encryption_follow_the_os_and_the_operators_choice() {
     let off = json!({"firewall": {"summary": "", "enabled": false}});
     assert_eq!(judge(off.clone(), Some("windows")).status, Status::Crit);
+    let replaced = json!({"firewall": {"summary": "", "enabled": false, "replaced_by_third_party": true}});
+    assert_eq!(
+        judge(replaced, Some("windows")).status,
+        Status::Ok,
+        "another firewall is in charge"
+    );
     assert_eq!(
         judge(off.clone(), Some("linux")).status,
         Status::Ok,

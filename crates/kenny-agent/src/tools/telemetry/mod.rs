@@ -44,7 +44,7 @@ mod windows;
 use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
-use kenny_proto::args::TelemetryCollectArgs;
+use kenny_proto::args::{PERSONAL_TELEMETRY_SECTIONS, TelemetryCollectArgs};
 use serde_json::{Map, Value, json};
 
 use super::bounded::join_error_message;
@@ -96,8 +96,14 @@ pub(super) const SECTIONS: &[&str] = &[
 
 /// All sections together must finish within this; a stuck one (statfs on a hung mount,
 /// a sensor read stuck in a driver) is reported as failed instead of holding back the
-/// snapshot. Subprocesses get shorter timeouts of their own.
-const COLLECT_TIME: Duration = Duration::from_secs(15);
+/// snapshot. Subprocesses get shorter timeouts of their own. On Windows most sections
+/// are PowerShell queries taking a second or two each, run a few at a time
+/// (`windows::AT_ONCE`), so the whole needs longer there.
+const COLLECT_TIME: Duration = if cfg!(windows) {
+    Duration::from_secs(60)
+} else {
+    Duration::from_secs(15)
+};
 
 type Section = Map<String, Value>;
 type Outcome = Result<Section, String>;
@@ -131,13 +137,18 @@ impl Status {
     }
 }
 
-/// Collects the named sections (all when `None`). Never fails as a whole: a section
+/// Collects the named sections (when `None`, all but the personal ones: those only
+/// when a call names them). Never fails as a whole: a section
 /// whose collector errors, panics or hangs comes back as `crit` with the reason.
 /// Unknown names are skipped; `collect_tool` refuses them before getting here.
 pub async fn collect(sections: Option<&[String]>) -> Map<String, Value> {
+    let wanted = |name: &&str| match sections {
+        Some(wanted) => wanted.iter().any(|w| w == *name),
+        None => !PERSONAL_TELEMETRY_SECTIONS.contains(name),
+    };
     let jobs: Vec<(&'static str, Collector)> = SECTIONS
         .iter()
-        .filter(|known| sections.is_none_or(|wanted| wanted.iter().any(|w| w == *known)))
+        .filter(wanted)
         .filter_map(|&name| collector(name).map(|run| (name, run)))
         .collect();
     if let Some(wanted) = sections {
@@ -417,7 +428,11 @@ mod tests {
         let snapshot = collect(None).await;
         let took = started.elapsed();
         let mut names: Vec<&str> = snapshot.keys().map(String::as_str).collect();
-        let mut expected = SECTIONS.to_vec();
+        let mut expected: Vec<&str> = SECTIONS
+            .iter()
+            .copied()
+            .filter(|s| !PERSONAL_TELEMETRY_SECTIONS.contains(s))
+            .collect();
         expected.sort_unstable();
         names.sort_unstable();
         assert_eq!(names, expected);
@@ -455,7 +470,7 @@ mod tests {
             let started = Instant::now();
             let snapshot = collect(None).await;
             samples.push(started.elapsed().as_millis());
-            assert_eq!(snapshot.len(), SECTIONS.len());
+            assert_eq!(snapshot.len(), SECTIONS.len() - PERSONAL_TELEMETRY_SECTIONS.len());
         }
         eprintln!("full collection, 5 runs (ms): {samples:?}");
         for name in SECTIONS {
