@@ -121,6 +121,16 @@ fn cut(text: &str) -> String {
     text.chars().take(MAX_TEXT).collect()
 }
 
+/// `1 threat`, `2 threats`.
+fn count_of(n: impl Into<i64>, one: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
 fn top_object(output: &Output, what: &str) -> Result<Map<String, Value>, String> {
     match json_of(output)? {
         Value::Object(top) => Ok(top),
@@ -153,7 +163,9 @@ struct Failure {
 
 impl Failure {
     fn of(row: &Map<String, Value>, key: &str) -> Option<Failure> {
-        let Some(Value::Object(error)) = row.get(key) else { return None };
+        let Some(Value::Object(error)) = row.get(key) else {
+            return None;
+        };
         Some(Failure {
             id: psjson::text(error, "Id").unwrap_or_default(),
             code: psjson::text(error, "Code").unwrap_or_default(),
@@ -254,16 +266,26 @@ fn av_section(all: &[Product]) -> Section {
         .collect();
     let names = |list: &[&Product]| list.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
     let (status, summary) = if all.is_empty() {
-        (Status::Crit, "no antivirus is registered with Windows Security Center".to_owned())
+        (
+            Status::Crit,
+            "no antivirus is registered with Windows Security Center".to_owned(),
+        )
     } else if active.is_empty() {
         (
             Status::Crit,
-            format!("no antivirus is active (registered but off: {})", names(&all.iter().collect::<Vec<_>>())),
+            format!(
+                "no antivirus is active (registered but off: {})",
+                names(&all.iter().collect::<Vec<_>>())
+            ),
         )
     } else if !stale.is_empty() {
         (
             Status::Warn,
-            format!("active: {}; out of date: {}", names(&active), stale.join(", ")),
+            format!(
+                "{} active, but the definitions of {} are out of date",
+                names(&active),
+                stale.join(", ")
+            ),
         )
     } else {
         (Status::Ok, format!("active and up to date: {}", names(&active)))
@@ -287,8 +309,8 @@ fn av_section(all: &[Product]) -> Section {
 
 fn parse_defender(output: &Output, now: OffsetDateTime) -> Outcome {
     let top = top_object(output, "Get-MpComputerStatus")?;
-    let others: Option<Vec<Product>> = products(top.get("Others"))?
-        .map(|list| list.into_iter().filter(|p| !p.is_defender).collect());
+    let others: Option<Vec<Product>> =
+        products(top.get("Others"))?.map(|list| list.into_iter().filter(|p| !p.is_defender).collect());
     let Some(Value::Object(status)) = top.get("Status") else {
         return match Failure::of(&top, "Error") {
             Some(f) if f.defender_absent() => Ok(defender_absent(&f, others.as_deref())),
@@ -301,7 +323,12 @@ fn parse_defender(output: &Output, now: OffsetDateTime) -> Outcome {
         (None, Some(f)) => Err(f.message),
         (None, None) => Err("Get-MpThreat printed nothing".to_owned()),
     };
-    Ok(defender_section(status, threats, others.as_deref().unwrap_or_default(), now))
+    Ok(defender_section(
+        status,
+        threats,
+        others.as_deref().unwrap_or_default(),
+        now,
+    ))
 }
 
 /// Defender cannot be asked: not installed, or its service stopped by another antivirus.
@@ -313,22 +340,38 @@ fn defender_absent(failure: &Failure, others: Option<&[Product]>) -> Section {
         .map(|p| p.name.as_str())
         .collect();
     let not_installed = failure.id.to_ascii_lowercase().contains("commandnotfound");
-    let state = if not_installed {
-        "is not installed"
+    let (state, reason) = if not_installed {
+        (
+            "is not installed",
+            "Defender's PowerShell module (Get-MpComputerStatus) is missing: Defender is not part of this Windows",
+        )
     } else {
-        "is not running"
+        (
+            "is not running",
+            "Defender's service answers 0x800106ba (not running): turned off by another antivirus or by policy",
+        )
     };
-    let (status, summary, replaced) = if !active.is_empty() {
+    let (status, summary, replaced, actions) = if !active.is_empty() {
         let summary = format!("Microsoft Defender {state}; {} protects this PC", active.join(", "));
-        (Status::Ok, summary, Some(true))
+        (Status::Ok, summary, Some(true), vec![])
     } else if others.is_none() {
         let summary = format!(
             "Microsoft Defender {state}, and this Windows has no Security Center to tell whether another antivirus runs"
         );
-        (Status::Warn, summary, None)
+        (
+            Status::Warn,
+            summary,
+            None,
+            vec!["check that another antivirus protects this PC"],
+        )
     } else {
         let summary = format!("Microsoft Defender {state} and no other antivirus is active");
-        (Status::Crit, summary, Some(false))
+        (
+            Status::Crit,
+            summary,
+            Some(false),
+            vec!["turn Microsoft Defender on, or install another antivirus"],
+        )
     };
     section(
         status,
@@ -341,12 +384,18 @@ fn defender_absent(failure: &Failure, others: Option<&[Product]>) -> Section {
             "third_party": active,
             "last_signature_update": null,
             "signature_age_days": null,
+            "signature_version": null,
+            "product_version": null,
             "last_scan": null,
             "last_scan_type": null,
             "threats_found": null,
-            "action_needed": status != Status::Ok,
-            "actions": [],
-            "reason": format!("{} ({})", failure.message, failure.id),
+            "threats_error": null,
+            "tamper_protected": null,
+            "behavior_monitor": null,
+            "action_needed": !actions.is_empty(),
+            "actions": actions,
+            "reason": reason,
+            "error": failure.message,
         }),
     )
 }
@@ -392,7 +441,10 @@ fn pending_actions(status: &Map<String, Value>) -> Vec<&'static str> {
         }
     };
     add(state & 1 != 0, "a full scan is required");
-    add(flag(status, "FullScanRequired") == Some(true), "a full scan is required");
+    add(
+        flag(status, "FullScanRequired") == Some(true),
+        "a full scan is required",
+    );
     add(state & 2 != 0, "a restart is required to finish removing a threat");
     add(
         flag(status, "RebootRequired") == Some(true),
@@ -417,11 +469,7 @@ fn defender_section(
     let enabled = flag(status, "AMServiceEnabled") == Some(true) && flag(status, "AntivirusEnabled") == Some(true);
     let realtime = flag(status, "RealTimeProtectionEnabled") == Some(true);
     let mode = running_mode(status, enabled);
-    let active_others: Vec<&str> = others
-        .iter()
-        .filter(|p| p.active())
-        .map(|p| p.name.as_str())
-        .collect();
+    let active_others: Vec<&str> = others.iter().filter(|p| p.active()).map(|p| p.name.as_str()).collect();
     let replaced = matches!(mode.as_str(), "passive" | "edr_block") || (!enabled && !active_others.is_empty());
     let updated = when(status, "AntivirusSignatureLastUpdated");
     let age_days = updated
@@ -432,7 +480,7 @@ fn defender_section(
 
     let mut actions: Vec<String> = Vec::new();
     if let Some(n) = found.filter(|&n| n > 0) {
-        actions.push(format!("{n} active threat(s) to remove"));
+        actions.push(format!("remove {}", count_of(n, "active threat")));
     }
     if !replaced && !enabled {
         actions.push("turn Microsoft Defender Antivirus on".to_owned());
@@ -444,25 +492,44 @@ fn defender_section(
     let stale = !replaced && age_days.is_some_and(|d| d > SIGNATURE_MAX_AGE_DAYS);
     let by = active_others.join(", ");
     let (level, summary) = if !replaced && !enabled {
-        (Status::Crit, "Microsoft Defender Antivirus is off and no other antivirus is active".to_owned())
+        (
+            Status::Crit,
+            "Microsoft Defender Antivirus is off and no other antivirus is active".to_owned(),
+        )
     } else if !replaced && !realtime {
         (Status::Crit, "real-time protection is off".to_owned())
     } else if let Some(n) = found.filter(|&n| n > 0) {
-        (Status::Crit, format!("{n} active threat(s) found"))
+        (Status::Crit, format!("{} found", count_of(n, "active threat")))
     } else if stale {
         let days = age_days.unwrap_or_default();
-        (Status::Warn, format!("virus definitions are {days} days old"))
+        (
+            Status::Warn,
+            format!("virus definitions are {} old", count_of(days, "day")),
+        )
     } else if !actions.is_empty() {
-        (Status::Warn, format!("Defender needs attention: {}", actions.join("; ")))
+        (
+            Status::Warn,
+            format!("Defender needs attention: {}", actions.join("; ")),
+        )
     } else if replaced && !by.is_empty() {
-        (Status::Ok, format!("Microsoft Defender is {mode}; {by} protects this PC"))
-    } else if replaced {
-        (Status::Ok, format!("Microsoft Defender is {mode} (another antivirus is in charge)"))
-    } else {
-        let age = age_days.map_or_else(|| "of unknown age".to_owned(), |d| format!("{d} days old"));
         (
             Status::Ok,
-            format!("Microsoft Defender is on, real-time protection on, definitions {age}"),
+            format!("Microsoft Defender is {mode}; {by} protects this PC"),
+        )
+    } else if replaced {
+        (
+            Status::Ok,
+            format!("Microsoft Defender is {mode} (another antivirus is in charge)"),
+        )
+    } else {
+        let age = match (updated, age_days) {
+            (Some(at), _) => format!("updated {}", super::format::ymd(at.date())),
+            (None, Some(days)) => format!("{} old", count_of(days, "day")),
+            (None, None) => "of unknown age".to_owned(),
+        };
+        (
+            Status::Ok,
+            format!("Microsoft Defender is on with real-time protection; definitions {age}"),
         )
     };
     let version = |key: &str| psjson::text(status, key).map(|v| cut(&v));
@@ -482,11 +549,13 @@ fn defender_section(
             "last_scan": stamp(scanned),
             "last_scan_type": scan_type,
             "threats_found": found,
-            "threats_error": threats.err(),
+            "threats_error": threats.err().map(|e| cut(&e)),
             "tamper_protected": flag(status, "IsTamperProtected"),
             "behavior_monitor": flag(status, "BehaviorMonitorEnabled"),
             "action_needed": !actions.is_empty(),
             "actions": actions,
+            "reason": null,
+            "error": null,
         }),
     )
 }
@@ -593,7 +662,10 @@ fn quarantine_section(threats: &[(i64, Threat)], detections: &[Map<String, Value
             let (status, unresolved) = detection_status(psjson::number(row, "ThreatStatusID"));
             let known = threat(row);
             let name = known.map_or_else(
-                || psjson::number(row, "ThreatID").map_or_else(|| "unknown threat".to_owned(), |id| format!("threat {id}")),
+                || {
+                    psjson::number(row, "ThreatID")
+                        .map_or_else(|| "unknown threat".to_owned(), |id| format!("threat {id}"))
+                },
                 |t| t.name.clone(),
             );
             json!({
@@ -623,14 +695,17 @@ fn quarantine_section(threats: &[(i64, Threat)], detections: &[Map<String, Value
     } else if active.is_empty() {
         (
             Status::Ok,
-            format!("{total} detection(s) in Defender's history, all dealt with (quarantined, removed or allowed)"),
+            format!(
+                "{} in Defender's history, none left active",
+                count_of(total as i64, "detection")
+            ),
         )
     } else {
         (
             Status::Warn,
             format!(
-                "{} active threat(s) not remediated: {}",
-                active.len(),
+                "{} not remediated: {}",
+                count_of(active.len() as i64, "active threat"),
                 active.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
             ),
         )
@@ -668,7 +743,10 @@ mod tests {
     #[test]
     fn each_section_has_its_query_built_from_the_documented_sources() {
         assert!(std::ptr::eq(windows_query("defender").unwrap(), &DEFENDER_QUERY));
-        assert!(std::ptr::eq(windows_query("defender_quarantine").unwrap(), &QUARANTINE_QUERY));
+        assert!(std::ptr::eq(
+            windows_query("defender_quarantine").unwrap(),
+            &QUARANTINE_QUERY
+        ));
         assert!(std::ptr::eq(windows_query("av_thirdparty").unwrap(), &AV_QUERY));
         assert!(windows_query("firewall").is_none());
 
@@ -687,11 +765,21 @@ mod tests {
             assert!(defender.contains(needle), "defender: {needle}");
         }
         let quarantine = QUARANTINE_QUERY.script;
-        for needle in ["Get-MpThreat |", "Get-MpThreatDetection", "ThreatStatusID", "Resources", "SeverityID"] {
+        for needle in [
+            "Get-MpThreat |",
+            "Get-MpThreatDetection",
+            "ThreatStatusID",
+            "Resources",
+            "SeverityID",
+        ] {
             assert!(quarantine.contains(needle), "quarantine: {needle}");
         }
         let av = AV_QUERY.script;
-        for needle in ["-Namespace root/SecurityCenter2", "-ClassName AntiVirusProduct", "productState"] {
+        for needle in [
+            "-Namespace root/SecurityCenter2",
+            "-ClassName AntiVirusProduct",
+            "productState",
+        ] {
             assert!(av.contains(needle), "av: {needle}");
         }
         for script in [defender, quarantine, av] {
@@ -708,12 +796,26 @@ mod tests {
     fn product_state_bytes_say_enabled_and_up_to_date() {
         // 0x061100: Defender on and up to date; 0x060100 off; 0x041010 on, out of date.
         let on = product("Windows Defender", 397_568, "windowsdefender://");
-        assert_eq!((on.enabled, on.up_to_date, on.is_defender), (Some(true), Some(true), true));
+        assert_eq!(
+            (on.enabled, on.up_to_date, on.is_defender),
+            (Some(true), Some(true), true)
+        );
         let off = product("Windows Defender", 393_472, "windowsdefender://");
         assert_eq!((off.enabled, off.up_to_date), (Some(false), Some(true)));
-        let stale = product("Norton 360", 0x041010, "C:\\Program Files\\Norton Security\\Engine\\22.24.1.6\\wscstub.exe");
-        assert_eq!((stale.enabled, stale.up_to_date, stale.is_defender), (Some(true), Some(false), false));
-        let off3 = product("Avast Antivirus", 0x040000, "C:\\Program Files\\Avast Software\\Avast\\wsc_proxy.exe");
+        let stale = product(
+            "Norton 360",
+            0x041010,
+            "C:\\Program Files\\Norton Security\\Engine\\22.24.1.6\\wscstub.exe",
+        );
+        assert_eq!(
+            (stale.enabled, stale.up_to_date, stale.is_defender),
+            (Some(true), Some(false), false)
+        );
+        let off3 = product(
+            "Avast Antivirus",
+            0x040000,
+            "C:\\Program Files\\Avast Software\\Avast\\wsc_proxy.exe",
+        );
         assert_eq!(off3.enabled, Some(false));
         let unknown = Product::of(json!({"displayName": "X"}).as_object().unwrap());
         assert_eq!((unknown.enabled, unknown.up_to_date), (None, None));
@@ -725,16 +827,24 @@ mod tests {
         let defender = product("Windows Defender", 397_568, "windowsdefender://");
         let norton_stale = product("Norton 360", 0x041010, "C:\\n.exe");
         let avast_off = product("Avast Antivirus", 0x040000, "C:\\a.exe");
-        assert_eq!(av_section(&[defender.clone()])["status"], "ok");
+        assert_eq!(av_section(&[defender])["status"], "ok");
         let s = av_section(&[norton_stale, product("Windows Defender", 393_472, "windowsdefender://")]);
         assert_eq!(s["status"], "warn");
-        assert_eq!(s["summary"], "active: Norton 360; out of date: Norton 360");
+        assert_eq!(
+            s["summary"],
+            "Norton 360 active, but the definitions of Norton 360 are out of date"
+        );
         let s = av_section(&[avast_off]);
         assert_eq!(s["status"], "crit");
         assert_eq!(s["any_active"], false);
-        assert_eq!(s["summary"], "no antivirus is active (registered but off: Avast Antivirus)");
+        assert_eq!(
+            s["summary"],
+            "no antivirus is active (registered but off: Avast Antivirus)"
+        );
         assert_eq!(av_section(&[])["status"], "crit");
-        let many: Vec<Product> = (0..30).map(|i| product(&format!("AV {i}"), 0x041000, "C:\\x.exe")).collect();
+        let many: Vec<Product> = (0..30)
+            .map(|i| product(&format!("AV {i}"), 0x041000, "C:\\x.exe"))
+            .collect();
         let s = av_section(&many);
         assert_eq!((s["count"].as_u64(), s["truncated"].as_bool()), (Some(30), Some(true)));
         assert_eq!(s["products"].as_array().unwrap().len(), MAX_LISTED);
@@ -751,7 +861,10 @@ mod tests {
 
     #[test]
     fn resources_lose_their_kind_prefix_only() {
-        assert_eq!(resource("file:_C:\\Users\\kid\\Downloads\\x.exe"), "C:\\Users\\kid\\Downloads\\x.exe");
+        assert_eq!(
+            resource("file:_C:\\Users\\kid\\Downloads\\x.exe"),
+            "C:\\Users\\kid\\Downloads\\x.exe"
+        );
         assert_eq!(
             resource("containerfile:_C:\\Users\\kid\\Downloads\\pack.zip->x.exe"),
             "C:\\Users\\kid\\Downloads\\pack.zip->x.exe"
@@ -770,7 +883,9 @@ mod tests {
     fn defender_verdicts_follow_what_the_server_reads() {
         let now = at("2026-06-05T00:00:00Z");
         let parse = |status: &str, threats: &str, others: &str| {
-            let text = format!(r#"{{"Status":{status},"Error":null,"ActiveThreats":{threats},"ThreatsError":null,"Others":{others}}}"#);
+            let text = format!(
+                r#"{{"Status":{status},"Error":null,"ActiveThreats":{threats},"ThreatsError":null,"Others":{others}}}"#
+            );
             parse_defender(&out(&text), now).unwrap()
         };
         let ok = parse(STATUS_ON, "0", "null");
@@ -780,18 +895,32 @@ mod tests {
         assert_eq!(ok["last_scan_type"], "quick");
         assert_eq!(ok["replaced_by_third_party"], false);
         let threat = parse(STATUS_ON, "2", "[]");
-        assert_eq!((threat["status"].as_str(), threat["threats_found"].as_i64()), (Some("crit"), Some(2)));
+        assert_eq!(
+            (threat["status"].as_str(), threat["threats_found"].as_i64()),
+            (Some("crit"), Some(2))
+        );
         assert_eq!(threat["action_needed"], true);
-        let rtp_off = parse(&STATUS_ON.replace("\"RealTimeProtectionEnabled\":true", "\"RealTimeProtectionEnabled\":false"), "0", "[]");
+        let rtp_off = parse(
+            &STATUS_ON.replace(
+                "\"RealTimeProtectionEnabled\":true",
+                "\"RealTimeProtectionEnabled\":false",
+            ),
+            "0",
+            "[]",
+        );
         assert_eq!(rtp_off["summary"], "real-time protection is off");
         let old = parse(&STATUS_ON.replace("1780560000000", "1779000000000"), "0", "[]");
         assert_eq!(old["status"], "warn");
         assert_eq!(old["summary"], "virus definitions are 18 days old");
+        assert_eq!(count_of(1, "day"), "1 day");
         // Passive because Norton took over: not a fault, and the definitions do not matter.
         let passive = parse(
             &STATUS_ON
                 .replace("\"Normal\"", "\"Passive Mode\"")
-                .replace("\"RealTimeProtectionEnabled\":true", "\"RealTimeProtectionEnabled\":false")
+                .replace(
+                    "\"RealTimeProtectionEnabled\":true",
+                    "\"RealTimeProtectionEnabled\":false",
+                )
                 .replace("1780560000000", "1779000000000"),
             "0",
             r#"[{"displayName":"Norton 360","productState":266240,"pathToSignedProductExe":"C:\\n.exe"},{"displayName":"Windows Defender","productState":393472,"pathToSignedProductExe":"windowsdefender://"}]"#,
@@ -800,7 +929,10 @@ mod tests {
         assert_eq!(passive["mode"], "passive");
         assert_eq!(passive["replaced_by_third_party"], true);
         assert_eq!(passive["third_party"], json!(["Norton 360"]));
-        assert_eq!(passive["summary"], "Microsoft Defender is passive; Norton 360 protects this PC");
+        assert_eq!(
+            passive["summary"],
+            "Microsoft Defender is passive; Norton 360 protects this PC"
+        );
         // Off in normal mode with nothing else: the PC is unprotected.
         let off = parse(
             &STATUS_ON
@@ -809,7 +941,10 @@ mod tests {
             "0",
             "[]",
         );
-        assert_eq!((off["status"].as_str(), off["mode"].as_str()), (Some("crit"), Some("off")));
+        assert_eq!(
+            (off["status"].as_str(), off["mode"].as_str()),
+            (Some("crit"), Some("off"))
+        );
         assert_eq!(off["replaced_by_third_party"], false);
         let unreadable_threats = parse_defender(
             &out(&format!(
@@ -828,7 +963,10 @@ mod tests {
         let row = json!({"ComputerState": 3, "RebootRequired": true, "FullScanRequired": true, "DefenderSignaturesOutOfDate": false});
         assert_eq!(
             pending_actions(row.as_object().unwrap()),
-            ["a full scan is required", "a restart is required to finish removing a threat"]
+            [
+                "a full scan is required",
+                "a restart is required to finish removing a threat"
+            ]
         );
         assert!(pending_actions(json!({"ComputerState": 0}).as_object().unwrap()).is_empty());
     }
@@ -861,7 +999,10 @@ mod tests {
         let mut failed = detections.clone();
         failed[24].insert("ThreatStatusID".into(), json!(102));
         let s = quarantine_section(&threats, &failed, 25);
-        assert_eq!(s["status"], "warn", "the unremediated one is past the listed ones: {s:?}");
+        assert_eq!(
+            s["status"], "warn",
+            "the unremediated one is past the listed ones: {s:?}"
+        );
         assert_eq!(s["active_count"], 1);
     }
 }

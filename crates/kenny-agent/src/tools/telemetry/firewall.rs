@@ -142,7 +142,8 @@ fn windows_section(service: Option<&str>, profiles: &[Value], count: usize) -> S
     } else if let Some(open) = open_inbound(profiles) {
         // Allowing everything inbound by default leaves the firewall on in name only.
         let summary = format!("Windows Firewall is on, but {open} allows inbound traffic by default");
-        (Status::Warn, summary, None)
+        let why = "inbound connections that no rule blocks are let in".to_owned();
+        (Status::Warn, summary, Some(why))
     } else {
         let summary = "Windows Firewall is on for every profile".to_owned();
         (Status::Ok, summary, None)
@@ -506,7 +507,10 @@ mod tests {
     #[test]
     fn the_windows_query_reads_the_active_profiles_and_the_service() {
         let script = WINDOWS_QUERY.script;
-        assert!(script.contains("Get-NetFirewallProfile -PolicyStore ActiveStore"), "{script}");
+        assert!(
+            script.contains("Get-NetFirewallProfile -PolicyStore ActiveStore"),
+            "{script}"
+        );
         assert!(script.contains("Get-Service -Name mpssvc"), "{script}");
         for property in ["Name", "Enabled", "DefaultInboundAction", "DefaultOutboundAction"] {
             assert!(script.contains(property), "{property}");
@@ -598,7 +602,10 @@ LOGLEVEL=low
         assert!(!unit_active("failed\n"));
         let run = etc_with(&[("firewalld.pid", "4242\n"), ("stale.pid", "4243\n"), ("bad.pid", "x\n")]);
         let proc = etc_with(&[("4242/comm", "firewalld\n")]);
-        assert_eq!(pid_file_alive(&run.path().join("firewalld.pid"), proc.path()), Some(true));
+        assert_eq!(
+            pid_file_alive(&run.path().join("firewalld.pid"), proc.path()),
+            Some(true)
+        );
         assert_eq!(pid_file_alive(&run.path().join("stale.pid"), proc.path()), Some(false));
         assert_eq!(pid_file_alive(&run.path().join("bad.pid"), proc.path()), None);
         assert_eq!(pid_file_alive(&run.path().join("none.pid"), proc.path()), None);
@@ -749,9 +756,18 @@ COMMIT
             user["reason"],
             "ufw is installed but off; rules loaded directly into the kernel can be listed by root only"
         );
-        let failed = judge(&facts(None, None, Kernel::Failed("nft: netlink: Error: cache initialization failed".into())));
+        let failed = judge(&facts(
+            None,
+            None,
+            Kernel::Failed("nft: netlink: Error: cache initialization failed".into()),
+        ));
         assert_eq!(failed["enabled"], Value::Null);
-        assert!(failed["reason"].as_str().unwrap().contains("cache initialization failed"));
+        assert!(
+            failed["reason"]
+                .as_str()
+                .unwrap()
+                .contains("cache initialization failed")
+        );
         let unknown = judge(&facts(None, Some(None), read("nftables", 0, false)));
         assert_eq!(unknown["enabled"], Value::Null);
         assert_eq!(unknown["firewalld"], "unknown");
