@@ -24,8 +24,9 @@ use super::{Outcome, Section, Status, not_collected_here, section as section_of}
 use crate::tools::psjson;
 use crate::tools::systemd::is_running as systemd_running;
 
-/// Each Linux tool gets this long; `nft` on a large ruleset takes well under a second.
-const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Each Linux tool gets this long (up to four run one after the other, within the
+/// collection's 15 s); `nft` on a large ruleset takes well under a second.
+const TOOL_TIMEOUT: Duration = Duration::from_secs(3);
 /// Windows has three profiles; anything beyond a handful is not a real profile list.
 const MAX_PROFILES: usize = 8;
 /// Text from the PC (profile names, error lines) is cut to this many characters.
@@ -186,9 +187,13 @@ pub(super) async fn section() -> Outcome {
     let etc = etc_root();
     let run = run_root();
     let firewalld = if firewalld_installed(&etc) {
-        Some(firewalld_running(&run).await)
+        match firewalld_running(&run).await {
+            Some(true) => Firewalld::Running,
+            Some(false) => Firewalld::Stopped,
+            None => Firewalld::Unknown,
+        }
     } else {
-        None
+        Firewalld::Absent
     };
     let facts = Facts {
         ufw: ufw_enabled(&etc),
@@ -219,9 +224,28 @@ fn is_root() -> bool {
 struct Facts {
     /// `None`: ufw is not installed; else whether ufw.conf turns it on.
     ufw: Option<bool>,
-    /// `None`: firewalld is not installed; else whether it runs (`None` inside: cannot tell).
-    firewalld: Option<Option<bool>>,
+    firewalld: Firewalld,
     kernel: Kernel,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Firewalld {
+    Absent,
+    Running,
+    Stopped,
+    /// Installed, but neither systemd nor a pid file says whether it runs.
+    Unknown,
+}
+
+impl Firewalld {
+    fn as_json(self) -> Value {
+        match self {
+            Firewalld::Absent => Value::Null,
+            Firewalld::Running => "running".into(),
+            Firewalld::Stopped => "stopped".into(),
+            Firewalld::Unknown => "unknown".into(),
+        }
+    }
 }
 
 /// The rules loaded in the kernel.
@@ -385,68 +409,80 @@ fn iptables_rules(text: &str) -> Rules {
     }
 }
 
+/// What the section concludes.
+struct Verdict {
+    backend: &'static str,
+    /// `None`: cannot be told, and `reason` says why.
+    enabled: Option<bool>,
+    status: Status,
+    summary: String,
+    reason: Option<String>,
+}
+
 fn judge(facts: &Facts) -> Section {
     let rules = match &facts.kernel {
         Kernel::Read(rules) => Some(rules),
         _ => None,
     };
     let rules_count = rules.map(|r| r.count);
-    let loaded = rules_count.map_or_else(String::new, |n| format!(" ({n} rules loaded)"));
+    let v = verdict(facts, rules);
+    section_of(
+        v.status,
+        v.summary,
+        json!({
+            "backend": v.backend,
+            "enabled": v.enabled,
+            "rules_count": rules_count,
+            "ufw": facts.ufw.map(|on| if on { "on" } else { "off" }),
+            "firewalld": facts.firewalld.as_json(),
+            "reason": v.reason,
+        }),
+    )
+}
+
+/// A running front-end is in charge; without one, rules in the kernel that look at
+/// incoming traffic are.
+fn verdict(facts: &Facts, rules: Option<&Rules>) -> Verdict {
+    let loaded = rules.map_or_else(String::new, |r| format!(" ({} rules loaded)", r.count));
     let unreadable = match &facts.kernel {
         Kernel::NotRoot => Some("the kernel's rules can be listed by root only".to_owned()),
         Kernel::Failed(why) => Some(format!("the kernel's rules could not be read: {why}")),
         _ => None,
     };
-    let (backend, enabled, status, summary, reason): (&str, Option<bool>, Status, String, Option<String>) =
-        if facts.firewalld == Some(Some(true)) {
-            let s = format!("firewalld is running{loaded}");
-            ("firewalld", Some(true), Status::Ok, s, unreadable)
-        } else if facts.ufw == Some(true) {
-            let s = format!("ufw is on{loaded}");
-            ("ufw", Some(true), Status::Ok, s, unreadable)
-        } else if let Some(r) = rules.filter(|r| r.filters_input) {
-            let s = format!("{} rules filter incoming traffic ({} rules loaded)", r.backend, r.count);
-            (r.backend, Some(true), Status::Ok, s, None)
-        } else {
-            off_or_unknown(facts, rules)
-        };
-    section_of(
-        status,
+    let on = |backend: &'static str, summary: String, reason: Option<String>| Verdict {
+        backend,
+        enabled: Some(true),
+        status: Status::Ok,
         summary,
-        json!({
-            "backend": backend,
-            "enabled": enabled,
-            "rules_count": rules_count,
-            "ufw": facts.ufw.map(|on| if on { "on" } else { "off" }),
-            "firewalld": facts.firewalld.map(|running| match running {
-                Some(true) => "running",
-                Some(false) => "stopped",
-                None => "unknown",
-            }),
-            "reason": reason,
-        }),
-    )
+        reason,
+    };
+    if facts.firewalld == Firewalld::Running {
+        on("firewalld", format!("firewalld is running{loaded}"), unreadable)
+    } else if facts.ufw == Some(true) {
+        on("ufw", format!("ufw is on{loaded}"), unreadable)
+    } else if let Some(r) = rules.filter(|r| r.filters_input) {
+        let summary = format!("{} rules filter incoming traffic{loaded}", r.backend);
+        on(r.backend, summary, None)
+    } else {
+        off_or_unknown(facts, rules)
+    }
 }
 
 /// No front-end is on and no rule is known to filter incoming traffic.
-fn off_or_unknown(
-    facts: &Facts,
-    rules: Option<&Rules>,
-) -> (&'static str, Option<bool>, Status, String, Option<String>) {
+fn off_or_unknown(facts: &Facts, rules: Option<&Rules>) -> Verdict {
     let mut frontends = Vec::new();
-    if facts.firewalld.is_some() {
-        frontends.push(match facts.firewalld {
-            Some(None) => "firewalld is installed but whether it runs cannot be told",
-            _ => "firewalld is installed but not running",
-        });
+    match facts.firewalld {
+        Firewalld::Unknown => frontends.push("firewalld is installed but whether it runs cannot be told"),
+        Firewalld::Stopped => frontends.push("firewalld is installed but not running"),
+        Firewalld::Absent | Firewalld::Running => {}
     }
     if facts.ufw == Some(false) {
         frontends.push("ufw is installed but off");
     }
     let backend = match (facts.firewalld, facts.ufw, rules) {
-        (Some(_), _, _) => "firewalld",
-        (None, Some(_), _) => "ufw",
-        (None, None, Some(r)) if r.count > 0 => r.backend,
+        (Firewalld::Stopped | Firewalld::Unknown, _, _) => "firewalld",
+        (_, Some(_), _) => "ufw",
+        (_, None, Some(r)) if r.count > 0 => r.backend,
         _ => "none",
     };
     let frontend_text = if frontends.is_empty() {
@@ -454,40 +490,39 @@ fn off_or_unknown(
     } else {
         frontends.join(" and ")
     };
-    let firewalld_unknown = facts.firewalld == Some(None);
+    let unknown = |summary: &str, reason: String| Verdict {
+        backend,
+        enabled: None,
+        status: Status::Warn,
+        summary: summary.to_owned(),
+        reason: Some(reason),
+    };
+    let off = |reason: String| Verdict {
+        backend,
+        enabled: Some(false),
+        status: Status::Crit,
+        summary: "no firewall: nothing filters incoming traffic".to_owned(),
+        reason: Some(reason),
+    };
     match &facts.kernel {
-        Kernel::NotRoot | Kernel::Failed(_) => {
-            let kernel = match &facts.kernel {
-                Kernel::Failed(why) => format!("the kernel's rules could not be read ({why})"),
-                _ => "rules loaded directly into the kernel can be listed by root only".to_owned(),
-            };
-            let why = format!("{frontend_text}; {kernel}");
-            let summary = "cannot tell whether a firewall is on".to_owned();
-            (backend, None, Status::Warn, summary, Some(why))
-        }
-        _ if firewalld_unknown => {
-            let why = format!("{frontend_text}, and no kernel rule filters incoming traffic");
-            let summary = "cannot tell whether firewalld is running".to_owned();
-            (backend, None, Status::Warn, summary, Some(why))
-        }
-        Kernel::NoTools => {
-            let why = format!("{frontend_text}, and neither nft nor iptables is installed");
-            let summary = "no firewall: nothing filters incoming traffic".to_owned();
-            (backend, Some(false), Status::Crit, summary, Some(why))
-        }
-        Kernel::Read(r) => {
-            let kernel = if r.count == 0 {
-                "no firewall rule is loaded".to_owned()
-            } else {
-                format!(
-                    "{} {} rules are loaded, but none filters incoming traffic (forwarding and NAT only, as container engines set up)",
-                    r.count, r.backend
-                )
-            };
-            let why = format!("{frontend_text}; {kernel}");
-            let summary = "no firewall: nothing filters incoming traffic".to_owned();
-            (backend, Some(false), Status::Crit, summary, Some(why))
-        }
+        Kernel::NotRoot => unknown(
+            "cannot tell whether a firewall is on",
+            format!("{frontend_text}; rules loaded directly into the kernel can be listed by root only"),
+        ),
+        Kernel::Failed(why) => unknown(
+            "cannot tell whether a firewall is on",
+            format!("{frontend_text}; the kernel's rules could not be read ({why})"),
+        ),
+        _ if facts.firewalld == Firewalld::Unknown => unknown(
+            "cannot tell whether firewalld is running",
+            format!("{frontend_text}, and no kernel rule filters incoming traffic"),
+        ),
+        Kernel::NoTools => off(format!("{frontend_text}, and neither nft nor iptables is installed")),
+        Kernel::Read(r) if r.count == 0 => off(format!("{frontend_text}; no firewall rule is loaded")),
+        Kernel::Read(r) => off(format!(
+            "{frontend_text}; {} {} rules are loaded, but none filters incoming traffic (forwarding and NAT only, as container engines set up)",
+            r.count, r.backend
+        )),
     }
 }
 
@@ -682,7 +717,7 @@ COMMIT
         assert_eq!(iptables_rules("").count, 0);
     }
 
-    fn facts(ufw: Option<bool>, firewalld: Option<Option<bool>>, kernel: Kernel) -> Facts {
+    fn facts(ufw: Option<bool>, firewalld: Firewalld, kernel: Kernel) -> Facts {
         Facts { ufw, firewalld, kernel }
     }
 
@@ -696,13 +731,13 @@ COMMIT
 
     #[test]
     fn a_running_frontend_is_in_charge() {
-        let s = judge(&facts(Some(true), None, read("nftables", 52, true)));
+        let s = judge(&facts(Some(true), Firewalld::Absent, read("nftables", 52, true)));
         assert_eq!(
             Value::Object(s),
             json!({"status": "ok", "summary": "ufw is on (52 rules loaded)", "backend": "ufw", "enabled": true,
                    "rules_count": 52, "ufw": "on", "firewalld": null, "reason": null})
         );
-        let s = judge(&facts(Some(false), Some(Some(true)), Kernel::NotRoot));
+        let s = judge(&facts(Some(false), Firewalld::Running, Kernel::NotRoot));
         assert_eq!(s["backend"], "firewalld");
         assert_eq!(s["enabled"], true);
         assert_eq!(s["rules_count"], Value::Null);
@@ -713,12 +748,12 @@ COMMIT
 
     #[test]
     fn hand_written_kernel_rules_count_when_they_filter_input() {
-        let s = judge(&facts(None, None, read("nftables", 3, true)));
+        let s = judge(&facts(None, Firewalld::Absent, read("nftables", 3, true)));
         assert_eq!(s["status"], "ok");
         assert_eq!(s["backend"], "nftables");
         assert_eq!(s["enabled"], true);
         assert_eq!(s["summary"], "nftables rules filter incoming traffic (3 rules loaded)");
-        let docker = judge(&facts(Some(false), None, read("iptables", 3, false)));
+        let docker = judge(&facts(Some(false), Firewalld::Absent, read("iptables", 3, false)));
         assert_eq!(docker["status"], "crit");
         assert_eq!(docker["enabled"], false);
         assert_eq!(docker["backend"], "ufw");
@@ -727,20 +762,20 @@ COMMIT
             docker["reason"],
             "ufw is installed but off; 3 iptables rules are loaded, but none filters incoming traffic (forwarding and NAT only, as container engines set up)"
         );
-        let only_docker = judge(&facts(None, None, read("iptables", 3, false)));
+        let only_docker = judge(&facts(None, Firewalld::Absent, read("iptables", 3, false)));
         assert_eq!(only_docker["backend"], "iptables");
     }
 
     #[test]
     fn nothing_installed_is_off_but_unreadable_is_unknown() {
-        let none = judge(&facts(None, None, Kernel::NoTools));
+        let none = judge(&facts(None, Firewalld::Absent, Kernel::NoTools));
         assert_eq!(
             Value::Object(none),
             json!({"status": "crit", "summary": "no firewall: nothing filters incoming traffic", "backend": "none",
                    "enabled": false, "rules_count": null, "ufw": null, "firewalld": null,
                    "reason": "neither ufw nor firewalld is installed, and neither nft nor iptables is installed"})
         );
-        let empty = judge(&facts(None, Some(Some(false)), read("nftables", 0, false)));
+        let empty = judge(&facts(None, Firewalld::Stopped, read("nftables", 0, false)));
         assert_eq!(empty["enabled"], false);
         assert_eq!(empty["backend"], "firewalld");
         assert_eq!(empty["rules_count"], 0);
@@ -748,7 +783,7 @@ COMMIT
             empty["reason"],
             "firewalld is installed but not running; no firewall rule is loaded"
         );
-        let user = judge(&facts(Some(false), None, Kernel::NotRoot));
+        let user = judge(&facts(Some(false), Firewalld::Absent, Kernel::NotRoot));
         assert_eq!(user["status"], "warn");
         assert_eq!(user["enabled"], Value::Null);
         assert_eq!(user["summary"], "cannot tell whether a firewall is on");
@@ -758,7 +793,7 @@ COMMIT
         );
         let failed = judge(&facts(
             None,
-            None,
+            Firewalld::Absent,
             Kernel::Failed("nft: netlink: Error: cache initialization failed".into()),
         ));
         assert_eq!(failed["enabled"], Value::Null);
@@ -768,7 +803,7 @@ COMMIT
                 .unwrap()
                 .contains("cache initialization failed")
         );
-        let unknown = judge(&facts(None, Some(None), read("nftables", 0, false)));
+        let unknown = judge(&facts(None, Firewalld::Unknown, read("nftables", 0, false)));
         assert_eq!(unknown["enabled"], Value::Null);
         assert_eq!(unknown["firewalld"], "unknown");
         assert_eq!(unknown["summary"], "cannot tell whether firewalld is running");
