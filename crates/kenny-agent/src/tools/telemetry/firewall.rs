@@ -42,7 +42,14 @@ if ($state -eq 'Running') {
     $profiles = @(Get-NetFirewallProfile -PolicyStore ActiveStore |
         Select-Object Name, Enabled, DefaultInboundAction, DefaultOutboundAction)
 }
-[pscustomobject]@{ Service = $state; Profiles = $profiles } | ConvertTo-Json -Compress -Depth 3
+# A firewall registered with Security Center turns Windows Firewall off on purpose.
+# Windows Server has no Security Center: Others stays null there.
+$others = $null
+try {
+    $others = @(Get-CimInstance -Namespace root/SecurityCenter2 -ClassName FirewallProduct |
+        Select-Object displayName, productState)
+} catch { }
+[pscustomobject]@{ Service = $state; Profiles = $profiles; Others = $others } | ConvertTo-Json -Compress -Depth 3
 "#,
     limit: Duration::from_secs(10),
     parse: parse_windows,
@@ -68,7 +75,21 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     let rows = psjson::rows_of(top.get("Profiles").cloned().unwrap_or(Value::Null))?;
     let count = rows.len();
     let profiles: Vec<Value> = rows.iter().take(MAX_PROFILES).map(windows_profile).collect();
-    Ok(windows_section(service.as_deref(), &profiles, count))
+    let others = psjson::rows_of(top.get("Others").cloned().unwrap_or(Value::Null))?;
+    let third_party: Vec<String> = others
+        .iter()
+        .filter(|row| third_party_active(row))
+        .filter_map(|row| psjson::text(row, "displayName"))
+        .take(MAX_PROFILES)
+        .map(|name| cut(name.trim()))
+        .collect();
+    Ok(windows_section(service.as_deref(), &profiles, count, &third_party))
+}
+
+/// `productState` of a Security Center product: the second byte has 0x10 set when the
+/// product is on (the layout `defender` decodes for antivirus products).
+fn third_party_active(row: &Map<String, Value>) -> bool {
+    psjson::number(row, "productState").is_some_and(|state| (state >> 8) & 0x10 != 0)
 }
 
 fn windows_profile(row: &Map<String, Value>) -> Value {
@@ -122,7 +143,7 @@ fn action(value: Option<&Value>, default: &'static str) -> Value {
     }
 }
 
-fn windows_section(service: Option<&str>, profiles: &[Value], count: usize) -> Section {
+fn windows_section(service: Option<&str>, profiles: &[Value], count: usize, third_party: &[String]) -> Section {
     let running = service.is_some_and(|s| s.eq_ignore_ascii_case("running"));
     let off: Vec<&str> = profiles
         .iter()
@@ -130,7 +151,13 @@ fn windows_section(service: Option<&str>, profiles: &[Value], count: usize) -> S
         .filter_map(|p| p["name"].as_str())
         .collect();
     let enabled = running && count > 0 && off.is_empty();
-    let (status, summary, reason) = if !running {
+    let replaced = !enabled && !third_party.is_empty();
+    let (status, summary, reason) = if replaced {
+        let summary = format!("Windows Firewall is off; {} filters instead", third_party.join(", "));
+        let why =
+            "another firewall registered with Windows Security Center is on and turned Windows Firewall off".to_owned();
+        (Status::Ok, summary, Some(why))
+    } else if !running {
         let state = service.map_or_else(|| "missing".to_owned(), |s| cut(&s.to_lowercase()));
         let why = format!("the Windows Firewall service (mpssvc) is {state}: nothing is filtered");
         (Status::Crit, why.clone(), Some(why))
@@ -138,7 +165,7 @@ fn windows_section(service: Option<&str>, profiles: &[Value], count: usize) -> S
         let why = "Windows reported no firewall profiles".to_owned();
         (Status::Crit, why.clone(), Some(why))
     } else if !off.is_empty() {
-        let why = format!("the firewall is off for the {} profile", off.join(", "));
+        let why = format!("the firewall is off for {}", profile_list(&off));
         (Status::Crit, why.clone(), Some(why))
     } else if let Some(open) = open_inbound(profiles) {
         // Allowing everything inbound by default leaves the firewall on in name only.
@@ -159,6 +186,8 @@ fn windows_section(service: Option<&str>, profiles: &[Value], count: usize) -> S
             "profiles": profiles,
             "count": count,
             "truncated": count > profiles.len(),
+            "replaced_by_third_party": replaced,
+            "third_party": third_party,
             "reason": reason,
         }),
     )
@@ -170,7 +199,16 @@ fn open_inbound(profiles: &[Value]) -> Option<String> {
         .filter(|p| p["default_inbound"] == "allow")
         .filter_map(|p| p["name"].as_str())
         .collect();
-    (!open.is_empty()).then(|| format!("the {} profile", open.join(", ")))
+    (!open.is_empty()).then(|| profile_list(&open))
+}
+
+/// `the public profile`, `the private and public profiles`.
+fn profile_list(names: &[&str]) -> String {
+    match names {
+        [] => "no profile".to_owned(),
+        [one] => format!("the {one} profile"),
+        [first @ .., last] => format!("the {} and {last} profiles", first.join(", ")),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -547,6 +585,10 @@ mod tests {
             "{script}"
         );
         assert!(script.contains("Get-Service -Name mpssvc"), "{script}");
+        assert!(
+            script.contains("-Namespace root/SecurityCenter2 -ClassName FirewallProduct"),
+            "{script}"
+        );
         for property in ["Name", "Enabled", "DefaultInboundAction", "DefaultOutboundAction"] {
             assert!(script.contains(property), "{property}");
         }
@@ -575,6 +617,16 @@ mod tests {
         assert_eq!(row(json!(2), json!(2), json!(4))["enabled"], true);
         assert_eq!(row(json!(7), json!(9), json!(null))["enabled"], Value::Null);
         assert_eq!(row(json!(7), json!(9), json!(null))["default_inbound"], Value::Null);
+    }
+
+    #[test]
+    fn profiles_are_named_in_a_sentence() {
+        assert_eq!(profile_list(&["public"]), "the public profile");
+        assert_eq!(profile_list(&["private", "public"]), "the private and public profiles");
+        assert_eq!(
+            profile_list(&["domain", "private", "public"]),
+            "the domain, private and public profiles"
+        );
     }
 
     #[test]
