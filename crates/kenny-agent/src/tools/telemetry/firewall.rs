@@ -2,7 +2,9 @@
 //!
 //! Windows: `Get-NetFirewallProfile -PolicyStore ActiveStore` (the settings in force,
 //! Group Policy included) and the state of the firewall service (`mpssvc`); `enabled` is
-//! true when the service runs and every profile is on.
+//! true when the service runs and every profile is on. The firewalls registered with
+//! Security Center (`root/SecurityCenter2:FirewallProduct`) tell a Windows Firewall that
+//! another firewall turned off from one that is simply off.
 //!
 //! Linux: the front-ends first, which say what is meant to filter without needing root:
 //! firewalld (running per `systemctl is-active`, or its pid file under `/run`), then ufw
