@@ -148,7 +148,7 @@ pub async fn collect(sections: Option<&[String]>) -> Map<String, Value> {
     };
     let jobs: Vec<(&'static str, Collector)> = SECTIONS
         .iter()
-        .filter(wanted)
+        .filter(|name| wanted(name))
         .filter_map(|&name| collector(name).map(|run| (name, run)))
         .collect();
     if let Some(wanted) = sections {
