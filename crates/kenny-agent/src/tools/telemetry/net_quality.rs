@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 
 use super::command::{self, Output, RunError};
 use super::format::one_decimal;
+use super::peripherals::clip;
 use super::section as section_of;
 use super::windows::{Query, json_of};
 use super::{Outcome, Section, Status, not_collected_here};
@@ -80,7 +81,10 @@ function Measure-Target($address) {
     }
     [pscustomobject]@{ Host = $ip.ToString(); ExitCode = $exit; Lines = $lines }
 }
-ConvertTo-Json -InputObject ([pscustomobject]@{ Gateway = (Measure-Target $gateway); Dns = (Measure-Target $dns) }) -Compress -Depth 4
+$measuredGateway = Measure-Target $gateway
+# A home router is often both; one measurement serves the two roles.
+$measuredDns = if ($dns -and $dns -eq $gateway) { $measuredGateway } else { Measure-Target $dns }
+ConvertTo-Json -InputObject ([pscustomobject]@{ Gateway = $measuredGateway; Dns = $measuredDns }) -Compress -Depth 4
 "#
         )
     };
@@ -113,6 +117,9 @@ struct Stats {
     received: u32,
     /// Average round trip; `None` when nothing came back.
     avg_ms: Option<f64>,
+    /// When nothing came back: what ping said instead ("Request timed out.",
+    /// "General failure."), in the PC's language.
+    said: Option<String>,
 }
 
 impl Stats {
@@ -126,10 +133,18 @@ impl Stats {
 }
 
 /// A target and what pinging it gave, or why it could not be pinged.
+#[derive(Clone)]
 struct Measured {
     role: &'static str,
     host: String,
     result: Result<Stats, String>,
+}
+
+impl Measured {
+    /// The same measurement standing for another target at the same address.
+    fn as_role(&self, role: &'static str) -> Measured {
+        Measured { role, ..self.clone() }
+    }
 }
 
 #[derive(Debug, Default, PartialEq)]
@@ -156,13 +171,16 @@ pub(super) async fn section() -> Outcome {
     let Some(gateway) = targets.gateway else {
         return Ok(no_gateway(errors));
     };
-    let dns = targets.dns;
+    // A home router is often both; one measurement serves the two roles.
+    let dns_is_gateway = targets.dns.as_deref() == Some(gateway.as_str());
+    let other_dns = targets.dns.filter(|_| !dns_is_gateway);
     let (gateway, dns) = tokio::join!(measure_linux("gateway", gateway), async {
-        match dns {
+        match other_dns {
             Some(host) => Some(measure_linux("dns", host).await),
             None => None,
         }
     });
+    let dns = dns.or_else(|| dns_is_gateway.then(|| gateway.as_role("dns")));
     Ok(build(Some(gateway), dns, errors))
 }
 
@@ -265,6 +283,7 @@ fn parse_iputils(text: &str) -> Option<Stats> {
         sent,
         received: received.min(sent),
         avg_ms,
+        said: None,
     })
 }
 
@@ -319,7 +338,13 @@ fn parse_ping_exe(lines: &[&str]) -> Result<Stats, String> {
     let sent = u32::try_from(requests.len()).unwrap_or(u32::MAX);
     let received = u32::try_from(times.len()).unwrap_or(u32::MAX);
     let avg_ms = (!times.is_empty()).then(|| one_decimal(times.iter().sum::<f64>() / times.len() as f64));
-    Ok(Stats { sent, received, avg_ms })
+    let said = times.is_empty().then(|| clip(requests[0]));
+    Ok(Stats {
+        sent,
+        received,
+        avg_ms,
+        said,
+    })
 }
 
 /// The round trip of one reply line. `<1ms` is counted as half a millisecond: ping.exe
@@ -356,13 +381,18 @@ fn target_json(measured: &Measured) -> Value {
 }
 
 fn build(gateway: Option<Measured>, dns: Option<Measured>, mut errors: Vec<String>) -> Section {
-    let measured: Vec<&Measured> = gateway.iter().chain(dns.iter()).collect();
+    // The router that is also the DNS server is one measurement, told once.
+    let same_host = matches!((&gateway, &dns), (Some(g), Some(d)) if g.host == d.host);
+    let measured: Vec<&Measured> = gateway.iter().chain(dns.iter().filter(|_| !same_host)).collect();
     for m in &measured {
-        if let Err(why) = &m.result {
-            errors.push(format!("{} {}: {why}", m.role, m.host));
+        let role = if same_host { "gateway and dns" } else { m.role };
+        match &m.result {
+            Err(why) => errors.push(format!("{role} {}: {why}", m.host)),
+            Ok(Stats { said: Some(said), .. }) => errors.push(format!("{role} {}: {said}", m.host)),
+            Ok(_) => {}
         }
     }
-    let parts: Vec<String> = measured.iter().map(|m| describe(m)).collect();
+    let parts: Vec<String> = measured.iter().map(|m| describe(m, same_host)).collect();
     let troubled = measured.iter().any(|m| {
         m.result
             .as_ref()
@@ -388,8 +418,12 @@ fn build(gateway: Option<Measured>, dns: Option<Measured>, mut errors: Vec<Strin
     )
 }
 
-fn describe(m: &Measured) -> String {
-    let label = if m.role == "gateway" { "gateway" } else { "DNS" };
+fn describe(m: &Measured, also_dns: bool) -> String {
+    let label = match m.role {
+        "gateway" if also_dns => "gateway and DNS",
+        "gateway" => "gateway",
+        _ => "DNS",
+    };
     match &m.result {
         Err(_) => format!("{label} {} not measured", m.host),
         Ok(Stats { avg_ms: None, .. }) => format!("{label} {}: no answer", m.host),
@@ -406,7 +440,7 @@ fn describe(m: &Measured) -> String {
 }
 
 fn no_gateway(errors: Vec<String>) -> Section {
-    let reason = "no default gateway: this PC is not connected to a network";
+    let reason = "no default gateway: this PC has no route to other networks, so there is no path to measure";
     let mut fields = Map::new();
     for key in ["gateway", "dns", "reference"] {
         fields.insert(key.into(), Value::Null);
@@ -474,7 +508,8 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
             Some(Stats {
                 sent: 4,
                 received: 4,
-                avg_ms: Some(2.1)
+                avg_ms: Some(2.1),
+                said: None,
             })
         );
         let lossy = parse_iputils(IPUTILS_LOSSY).unwrap();
@@ -508,7 +543,7 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
             Vec::new(),
         );
         assert_eq!(good["status"], "ok");
-        assert_eq!(good["summary"], "gateway 2.1 ms, DNS 2.1 ms");
+        assert_eq!(good["summary"], "gateway and DNS 2.1 ms");
         assert_eq!(
             good["reference"],
             json!({"host": "192.168.1.1", "latency_ms": 2.1, "loss_percent": 0.0})
@@ -657,7 +692,8 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
             Stats {
                 sent: 4,
                 received: 2,
-                avg_ms: Some(5.0)
+                avg_ms: Some(5.0),
+                said: None,
             }
         );
         assert_eq!(stats.loss_percent(), 50.0);
@@ -666,6 +702,14 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
             Err("ping.exe: Ping request could not find host 10.0.0.9. Please check the name and try again.".to_owned())
         );
         assert_eq!(parse_ping_exe(&[]), Err("ping.exe printed nothing".to_owned()));
+        let silent = parse_ping_exe(&[
+            "Pinging 10.0.0.9 with 32 bytes of data:",
+            "Request timed out.",
+            "Request timed out.",
+        ])
+        .unwrap();
+        assert_eq!((silent.sent, silent.received), (2, 0));
+        assert_eq!(silent.said.as_deref(), Some("Request timed out."));
     }
 
     #[test]

@@ -278,9 +278,36 @@ fn input_devices(root: &Path) -> Vec<Device> {
         .collect()
 }
 
+/// Windows' device classes for the machine's own plumbing (chipset, ACPI, volumes,
+/// software devices): a PC has a hundred of them, so they go after what is plugged in
+/// and are the ones cut when the list is capped.
+const PLUMBING_CLASSES: &[&str] = &[
+    "System",
+    "SoftwareDevice",
+    "SoftwareComponent",
+    "Volume",
+    "VolumeSnapshot",
+    "Processor",
+    "Computer",
+    "Firmware",
+    "Extension",
+    "LegacyDriver",
+    "SCSIAdapter",
+    "HDC",
+];
+
 fn build(mut devices: Vec<Device>) -> Section {
-    // Broken first, then disabled, then the rest by class and name.
-    devices.sort_by_key(|d| (!d.broken(), d.problem_code.is_none(), d.class.clone(), d.name.clone()));
+    // Broken first, then disabled, then peripherals before plumbing, by class and name.
+    devices.sort_by_key(|d| {
+        let plumbing = d.class.as_deref().is_some_and(|c| PLUMBING_CLASSES.contains(&c));
+        (
+            !d.broken(),
+            d.problem_code.is_none(),
+            plumbing,
+            d.class.clone(),
+            d.name.clone(),
+        )
+    });
     let count = devices.len();
     let problem_count = devices.iter().filter(|d| d.problem_code.is_some()).count();
     let broken: Vec<&Device> = devices.iter().filter(|d| d.broken()).collect();
@@ -412,6 +439,18 @@ mod tests {
         assert_eq!(s["devices"][0]["name"], "Wi-Fi");
         assert_eq!(s["devices"][1]["problem"], "code 22: disabled");
         assert_eq!(s["problem_count"], 2);
+        let mut root_port = device("PCI Express Root Port", None);
+        root_port.class = Some("System".into());
+        let mut camera = device("Integrated Webcam", None);
+        camera.class = Some("Camera".into());
+        let s = build(vec![root_port, device("Ethernet", None), camera]);
+        let order: Vec<&str> = s["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(order, ["Integrated Webcam", "Ethernet", "PCI Express Root Port"]);
         let only_disabled = build(vec![device("Old modem", Some(22))]);
         assert_eq!(only_disabled["status"], "ok");
     }

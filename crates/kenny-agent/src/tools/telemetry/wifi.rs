@@ -142,16 +142,18 @@ fn netsh_blocks<'a>(lines: &[&'a str]) -> Vec<Vec<(&'a str, &'a str)>> {
     let mut blocks = Vec::new();
     let mut current = Vec::new();
     for line in lines {
-        let pair = line
-            .starts_with([' ', '\t'])
-            .then(|| line.split_once(':'))
-            .flatten()
-            .map(|(k, v)| (k.trim(), v.trim()))
-            .filter(|(k, _)| !k.is_empty());
-        match pair {
-            Some(pair) => current.push(pair),
-            None if !current.is_empty() => blocks.push(std::mem::take(&mut current)),
-            None => {}
+        if line.trim().is_empty() || !line.starts_with([' ', '\t']) {
+            if !current.is_empty() {
+                blocks.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        // A second value of the line above ("Radio status : Hardware On" then
+        // "  : Software Off") has no label; it belongs to no field read here.
+        if let Some((label, value)) = line.split_once(':')
+            && !label.trim().is_empty()
+        {
+            current.push((label.trim(), value.trim()));
         }
     }
     if !current.is_empty() {
@@ -480,7 +482,10 @@ fn build(radios: Vec<Radio>) -> Section {
         (None, Some(radio)) => describe(radio),
         (None, None) => {
             let names: Vec<&str> = radios.iter().map(|r| r.name.as_str()).collect();
-            format!("Wi-Fi not connected ({})", clip(&names.join(", ")))
+            format!(
+                "not connected to a Wi-Fi network (interfaces: {})",
+                clip(&names.join(", "))
+            )
         }
     };
     let listed: Vec<Value> = radios.iter().map(Radio::to_json).collect();
@@ -613,7 +618,7 @@ Connected to 74:83:c2:aa:bb:cc (on wlp2s0)
         let s = build(vec![radio]);
         assert_eq!(
             (s["status"].as_str(), s["summary"].as_str()),
-            (Some("ok"), Some("Wi-Fi not connected (wlan0)"))
+            (Some("ok"), Some("not connected to a Wi-Fi network (interfaces: wlan0)"))
         );
         assert_eq!(s["connected"], false);
     }
