@@ -220,9 +220,7 @@ fn discover() -> (Targets, Vec<String>) {
             other => other.to_string(),
         })
     });
-    let servers = netinfo::dns_servers();
-    let (targets, errors) = pick_dns(gateway, &servers);
-    (targets, errors)
+    pick_dns(gateway, &netinfo::dns_servers())
 }
 
 fn pick_dns(gateway: Option<String>, servers: &[String]) -> (Targets, Vec<String>) {
