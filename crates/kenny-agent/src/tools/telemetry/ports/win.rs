@@ -13,11 +13,11 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use super::super::accounts::clip;
 use super::super::command::Output;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section};
 use super::{Owner, Proto, Socket, build};
-use super::super::accounts::clip;
 use crate::tools::psjson;
 
 /// Services named per process; one svchost may host dozens.
@@ -57,7 +57,9 @@ try {
 fn parse(output: &Output, _now: OffsetDateTime) -> Outcome {
     let value = json_of(output)?;
     let Value::Object(root) = value else {
-        return Err(format!("the listening-ports query printed {value} instead of an object"));
+        return Err(format!(
+            "the listening-ports query printed {value} instead of an object"
+        ));
     };
     let list = |key: &str| psjson::rows_of(root.get(key).cloned().unwrap_or(Value::Null));
     let names: HashMap<u32, String> = list("Processes")?

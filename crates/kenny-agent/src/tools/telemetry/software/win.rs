@@ -120,7 +120,12 @@ fn install_date(text: &str) -> Option<String> {
 
 fn build(mut programs: Vec<Program>) -> Section {
     programs.sort_by(|a, b| {
-        (a.name.to_lowercase(), &a.version, a.scope, &a.user).cmp(&(b.name.to_lowercase(), &b.version, b.scope, &b.user))
+        (a.name.to_lowercase(), &a.version, a.scope, &a.user).cmp(&(
+            b.name.to_lowercase(),
+            &b.version,
+            b.scope,
+            &b.user,
+        ))
     });
     // The same program registered in both registry views (or twice by its installer).
     let mut seen = HashSet::new();
