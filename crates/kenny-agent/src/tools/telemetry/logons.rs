@@ -300,15 +300,17 @@ fn judged(mut accounts: Vec<Tally>, count: u64, unmatched: u64, cut: bool, sourc
     } else {
         Status::Ok
     };
+    // Cut short, the count is only what was read of the window.
+    let at_least = if cut { "at least " } else { "" };
     let summary = match (count, accounts.first()) {
         (0, _) => format!("no failed logons in {WINDOW_HOURS}h"),
         (_, Some(top)) if status == Status::Warn => {
             format!(
-                "{count} failed logons in {WINDOW_HOURS}h; {} for local account {}",
+                "{at_least}{count} failed logons in {WINDOW_HOURS}h; {} for local account {}",
                 top.count, top.name
             )
         }
-        _ => format!("{count} failed logons in {WINDOW_HOURS}h"),
+        _ => format!("{at_least}{count} failed logons in {WINDOW_HOURS}h"),
     };
     let listed: Vec<_> = accounts
         .iter()
@@ -493,7 +495,7 @@ not a log line
         assert_eq!(section["status"], "warn");
         assert_eq!(
             section["summary"],
-            "512 failed logons in 24h; 12 for local account papa"
+            "at least 512 failed logons in 24h; 12 for local account papa"
         );
         assert_eq!(section["unmatched_count"], 500);
         assert_eq!(section["truncated"], true, "the tail read started inside the window");

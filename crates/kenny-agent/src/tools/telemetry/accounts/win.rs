@@ -28,7 +28,7 @@ const MAX_OTHER_ADMINS: usize = 50;
 
 pub(in super::super) static QUERY: Query = Query {
     script: SCRIPT,
-    limit: Duration::from_secs(15),
+    limit: Duration::from_secs(10),
     parse,
 };
 

@@ -25,7 +25,7 @@ const MAX_SERVICES: usize = 10;
 
 pub(in super::super) static QUERY: Query = Query {
     script: SCRIPT,
-    limit: Duration::from_secs(15),
+    limit: Duration::from_secs(10),
     parse,
 };
 

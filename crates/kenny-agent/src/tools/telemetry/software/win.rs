@@ -29,7 +29,7 @@ use crate::tools::psjson;
 
 pub(in super::super) static QUERY: Query = Query {
     script: SCRIPT,
-    limit: Duration::from_secs(20),
+    limit: Duration::from_secs(12),
     parse,
 };
 
