@@ -252,20 +252,7 @@ fn build(
     );
     let count = accounts.len();
     accounts.truncate(MAX_LISTED);
-    let mut summary = format!(
-        "{}, {}",
-        noun(count, "account", "accounts"),
-        noun(admins.len(), "admin", "admins")
-    );
-    let mut status = Status::Ok;
-    if !passwordless.is_empty() {
-        summary += &format!("; no password required for {}", passwordless.join(", "));
-        status = Status::Warn;
-    }
-    if !guests_enabled.is_empty() {
-        summary += &format!("; the guest account {} is enabled", guests_enabled.join(", "));
-        status = Status::Warn;
-    }
+    let (status, summary) = judged(count, admins.len(), &passwordless, &guests_enabled);
     let other_admins: Vec<Value> = others
         .iter()
         .take(MAX_OTHER_ADMINS)
@@ -295,6 +282,35 @@ fn build(
         fields["note"] = Value::from(notes.join("; "));
     }
     section(status, summary, fields)
+}
+
+/// Warn when an enabled account may sign in without a password, or the guest account
+/// is on (the server's own rule says the same, and crit for an admin without one).
+fn judged(count: usize, admins: usize, passwordless: &[String], guests_enabled: &[String]) -> (Status, String) {
+    let mut summary = format!(
+        "{}, {}",
+        noun(count, "account", "accounts"),
+        noun(admins, "admin", "admins")
+    );
+    let mut status = Status::Ok;
+    if !passwordless.is_empty() {
+        summary += &format!("; no password required for {}", some_names(passwordless));
+        status = Status::Warn;
+    }
+    if !guests_enabled.is_empty() {
+        summary += &format!("; the guest account {} is enabled", some_names(guests_enabled));
+        status = Status::Warn;
+    }
+    (status, summary)
+}
+
+/// The first few names, so a PC with many accounts keeps a one-line summary.
+fn some_names(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    match names.len() {
+        n if n <= SHOWN => names.join(", "),
+        n => format!("{} and {} more", names[..SHOWN].join(", "), n - SHOWN),
+    }
 }
 
 fn time_of(value: Option<&Value>) -> Option<String> {
@@ -430,6 +446,18 @@ mod tests {
         assert_eq!(password_policy(&shifted), None, "a word where a number must be");
         assert_eq!(limit("12 Tage"), None);
         assert_eq!(limit("Illimité"), Some(0));
+    }
+
+    #[test]
+    fn the_summary_names_a_few_accounts_and_counts_the_rest() {
+        let names: Vec<String> = (1..=5).map(|i| format!("user{i}")).collect();
+        let (status, summary) = judged(7, 1, &names, &[]);
+        assert_eq!(status, Status::Warn);
+        assert_eq!(
+            summary,
+            "7 accounts, 1 admin; no password required for user1, user2, user3 and 2 more"
+        );
+        assert_eq!(judged(1, 0, &[], &[]), (Status::Ok, "1 account, 0 admins".to_owned()));
     }
 
     #[test]
