@@ -184,6 +184,20 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_svchost_names_its_first_services_only() {
+        let rows: Vec<Value> = (0..15)
+            .rev()
+            .map(|i| json!({"Name": format!("Svc{i:02}"), "ProcessId": 1204}))
+            .chain([json!({"Name": "Spooler", "ProcessId": 3124}), json!({"Name": "NoPid"})])
+            .collect();
+        let by_pid = services_by_process(&psjson::rows_of(Value::Array(rows)).unwrap());
+        assert_eq!(by_pid[&1204].len(), MAX_SERVICES);
+        assert_eq!(by_pid[&1204][0], "Svc00");
+        assert_eq!(by_pid[&3124], ["Spooler"]);
+        assert_eq!(by_pid.len(), 2);
+    }
+
+    #[test]
     fn endpoints_with_zones_odd_ports_and_no_owner() {
         let row = |v: Value| psjson::rows_of(v).unwrap().remove(0);
         let (socket, pid) = endpoint(
