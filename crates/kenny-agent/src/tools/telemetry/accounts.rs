@@ -16,6 +16,8 @@
 //! - `last_logon`: from lastlog when it has a record (glibc's 292-byte x86_64/aarch64
 //!   layout); else null.
 //! - Status: warn when an enabled account needs no password at all.
+//!
+//! On Windows the section comes from a PowerShell query instead: see [`win`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -28,6 +30,8 @@ use time::Date;
 use super::files::{CONFIG_CAP, etc_root, read_text};
 use super::format::{rfc3339_from_unix, today};
 use super::{Outcome, Status, not_collected_here, section};
+
+mod win;
 
 const ADMIN_GROUPS: &[&str] = &["sudo", "wheel", "admin"];
 const NO_LOGIN_SHELLS: &[&str] = &["nologin", "false"];
@@ -152,7 +156,6 @@ fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
     }
     let count = accounts.len();
     accounts.truncate(MAX_LISTED);
-    let noun = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut summary = format!(
         "{}, {}",
         noun(count, "account", "accounts"),
@@ -280,9 +283,28 @@ fn last_logon(path: &Path, uid: u32) -> Option<String> {
     (secs > 0).then(|| rfc3339_from_unix(i64::from(secs)))?
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
+}
+
+/// "1 account", "3 accounts".
+fn noun(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Text from the PC (names, paths, messages) cut to `max` characters: a hostile PC's
+/// output reaches the dashboard and the model. Shared by this helper's Windows parsers.
+/// Control characters (line breaks included) become spaces, so the text stays on one line.
+pub(super) fn clip(text: &str, max: usize) -> String {
+    let flat: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &flat[..at]),
+        None => flat,
+    }
 }
 
 #[cfg(test)]
@@ -433,6 +455,14 @@ admin:x:1004:
         let groups = parse_group(GROUP);
         assert_eq!(groups[3].members, ["syslog", "kid"]);
         assert!(has_login_shell("/bin/bash") && !has_login_shell("/bin/false") && !has_login_shell(""));
+    }
+
+    #[test]
+    fn text_from_the_pc_is_cut_and_kept_on_one_line() {
+        assert_eq!(clip("  papa ", 10), "papa");
+        assert_eq!(clip("Jürgen Müller", 6), "Jürgen…");
+        assert_eq!(clip("a\r\nb\tc", 10), "a  b c");
+        assert_eq!(clip(&"x".repeat(300), 200).chars().count(), 201);
     }
 
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

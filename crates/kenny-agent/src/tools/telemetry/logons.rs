@@ -14,6 +14,8 @@
 //! Status: warn when one local account has `WARN_PER_ACCOUNT` or more failures in the
 //! window (someone may be guessing a real account's password); scanner noise against
 //! unknown names does not warn.
+//!
+//! On Windows the Security log's event 4625 is read instead: see [`win`].
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -29,6 +31,8 @@ use super::command;
 use super::files::{CONFIG_CAP, etc_root, read_tail, read_text};
 use super::{Outcome, Status, not_collected_here, section};
 use crate::tools::systemd::is_running as systemd_running;
+
+mod win;
 
 const WINDOW_HOURS: i64 = 24;
 const WARN_PER_ACCOUNT: u64 = 10;
@@ -266,28 +270,52 @@ fn build(found: Option<Found>, since: i64, local: &HashSet<String>) -> super::Se
             unmatched += 1;
         }
     }
-    let mut accounts: Vec<(&str, u64, BTreeSet<&str>)> = per_account
+    let accounts: Vec<Tally> = per_account
         .into_iter()
-        .map(|(name, (count, types))| (name, count, types))
+        .map(|(name, (count, types))| Tally {
+            name: name.to_owned(),
+            count,
+            types,
+        })
         .collect();
-    accounts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    let count = recent.len();
-    let status = if accounts.first().is_some_and(|a| a.1 >= WARN_PER_ACCOUNT) {
+    judged(accounts, recent.len() as u64, unmatched, cut, found.source)
+}
+
+/// Failed logons against one local account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tally {
+    name: String,
+    count: u64,
+    /// How the attempts came in (`remote`, `interactive`, and on Windows the logon
+    /// type: `network`, `remote_interactive`, ...).
+    types: BTreeSet<&'static str>,
+}
+
+/// The section from the per-account tallies, on any OS: most-targeted account first,
+/// warn when one local account reaches `WARN_PER_ACCOUNT`.
+fn judged(mut accounts: Vec<Tally>, count: u64, unmatched: u64, cut: bool, source: &str) -> super::Section {
+    accounts.sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    let status = if accounts.first().is_some_and(|a| a.count >= WARN_PER_ACCOUNT) {
         Status::Warn
     } else {
         Status::Ok
     };
+    // Cut short, the count is only what was read of the window.
+    let at_least = if cut { "at least " } else { "" };
     let summary = match (count, accounts.first()) {
         (0, _) => format!("no failed logons in {WINDOW_HOURS}h"),
-        (_, Some((name, n, _))) if status == Status::Warn => {
-            format!("{count} failed logons in {WINDOW_HOURS}h; {n} for local account {name}")
+        (_, Some(top)) if status == Status::Warn => {
+            format!(
+                "{at_least}{count} failed logons in {WINDOW_HOURS}h; {} for local account {}",
+                top.count, top.name
+            )
         }
-        _ => format!("{count} failed logons in {WINDOW_HOURS}h"),
+        _ => format!("{at_least}{count} failed logons in {WINDOW_HOURS}h"),
     };
     let listed: Vec<_> = accounts
         .iter()
         .take(MAX_ACCOUNTS)
-        .map(|(name, n, types)| json!({"name": name, "count": n, "types": types}))
+        .map(|a| json!({"name": a.name, "count": a.count, "types": a.types}))
         .collect();
     section(
         status,
@@ -298,14 +326,13 @@ fn build(found: Option<Found>, since: i64, local: &HashSet<String>) -> super::Se
             "unmatched_count": unmatched,
             "count": count,
             "truncated": cut || accounts.len() > MAX_ACCOUNTS,
-            "source": found.source,
+            "source": source,
         }),
     )
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]
@@ -468,7 +495,7 @@ not a log line
         assert_eq!(section["status"], "warn");
         assert_eq!(
             section["summary"],
-            "512 failed logons in 24h; 12 for local account papa"
+            "at least 512 failed logons in 24h; 12 for local account papa"
         );
         assert_eq!(section["unmatched_count"], 500);
         assert_eq!(section["truncated"], true, "the tail read started inside the window");

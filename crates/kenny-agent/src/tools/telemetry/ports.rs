@@ -3,6 +3,8 @@
 //! From `/proc/net/{tcp,tcp6,udp,udp6}`; the owner is found by matching the socket's
 //! inode against `/proc/<pid>/fd/*` links (`socket:[inode]`). That walk is bounded in
 //! processes, descriptors and time; sockets it did not reach have `pid: null`.
+//!
+//! On Windows the NetTCPIP cmdlets are asked instead: see [`win`].
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -13,6 +15,8 @@ use serde_json::{Value, json};
 
 use super::files::{read_small, read_text};
 use super::{Outcome, Status, not_collected_here, section};
+
+mod win;
 
 const TCP_LISTEN: u8 = 0x0A;
 /// What an unconnected UDP socket reports.
@@ -222,9 +226,8 @@ fn build(mut sockets: Vec<Socket>, owners: &HashMap<u64, Owner>) -> super::Secti
     )
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! date is the day dpkg last wrote the package's file list, i.e. its last install or
 //! upgrade. rpm: `rpm -qa` with a query format, under a timeout. The list is sorted by
 //! name and cut at `MAX_LISTED` with `truncated`; `count` is always the full number.
+//!
+//! On Windows the Uninstall registry keys are read instead: see [`win`].
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -14,6 +16,8 @@ use super::command::{self, RunError, first_line};
 use super::files::read_text;
 use super::format::rfc3339;
 use super::{Outcome, Status, not_collected_here, section};
+
+mod win;
 
 const DPKG_STATUS: &str = "/var/lib/dpkg/status";
 const DPKG_INFO: &str = "/var/lib/dpkg/info";
@@ -190,9 +194,8 @@ fn build(apps: Vec<App>, source: &str, cut: bool) -> super::Section {
     )
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@
 //! NTP client that disciplines the clock clears the "unsynchronised" flag of. A kernel
 //! that still says unsynchronised proves little (chrony leaves the flag alone unless
 //! told to), so that case, like no source at all, is a warning, never crit.
+//!
+//! On Windows the Windows Time service and `w32tm` are asked instead: see [`win`].
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,6 +16,8 @@ use serde_json::{Value, json};
 use super::command::{self, RunError, first_line};
 use super::{Outcome, Section, Status, not_collected_here, section};
 use crate::tools::systemd::is_running as systemd_running;
+
+mod win;
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
 const TIMESYNCD_MARKER: &str = "/run/systemd/timesync/synchronized";
@@ -206,9 +210,8 @@ fn kernel_synchronised() -> Option<bool> {
     None
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]
