@@ -57,6 +57,11 @@ pub(super) fn windows_query(section: &str) -> Option<&'static Query> {
     }
 }
 
+/// `n thing` or `n things`.
+pub(super) fn counted(n: usize, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
+}
+
 /// `text` cut to `max` characters, with an ellipsis when something was cut.
 pub(super) fn capped(text: &str, max: usize) -> String {
     let text = text.trim();
