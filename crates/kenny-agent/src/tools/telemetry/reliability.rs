@@ -203,7 +203,10 @@ fn windows_group(row: &Map<String, Value>) -> Option<Group> {
         level: level.to_owned(),
         count: count_of(row, "Count").unwrap_or(1),
         sample: psjson::text(row, "Sample").unwrap_or_default(),
-        last_seen: row.get("LastSeen").and_then(psjson::date).map_or(0, |at| at.unix_timestamp()),
+        last_seen: row
+            .get("LastSeen")
+            .and_then(psjson::date)
+            .map_or(0, |at| at.unix_timestamp()),
         by_day,
         crash,
         source,
@@ -219,7 +222,10 @@ pub(super) async fn section() -> Outcome {
     let mut groups: HashMap<String, Group> = HashMap::new();
     match journal(since).await {
         Ok(Some((text, cut))) => {
-            for fields in text.lines().filter_map(|l| serde_json::from_str::<Map<String, Value>>(l).ok()) {
+            for fields in text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Map<String, Value>>(l).ok())
+            {
                 add_journal_entry(&mut groups, &fields);
             }
             found.truncated |= cut;
@@ -297,9 +303,15 @@ fn add_journal_entry(groups: &mut HashMap<String, Group>, fields: &Map<String, V
 }
 
 fn is_kernel_crash(message: &str) -> bool {
-    ["Oops", "Kernel panic", "BUG: ", "general protection fault", "Call Trace"]
-        .iter()
-        .any(|marker| message.contains(marker))
+    [
+        "Oops",
+        "Kernel panic",
+        "BUG: ",
+        "general protection fault",
+        "Call Trace",
+    ]
+    .iter()
+    .any(|marker| message.contains(marker))
 }
 
 fn add(groups: &mut HashMap<String, Group>, source: String, level: &str, at: i64, message: &str, crash: bool) {
@@ -348,11 +360,16 @@ fn apport_reports(dir: &Path, since: i64, groups: &mut HashMap<String, Group>, n
     };
     for entry in entries.flatten().take(MAX_FILES) {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(stem) = name.strip_suffix(".crash") else { continue };
+        let Some(stem) = name.strip_suffix(".crash") else {
+            continue;
+        };
         let Some(at) = modified(&entry.path()).filter(|&at| at >= since) else {
             continue;
         };
-        let program = stem.rsplit_once('.').map_or(stem, |(path, _uid)| path).replace('_', "/");
+        let program = stem
+            .rsplit_once('.')
+            .map_or(stem, |(path, _uid)| path)
+            .replace('_', "/");
         let message = format!("apport crash report {}", entry.path().display());
         add(groups, program, "critical", at, &message, true);
     }
@@ -363,9 +380,18 @@ fn core_files(dir: &Path, since: i64, groups: &mut HashMap<String, Group>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten().take(MAX_FILES) {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((comm, at)) = parse_core_name(&name) else { continue };
+        let Some((comm, at)) = parse_core_name(&name) else {
+            continue;
+        };
         if at >= since {
-            add(groups, comm.clone(), "critical", at, &format!("{comm} dumped core"), true);
+            add(
+                groups,
+                comm.clone(),
+                "critical",
+                at,
+                &format!("{comm} dumped core"),
+                true,
+            );
         }
     }
 }
@@ -397,7 +423,7 @@ fn build(mut found: Found) -> Section {
     // Crashes first, then the most frequent, then the most recent.
     found
         .groups
-        .sort_by(|a, b| (b.crash, b.count, b.last_seen).cmp(&(a.crash, a.count, a.last_seen)));
+        .sort_by_key(|g| std::cmp::Reverse((g.crash, g.count, g.last_seen)));
     let crashes = found.crashes.unwrap_or(0);
     let crashed = counted(usize::try_from(crashes).unwrap_or(usize::MAX), "crash", "crashes");
     let events = counted(
@@ -449,7 +475,10 @@ mod tests {
 
     fn grouped(text: &str) -> Vec<Group> {
         let mut groups = HashMap::new();
-        for fields in text.lines().filter_map(|l| serde_json::from_str::<Map<String, Value>>(l).ok()) {
+        for fields in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Map<String, Value>>(l).ok())
+        {
             add_journal_entry(&mut groups, &fields);
         }
         groups.into_values().collect()
@@ -480,11 +509,18 @@ mod tests {
                    "last_seen": "2026-06-03T09:46:40Z", "by_day": {"2026-06-03": 1}, "crash": true})
         );
         assert_eq!(
-            (events[2]["source"].as_str(), events[2]["count"].as_u64(), events[2]["crash"].as_bool()),
+            (
+                events[2]["source"].as_str(),
+                events[2]["count"].as_u64(),
+                events[2]["crash"].as_bool()
+            ),
             (Some("backup.service"), Some(2), Some(false))
         );
         assert_eq!(events[2]["by_day"], json!({"2026-06-03": 1, "2026-06-04": 1}));
-        assert_eq!(events[2]["sample"], "Failed to start backup.service - Nightly backup (again).");
+        assert_eq!(
+            events[2]["sample"],
+            "Failed to start backup.service - Nightly backup (again)."
+        );
         assert_eq!(events[2]["last_seen"], "2026-06-04T16:20:00Z");
     }
 
@@ -509,20 +545,30 @@ mod tests {
             ..Found::default()
         });
         assert_eq!(unstable["status"], "warn");
-        assert_eq!(unstable["summary"], "stability index 3.2; 0 crashes, 0 error/critical events in 7 days");
+        assert_eq!(
+            unstable["summary"],
+            "stability index 3.2; 0 crashes, 0 error/critical events in 7 days"
+        );
     }
 
     #[test]
     fn apport_reports_and_core_files() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("_usr_bin_gnome-shell.1000.crash"), "ProblemType: Crash\n").unwrap();
+        std::fs::write(
+            dir.path().join("_usr_bin_gnome-shell.1000.crash"),
+            "ProblemType: Crash\n",
+        )
+        .unwrap();
         std::fs::write(dir.path().join("_usr_bin_gnome-shell.1000.upload"), "").unwrap();
         let mut groups = HashMap::new();
         let mut notes = Vec::new();
         apport_reports(dir.path(), NOW.unix_timestamp() - 7 * 86_400, &mut groups, &mut notes);
         let found: Vec<&Group> = groups.values().collect();
         assert_eq!(found.len(), 1);
-        assert_eq!((found[0].source.as_str(), found[0].crash), ("/usr/bin/gnome-shell", true));
+        assert_eq!(
+            (found[0].source.as_str(), found[0].crash),
+            ("/usr/bin/gnome-shell", true)
+        );
         let mut none = HashMap::new();
         apport_reports(dir.path(), i64::MAX, &mut none, &mut notes);
         assert!(none.is_empty(), "too old");
@@ -555,7 +601,10 @@ mod tests {
     async fn this_machine_answers() {
         let section = section().await.unwrap();
         assert_eq!(section["window_days"], 7);
-        assert!(section["recent_crashes"].is_u64() && section["events"].is_array(), "{section:?}");
+        assert!(
+            section["recent_crashes"].is_u64() && section["events"].is_array(),
+            "{section:?}"
+        );
         assert_eq!(section["stability_index"], Value::Null);
     }
 }

@@ -69,14 +69,22 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     let routes = netinfo::windows::parse_route_table(&value.to_string())?;
     if routes.is_empty() {
         // Windows always has loopback and multicast routes; none means the query saw nothing.
-        return Err("Get-NetRoute listed no routes at all, not even loopback; the TCP/IP stack may be broken".to_owned());
+        return Err(
+            "Get-NetRoute listed no routes at all, not even loopback; the TCP/IP stack may be broken".to_owned(),
+        );
     }
     Ok(build(routes))
 }
 
 fn build(mut routes: Vec<TableRoute>) -> Section {
     // Default routes first, the one in use (lowest metric) at the top; the rest by family.
-    routes.sort_by_key(|r| (!r.is_default(), r.route.family.as_str(), r.is_default().then_some(r.route.metric)));
+    routes.sort_by_key(|r| {
+        (
+            !r.is_default(),
+            r.route.family.as_str(),
+            r.is_default().then_some(r.route.metric),
+        )
+    });
     let count = routes.len();
     let defaults: Vec<&TableRoute> = routes.iter().filter(|r| r.is_default()).collect();
     let default_count = defaults.len();
@@ -171,14 +179,24 @@ fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000
         let destinations: Vec<&str> = routes.iter().map(|r| r["destination"].as_str().unwrap()).collect();
         assert_eq!(
             destinations[2..],
-            ["192.168.178.0/24", "172.17.0.0/16", "10.0.0.0/8", "fe80::/64", "::1/128"]
+            [
+                "192.168.178.0/24",
+                "172.17.0.0/16",
+                "10.0.0.0/8",
+                "fe80::/64",
+                "::1/128"
+            ]
         );
         assert_eq!(routes[4]["gateway"], Value::Null, "on-link");
     }
 
     #[test]
     fn no_default_route_warns_and_ipv6_may_be_off() {
-        let local_only: String = ROUTE.lines().filter(|l| !l.contains("\t00000000\t01B2")).collect::<Vec<_>>().join("\n");
+        let local_only: String = ROUTE
+            .lines()
+            .filter(|l| !l.contains("\t00000000\t01B2"))
+            .collect::<Vec<_>>()
+            .join("\n");
         let proc_net = fake_proc(Some(&local_only), None);
         let section = routing_at(proc_net.path()).unwrap();
         assert_eq!(section["status"], "warn");
@@ -195,7 +213,10 @@ fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000
     fn long_tables_are_cut_and_counted() {
         let mut table = String::from("Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n");
         for i in 0..150u32 {
-            table.push_str(&format!("tun{i}\t{:08X}\t00000000\t0001\t0\t0\t0\tFFFFFFFF\n", i.swap_bytes() | 0x0A));
+            table.push_str(&format!(
+                "tun{i}\t{:08X}\t00000000\t0001\t0\t0\t0\tFFFFFFFF\n",
+                i.swap_bytes() | 0x0A
+            ));
         }
         let section = build(netinfo::parse_proc_net_route_table(&table));
         assert_eq!(section["count"], 150);
@@ -209,7 +230,10 @@ fe800000000000000000000000000000 40 00000000000000000000000000000000 00 00000000
         let script = windows_query().unwrap().script;
         assert!(script.contains("Get-NetRoute -PolicyStore ActiveStore"));
         assert!(script.contains("Select-Object DestinationPrefix,NextHop,InterfaceAlias"));
-        assert!(!script.contains("-DestinationPrefix"), "the whole table, not only default routes");
+        assert!(
+            !script.contains("-DestinationPrefix"),
+            "the whole table, not only default routes"
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -122,7 +122,13 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
         .collect();
     let count = count_of(&reply, "Count").unwrap_or(tasks.len());
     let total = count_of(&reply, "Total").unwrap_or(count);
-    Ok(build(tasks, count, total, ("non-Microsoft task", "non-Microsoft tasks"), Vec::new()))
+    Ok(build(
+        tasks,
+        count,
+        total,
+        ("non-Microsoft task", "non-Microsoft tasks"),
+        Vec::new(),
+    ))
 }
 
 fn count_of(reply: &Map<String, Value>, key: &str) -> Option<usize> {
@@ -367,7 +373,10 @@ mod tests {
             section["summary"],
             "3 scheduled jobs; last run failed: backup.timer (exit-code)"
         );
-        assert_eq!((section["count"].as_u64(), section["total_count"].as_u64()), (Some(3), Some(3)));
+        assert_eq!(
+            (section["count"].as_u64(), section["total_count"].as_u64()),
+            (Some(3), Some(3))
+        );
         assert!(parse_timers_json("NEXT LEFT LAST PASSED UNIT ACTIVATES").is_none());
     }
 
@@ -386,14 +395,23 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         assert_eq!(jobs.len(), 3, "{jobs:?}");
         assert_eq!(jobs[0].schedule.as_deref(), Some("17 * * * *"));
         assert_eq!(jobs[0].run_as.as_deref(), Some("root"));
-        assert_eq!(jobs[0].action.as_deref(), Some("cd / && run-parts --report /etc/cron.hourly"));
+        assert_eq!(
+            jobs[0].action.as_deref(),
+            Some("cd / && run-parts --report /etc/cron.hourly")
+        );
         assert_eq!(jobs[1].schedule.as_deref(), Some("@reboot"));
         assert_eq!(jobs[1].name, "mount-nas");
         assert_eq!(jobs[2].run_as.as_deref(), Some("backup"));
         assert_eq!(jobs[2].name, "run.sh");
-        let user = cron::parse_crontab("MAILTO=kim\n*/10 * * * * /home/kim/bin/sync a=b\n@daily rm -rf ~/tmp/*\n", Some("kim"));
+        let user = cron::parse_crontab(
+            "MAILTO=kim\n*/10 * * * * /home/kim/bin/sync a=b\n@daily rm -rf ~/tmp/*\n",
+            Some("kim"),
+        );
         assert_eq!(user.len(), 2);
-        assert_eq!((user[0].run_as.as_deref(), user[0].name.as_str()), (Some("kim"), "sync"));
+        assert_eq!(
+            (user[0].run_as.as_deref(), user[0].name.as_str()),
+            (Some("kim"), "sync")
+        );
         assert_eq!(user[0].action.as_deref(), Some("/home/kim/bin/sync a=b"));
         assert_eq!(user[1].schedule.as_deref(), Some("@daily"));
     }
@@ -408,18 +426,34 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
             std::fs::create_dir_all(etc.join(dir)).unwrap();
         }
         std::fs::create_dir_all(spool.join("crontabs")).unwrap();
-        std::fs::write(etc.join("crontab"), "25 6 * * * root test -x /usr/sbin/anacron || run-parts /etc/cron.daily\n").unwrap();
-        std::fs::write(etc.join("cron.d/e2scrub_all"), "10 3 * * 0 root /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n").unwrap();
+        std::fs::write(
+            etc.join("crontab"),
+            "25 6 * * * root test -x /usr/sbin/anacron || run-parts /etc/cron.daily\n",
+        )
+        .unwrap();
+        std::fs::write(
+            etc.join("cron.d/e2scrub_all"),
+            "10 3 * * 0 root /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n",
+        )
+        .unwrap();
         std::fs::write(etc.join("cron.d/old.dpkg-old"), "* * * * * root /never\n").unwrap();
         std::fs::write(etc.join("cron.daily/logrotate"), "#!/bin/sh\n").unwrap();
         std::fs::write(etc.join("cron.daily/.placeholder"), "").unwrap();
         std::fs::write(spool.join("crontabs/kim"), "0 * * * * /home/kim/bin/sync\n").unwrap();
         let (tasks, notes) = cron::cron_at(&etc, &spool);
         assert!(notes.is_empty(), "{notes:?}");
-        let names: Vec<(&str, &str)> = tasks.iter().map(|t| (t.path.rsplit('/').next().unwrap(), t.name.as_str())).collect();
+        let names: Vec<(&str, &str)> = tasks
+            .iter()
+            .map(|t| (t.path.rsplit('/').next().unwrap(), t.name.as_str()))
+            .collect();
         assert_eq!(
             names,
-            [("crontab", "test"), ("e2scrub_all", "e2scrub_all_cron"), ("cron.daily", "logrotate"), ("kim", "sync")]
+            [
+                ("crontab", "test"),
+                ("e2scrub_all", "e2scrub_all_cron"),
+                ("cron.daily", "logrotate"),
+                ("kim", "sync")
+            ]
         );
         assert_eq!(tasks[2].schedule.as_deref(), Some("daily"));
         assert_eq!(tasks[3].run_as.as_deref(), Some("kim"));
@@ -431,7 +465,10 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         let (_, notes) = cron::cron_at(&etc, &spool);
         // Root reads it anyway; a normal user is told what it could not read.
         if !notes.is_empty() {
-            assert!(notes[0].starts_with("cannot read ") && notes[0].contains("crontabs/root"), "{notes:?}");
+            assert!(
+                notes[0].starts_with("cannot read ") && notes[0].contains("crontabs/root"),
+                "{notes:?}"
+            );
         }
     }
 
@@ -454,7 +491,13 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
                 ..Task::default()
             })
             .collect();
-        let section = build(tasks, 150, 400, ("non-Microsoft task", "non-Microsoft tasks"), vec!["x".into()]);
+        let section = build(
+            tasks,
+            150,
+            400,
+            ("non-Microsoft task", "non-Microsoft tasks"),
+            vec!["x".into()],
+        );
         assert_eq!(section["summary"], "150 non-Microsoft tasks (400 total)");
         assert_eq!(section["tasks"].as_array().unwrap().len(), MAX_LISTED);
         assert_eq!(section["truncated"], true);
@@ -467,7 +510,10 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         assert!(script.contains("Get-ScheduledTask)"));
         assert!(script.contains("Get-ScheduledTaskInfo -InputObject $_"));
         assert!(script.contains(r"$_.TaskPath -notlike '\Microsoft\*'"));
-        assert!(script.contains("Select-Object -First 100"), "the query lists no more than the section keeps");
+        assert!(
+            script.contains("Select-Object -First 100"),
+            "the query lists no more than the section keeps"
+        );
         assert!(script.contains(&MAX_LISTED.to_string()));
     }
 
@@ -477,7 +523,10 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         let section = section().await.unwrap();
         assert!(section["count"].is_u64() && section["tasks"].is_array(), "{section:?}");
         if !systemd_running() {
-            assert!(section["notes"].to_string().contains("no systemd timers"), "{section:?}");
+            assert!(
+                section["notes"].to_string().contains("no systemd timers"),
+                "{section:?}"
+            );
         }
     }
 }

@@ -59,7 +59,11 @@ pub(super) fn windows_query(section: &str) -> Option<&'static Query> {
 
 /// `n thing` or `n things`.
 pub(super) fn counted(n: usize, one: &str, many: &str) -> String {
-    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 /// `text` cut to `max` characters, with an ellipsis when something was cut.
@@ -89,10 +93,17 @@ async fn systemctl(args: &[&str]) -> Result<String, String> {
         .await
         .map_err(|e| e.describe("systemctl"))?;
     if !output.success {
-        return Err(format!("`systemctl {}` failed: {}", args.join(" "), first_line(&output)));
+        return Err(format!(
+            "`systemctl {}` failed: {}",
+            args.join(" "),
+            first_line(&output)
+        ));
     }
     if output.truncated {
-        return Err(format!("`systemctl {}` printed more than the agent keeps", args.join(" ")));
+        return Err(format!(
+            "`systemctl {}` printed more than the agent keeps",
+            args.join(" ")
+        ));
     }
     Ok(output.stdout)
 }
@@ -112,7 +123,10 @@ pub(super) async fn failed_services_section() -> Outcome {
         "--full",
     ])
     .await?;
-    Ok(build_failed(parse_units_text(&table).iter().map(unit_json).collect(), "unit"))
+    Ok(build_failed(
+        parse_units_text(&table).iter().map(unit_json).collect(),
+        "unit",
+    ))
 }
 
 fn unit_json(unit: &Unit) -> Value {
@@ -172,7 +186,11 @@ fn build_failed(units: Vec<Value>, noun: &str) -> Section {
         } else {
             String::new()
         };
-        let noun = if count == 1 { noun.to_owned() } else { format!("{noun}s") };
+        let noun = if count == 1 {
+            noun.to_owned()
+        } else {
+            format!("{noun}s")
+        };
         (
             Status::Warn,
             format!("{count} failed {noun}: {}{more}", names.join(", ")),
@@ -278,7 +296,9 @@ fn parse_services_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     let rows: Vec<Row> = win32_services(output)?.iter().map(service_row).collect();
     if rows.is_empty() {
         // Windows cannot run without services; an empty answer means WMI is broken.
-        return Err("Win32_Service listed no services at all; WMI may need repair (winmgmt /verifyrepository)".to_owned());
+        return Err(
+            "Win32_Service listed no services at all; WMI may need repair (winmgmt /verifyrepository)".to_owned(),
+        );
     }
     Ok(build_services(rows))
 }
@@ -411,8 +431,14 @@ smartd.service               loaded failed failed Self Monitoring and Reporting 
         assert!(cut.ends_with('…'));
         let unit = format!("{long}.service loaded failed failed {long}");
         let section = build_failed(failed_units(&unit), "unit");
-        assert_eq!(section["units"][0]["name"].as_str().unwrap().chars().count(), TEXT_CHARS);
-        assert_eq!(section["units"][0]["description"].as_str().unwrap().chars().count(), TEXT_CHARS);
+        assert_eq!(
+            section["units"][0]["name"].as_str().unwrap().chars().count(),
+            TEXT_CHARS
+        );
+        assert_eq!(
+            section["units"][0]["description"].as_str().unwrap().chars().count(),
+            TEXT_CHARS
+        );
     }
 
     // `systemctl list-units --type=service --all --output=json` (systemd 252) and
@@ -432,14 +458,23 @@ smartd.service                         enabled         enabled
         let section = build_services(units.iter().map(|u| unit_row(u, &states)).collect());
         assert_eq!(section["status"], "warn");
         assert_eq!(section["summary"], "5 services, 2 running, 1 failed: smartd.service");
-        assert_eq!((section["count"].as_u64(), section["running"].as_u64()), (Some(5), Some(2)));
+        assert_eq!(
+            (section["count"].as_u64(), section["running"].as_u64()),
+            (Some(5), Some(2))
+        );
         assert_eq!(section["failed"], 1);
         assert_eq!(section["truncated"], false);
         let services = section["services"].as_array().unwrap();
         let names: Vec<&str> = services.iter().map(|s| s["name"].as_str().unwrap()).collect();
         assert_eq!(
             names,
-            ["smartd.service", "apt-daily.service", "cron.service", "getty@tty1.service", "plymouth-quit.service"]
+            [
+                "smartd.service",
+                "apt-daily.service",
+                "cron.service",
+                "getty@tty1.service",
+                "plymouth-quit.service"
+            ]
         );
         assert_eq!(
             services[2],
@@ -447,14 +482,22 @@ smartd.service                         enabled         enabled
                    "active": "active", "sub": "running", "start_type": "enabled"})
         );
         assert_eq!(services[1]["start_type"], "static");
-        assert_eq!(services[3]["start_type"], "enabled", "an instance takes its template's state");
+        assert_eq!(
+            services[3]["start_type"], "enabled",
+            "an instance takes its template's state"
+        );
         assert_eq!(services[4]["start_type"], Value::Null, "no unit file");
 
         let healthy = build_services(units[..3].iter().map(|u| unit_row(u, &states)).collect());
         assert_eq!(healthy["status"], "ok");
         assert_eq!(healthy["summary"], "3 services, 2 running, none failed");
         let many: Vec<Row> = (0..MAX_SERVICES + 5)
-            .map(|i| unit_row(&parse_units_text(&format!("s{i}.service loaded active running S"))[0], &states))
+            .map(|i| {
+                unit_row(
+                    &parse_units_text(&format!("s{i}.service loaded active running S"))[0],
+                    &states,
+                )
+            })
             .collect();
         let many = build_services(many);
         assert_eq!(many["services"].as_array().unwrap().len(), MAX_SERVICES);
@@ -469,7 +512,11 @@ smartd.service                         enabled         enabled
             assert!(script.contains("Get-CimInstance -ClassName Win32_Service"), "{section}");
             assert!(script.contains("Select-Object Name,DisplayName,State,StartMode,ProcessId,ExitCode"));
         }
-        assert!(FAILED_QUERY.script.contains("-Filter \"StartMode='Auto' AND State='Stopped'\""));
+        assert!(
+            FAILED_QUERY
+                .script
+                .contains("-Filter \"StartMode='Auto' AND State='Stopped'\"")
+        );
         assert!(!SERVICES_QUERY.script.contains("-Filter"));
         assert!(windows_query("disk").is_none());
     }

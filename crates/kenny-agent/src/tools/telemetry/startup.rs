@@ -82,11 +82,12 @@ fn build(entries: Vec<Entry>, notes: Vec<String>) -> Section {
     let summary = if count == 0 {
         "nothing starts by itself".to_owned()
     } else {
-        let parts: Vec<String> = by_kind
-            .iter()
-            .map(|(kind, n)| kind_label(kind, *n))
-            .collect();
-        let verb = if count == 1 { "starts by itself" } else { "start by themselves" };
+        let parts: Vec<String> = by_kind.iter().map(|(kind, n)| kind_label(kind, *n)).collect();
+        let verb = if count == 1 {
+            "starts by itself"
+        } else {
+            "start by themselves"
+        };
         format!("{} {verb}: {}", counted(count, "entry", "entries"), parts.join(", "))
     };
     let listed: Vec<Value> = entries.iter().take(MAX_LISTED).map(entry_json).collect();
@@ -134,9 +135,24 @@ mod tests {
     #[test]
     fn linux_entries_with_their_scope() {
         let entries = vec![
-            entry("systemd", "ssh.service", "/lib/systemd/system/ssh.service", Some("root")),
-            entry("xdg", "Nextcloud", "/home/kim/.config/autostart/nextcloud.desktop", Some("kim")),
-            entry("xdg", "Print Queue Applet", "/etc/xdg/autostart/print-applet.desktop", None),
+            entry(
+                "systemd",
+                "ssh.service",
+                "/lib/systemd/system/ssh.service",
+                Some("root"),
+            ),
+            entry(
+                "xdg",
+                "Nextcloud",
+                "/home/kim/.config/autostart/nextcloud.desktop",
+                Some("kim"),
+            ),
+            entry(
+                "xdg",
+                "Print Queue Applet",
+                "/etc/xdg/autostart/print-applet.desktop",
+                None,
+            ),
             entry("cron", "backup.sh", "/var/spool/cron/crontabs/kim", Some("kim")),
             entry("cron", "mount-nas", "/etc/cron.d/nas", Some("root")),
         ];

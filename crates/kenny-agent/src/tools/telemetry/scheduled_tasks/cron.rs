@@ -63,10 +63,11 @@ impl Scan {
         match read_text(file, FILE_CAP) {
             Ok((text, _)) => {
                 let path = file.display().to_string();
-                self.tasks.extend(parse_crontab(&text, user).into_iter().map(|job| Task {
-                    path: path.clone(),
-                    ..job
-                }));
+                self.tasks
+                    .extend(parse_crontab(&text, user).into_iter().map(|job| Task {
+                        path: path.clone(),
+                        ..job
+                    }));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => self.notes.push(format!("cannot read {}: {e}", file.display())),
