@@ -403,6 +403,15 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         assert_eq!(jobs[1].name, "mount-nas");
         assert_eq!(jobs[2].run_as.as_deref(), Some("backup"));
         assert_eq!(jobs[2].name, "run.sh");
+        assert_eq!(jobs[0].name, "run-parts");
+        let guarded = cron::parse_crontab(
+            "30 3 * * 0 root test -e /run/systemd/system || SERVICE_MODE=1 /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n\
+             25 6 * * * root test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }\n\
+             0 0 * * * root test -x /bin/true\n",
+            None,
+        );
+        let names: Vec<&str> = guarded.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["e2scrub_all_cron", "run-parts", "test"]);
         let user = cron::parse_crontab(
             "MAILTO=kim\n*/10 * * * * /home/kim/bin/sync a=b\n@daily rm -rf ~/tmp/*\n",
             Some("kim"),
@@ -449,7 +458,7 @@ PATH = /usr/local/sbin:/usr/local/bin:/sbin:/bin
         assert_eq!(
             names,
             [
-                ("crontab", "test"),
+                ("crontab", "run-parts"),
                 ("e2scrub_all", "e2scrub_all_cron"),
                 ("cron.daily", "logrotate"),
                 ("kim", "sync")

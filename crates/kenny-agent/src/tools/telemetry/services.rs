@@ -331,7 +331,13 @@ fn build_services(mut rows: Vec<Row>) -> Section {
     let running = rows.iter().filter(|r| r.running()).count();
     let failed: Vec<&str> = rows.iter().filter(|r| r.failed()).map(|r| r.name.as_str()).collect();
     let (status, summary) = if failed.is_empty() {
-        (Status::Ok, format!("{count} services, {running} running, none failed"))
+        (
+            Status::Ok,
+            format!(
+                "{}, {running} running, none failed",
+                counted(count, "service", "services")
+            ),
+        )
     } else {
         let named: Vec<String> = failed.iter().take(3).map(|n| capped(n, 60)).collect();
         let more = if failed.len() > 3 {
@@ -342,7 +348,8 @@ fn build_services(mut rows: Vec<Row>) -> Section {
         (
             Status::Warn,
             format!(
-                "{count} services, {running} running, {} failed: {}{more}",
+                "{}, {running} running, {} failed: {}{more}",
+                counted(count, "service", "services"),
                 failed.len(),
                 named.join(", ")
             ),

@@ -162,9 +162,27 @@ fn split_word(text: &str) -> Option<(&str, &str)> {
     Some(text.split_once(char::is_whitespace).unwrap_or((text, "")))
 }
 
-/// What a command line runs: `test -x /usr/sbin/anacron || run-parts ...` is `test`,
-/// `/usr/bin/foo --x` is `foo`.
+/// What a command line runs, for the `name` column: `/usr/bin/foo --x` is `foo`, and
+/// the guards cron lines often start with are skipped: `test -x /usr/sbin/anacron || (cd
+/// / && run-parts --report /etc/cron.daily)` runs `run-parts`.
 fn program_name(command: &str) -> String {
-    let first = command.split_whitespace().next().unwrap_or(command);
-    first.rsplit('/').next().unwrap_or(first).to_owned()
+    const GUARDS: [&str; 4] = ["test", "[", "cd", "true"];
+    let programs: Vec<&str> = command
+        .split("||")
+        .flat_map(|part| part.split("&&"))
+        .flat_map(|part| part.split(';'))
+        .filter_map(|part| {
+            part.split_whitespace()
+                .map(|word| word.trim_start_matches(['(', '{']))
+                .find(|word| !word.is_empty() && !word.contains('=') && !matches!(*word, "}" | ")"))
+        })
+        .collect();
+    let program = programs
+        .iter()
+        .rev()
+        .find(|p| !GUARDS.contains(p))
+        .or(programs.first())
+        .copied()
+        .unwrap_or(command);
+    program.rsplit('/').next().unwrap_or(program).to_owned()
 }
