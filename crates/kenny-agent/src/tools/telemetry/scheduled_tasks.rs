@@ -170,7 +170,7 @@ fn windows_failure(code: i64) -> bool {
 pub(super) async fn section() -> Outcome {
     let mut notes = Vec::new();
     let mut tasks = if systemd_running() {
-        match timers().await {
+        match timers(&mut notes).await {
             Ok(timers) => timers,
             Err(e) => {
                 notes.push(format!("systemd timers could not be listed: {e}"));
@@ -198,10 +198,17 @@ async fn systemctl(args: &[&str]) -> Result<String, String> {
     Ok(output.stdout)
 }
 
-async fn timers() -> Result<Vec<Task>, String> {
+async fn timers(notes: &mut Vec<String>) -> Result<Vec<Task>, String> {
     let listing = systemctl(&["list-timers", "--all", "--no-pager", "--output=json"]).await?;
-    let mut tasks = parse_timers_json(&listing)
-        .ok_or_else(|| "this systemctl has no JSON output for list-timers (systemd 246 or later has)".to_owned())?;
+    let mut tasks = match parse_timers_json(&listing) {
+        Some(tasks) => tasks,
+        None => {
+            // systemd before 246 prints its table whatever --output says; its times are
+            // in the local zone and words, so only the units are taken from it.
+            notes.push("systemd older than 246: the timers' next and last run times are not read".to_owned());
+            parse_timers_table(&systemctl(&["list-timers", "--all", "--no-pager", "--no-legend"]).await?)
+        }
+    };
     let units: Vec<&str> = tasks.iter().filter_map(|t| t.action.as_deref()).collect();
     if !units.is_empty() {
         let mut args = vec!["show", "--no-pager", "--property=Id,Result"];
@@ -212,6 +219,26 @@ async fn timers() -> Result<Vec<Task>, String> {
         }
     }
     Ok(tasks)
+}
+
+/// The table `list-timers --no-legend` prints: times in words, then the timer and the
+/// unit it starts as the last two columns.
+fn parse_timers_table(table: &str) -> Vec<Task> {
+    table
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace().rev();
+            let activates = words.next()?;
+            let unit = words.next()?;
+            unit.ends_with(".timer").then(|| Task {
+                path: "systemd".to_owned(),
+                name: unit.to_owned(),
+                state: "unknown".to_owned(),
+                action: Some(activates.to_owned()),
+                ..Task::default()
+            })
+        })
+        .collect()
 }
 
 /// `systemctl list-timers --all --output=json`: `[{next, left, last, passed, unit,
@@ -271,13 +298,13 @@ fn parse_results(text: &str) -> HashMap<String, String> {
     results
 }
 
-/// A timer's unit that never ran has `Result=success` too; only one that ran can fail.
+/// A unit that never ran has `Result=success` too, so anything else means a run failed.
 fn apply_results(tasks: &mut [Task], results: &HashMap<String, String>) {
     for task in tasks {
         let Some(result) = task.action.as_ref().and_then(|unit| results.get(unit)) else {
             continue;
         };
-        task.failed = result != "success" && task.last_run.is_some();
+        task.failed = result != "success";
         task.last_result = Value::from(result.clone());
     }
 }
@@ -378,6 +405,28 @@ mod tests {
             (Some(3), Some(3))
         );
         assert!(parse_timers_json("NEXT LEFT LAST PASSED UNIT ACTIVATES").is_none());
+    }
+
+    #[test]
+    fn timers_from_the_table_of_an_old_systemd() {
+        // `systemctl list-timers --all --no-legend` on Ubuntu 20.04 (systemd 245).
+        let table = "\
+Tue 2026-06-05 07:12:41 CEST 7h left       Mon 2026-06-04 07:01:02 CEST 16h ago     apt-daily-upgrade.timer      apt-daily-upgrade.service
+n/a                          n/a           Mon 2026-06-04 10:00:00 CEST 14h ago     backup.timer                 backup.service
+n/a                          n/a           n/a                          n/a         snapd.snap-repair.timer      snapd.snap-repair.service
+";
+        let tasks = parse_timers_table(table);
+        let names: Vec<(&str, Option<&str>)> = tasks.iter().map(|t| (t.name.as_str(), t.action.as_deref())).collect();
+        assert_eq!(
+            names,
+            [
+                ("apt-daily-upgrade.timer", Some("apt-daily-upgrade.service")),
+                ("backup.timer", Some("backup.service")),
+                ("snapd.snap-repair.timer", Some("snapd.snap-repair.service"))
+            ]
+        );
+        assert_eq!(tasks[0].next_run, None);
+        assert!(parse_timers_table("0 timers listed.\n").is_empty());
     }
 
     #[test]
