@@ -134,8 +134,6 @@ struct Found {
     groups: Vec<Group>,
     /// Every event counted, including groups past the list.
     total: u64,
-    /// Crashes, including groups past the list.
-    crashes: Option<u64>,
     /// More groups than listed, or the source stopped at its own cap.
     truncated: bool,
     notes: Vec<String>,
@@ -168,13 +166,9 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     let listed_groups = groups.len();
     let group_count = count_of(&reply, "GroupCount").unwrap_or(listed_groups as u64);
     let capped_at_source = reply.get("Capped").and_then(Value::as_bool).unwrap_or(false);
-    let crashes_listed = groups.iter().filter(|g| g.crash).map(|g| g.count).sum();
     Ok(build(Found {
         stability_index,
         total: count_of(&reply, "Total").unwrap_or(0),
-        // Crash groups are few and frequent, so the listed ones are all of them unless
-        // the week had more than 50 kinds of errors.
-        crashes: Some(crashes_listed),
         truncated: capped_at_source || group_count > listed_groups as u64,
         groups,
         notes,
@@ -242,7 +236,6 @@ pub(super) async fn section() -> Outcome {
     apport_reports(Path::new("/var/crash"), since, &mut groups, &mut found.notes);
     found.groups = groups.into_values().collect();
     found.total = found.groups.iter().map(|g| g.count).sum();
-    found.crashes = Some(found.groups.iter().filter(|g| g.crash).map(|g| g.count).sum());
     Ok(build(found))
 }
 
@@ -424,7 +417,9 @@ fn build(mut found: Found) -> Section {
     found
         .groups
         .sort_by_key(|g| std::cmp::Reverse((g.crash, g.count, g.last_seen)));
-    let crashes = found.crashes.unwrap_or(0);
+    // Crash groups are few and frequent, so the groups the Windows query keeps (the 50
+    // most frequent) hold them all unless the week had more than 50 kinds of errors.
+    let crashes: u64 = found.groups.iter().filter(|g| g.crash).map(|g| g.count).sum();
     let crashed = counted(usize::try_from(crashes).unwrap_or(usize::MAX), "crash", "crashes");
     let events = counted(
         usize::try_from(found.total).unwrap_or(usize::MAX),
@@ -489,7 +484,6 @@ mod tests {
         let groups = grouped(JOURNAL);
         let found = Found {
             total: groups.iter().map(|g| g.count).sum(),
-            crashes: Some(groups.iter().filter(|g| g.crash).map(|g| g.count).sum()),
             groups,
             ..Found::default()
         };
@@ -533,7 +527,6 @@ mod tests {
         }
         let found = Found {
             total: CRASH_WARN,
-            crashes: Some(CRASH_WARN),
             groups: groups.into_values().collect(),
             ..Found::default()
         };
