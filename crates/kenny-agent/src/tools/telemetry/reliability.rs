@@ -66,7 +66,7 @@ try {
 }
 $events = @()
 try {
-  $events = @(Get-WinEvent -FilterHashtable @{ LogName = 'System','Application'; Level = 1,2; StartTime = $since } -MaxEvents 2000)
+  $events = @(Get-WinEvent -FilterHashtable @{ LogName = 'System','Application'; Level = 1,2; StartTime = $since } -MaxEvents 1000)
 } catch {
   if ($_.FullyQualifiedErrorId -notlike 'NoMatchingEventsFound*') { throw }
 }
@@ -88,10 +88,10 @@ $groups = @($all | Select-Object -First 50 | ForEach-Object {
 })
 [pscustomobject]@{
   StabilityIndex = $index; IndexTime = $indexTime; IndexError = $indexError
-  Total = $events.Count; Capped = ($events.Count -ge 2000); GroupCount = $all.Count; Groups = $groups
+  Total = $events.Count; Capped = ($events.Count -ge 1000); GroupCount = $all.Count; Groups = $groups
 } | ConvertTo-Json -Compress -Depth 5
 "#,
-    limit: Duration::from_secs(14),
+    limit: Duration::from_secs(12),
     parse: parse_windows,
 };
 
@@ -584,7 +584,7 @@ mod tests {
         let script = windows_query().unwrap().script;
         assert!(script.contains("Get-CimInstance -ClassName Win32_ReliabilityStabilityMetrics"));
         assert!(script.contains("LogName = 'System','Application'; Level = 1,2; StartTime = $since"));
-        assert!(script.contains("-MaxEvents 2000"));
+        assert!(script.contains("-MaxEvents 1000"));
         assert!(script.contains("Group-Object ProviderName, Id"));
         assert!(script.contains("NoMatchingEventsFound"), "no events is not an error");
     }
