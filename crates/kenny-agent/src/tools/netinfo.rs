@@ -96,10 +96,14 @@ pub(crate) fn is_resolved_stub(servers: &[String]) -> bool {
     !servers.is_empty() && servers.iter().all(|s| RESOLVED_STUBS.contains(&s.as_str()))
 }
 
-/// Default routes in `/proc/net/route`: destination and mask 0, route up and not a
-/// reject route. Addresses there are the kernel's 32-bit values printed in host byte
-/// order, hence `to_ne_bytes`.
+/// Default routes in `/proc/net/route`: destination and mask 0.
 pub(crate) fn parse_proc_net_route(text: &str) -> Vec<Route> {
+    defaults_of(parse_proc_net_route_table(text))
+}
+
+/// Every usable route in `/proc/net/route`: up and not a reject route. Addresses there
+/// are the kernel's 32-bit values printed in host byte order, hence `to_ne_bytes`.
+pub(crate) fn parse_proc_net_route_table(text: &str) -> Vec<TableRoute> {
     let mut routes = Vec::new();
     for line in text.lines().skip(1) {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -111,25 +115,33 @@ pub(crate) fn parse_proc_net_route(text: &str) -> Vec<Route> {
         else {
             continue;
         };
-        if dest != 0 || mask != 0 || flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+        if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
             continue;
         }
         let gateway = Ipv4Addr::from(gateway.to_ne_bytes());
-        routes.push(Route {
-            family: Family::V4,
-            gateway: (!gateway.is_unspecified()).then_some(IpAddr::V4(gateway)),
-            interface: iface.to_owned(),
-            metric: metric.parse().unwrap_or(0),
+        routes.push(TableRoute {
+            destination: format!("{}/{}", Ipv4Addr::from(dest.to_ne_bytes()), mask.count_ones()),
+            route: Route {
+                family: Family::V4,
+                gateway: (!gateway.is_unspecified()).then_some(IpAddr::V4(gateway)),
+                interface: iface.to_owned(),
+                metric: metric.parse().unwrap_or(0),
+            },
         });
     }
     routes
 }
 
-/// Default routes in `/proc/net/ipv6_route` (columns: destination, prefix length,
-/// source, source prefix length, next hop, metric, refcount, use, flags, interface; all
-/// hex, addresses in network order). The kernel's catch-all `::/0` reject route on `lo`
-/// is not a default route.
+/// Default routes in `/proc/net/ipv6_route`. The kernel's catch-all `::/0` reject
+/// route on `lo` is not a default route.
 pub(crate) fn parse_proc_net_ipv6_route(text: &str) -> Vec<Route> {
+    defaults_of(parse_proc_net_ipv6_route_table(text))
+}
+
+/// Every usable route in `/proc/net/ipv6_route` (columns: destination, prefix length,
+/// source, source prefix length, next hop, metric, refcount, use, flags, interface; all
+/// hex, addresses in network order): up and not a reject route.
+pub(crate) fn parse_proc_net_ipv6_route_table(text: &str) -> Vec<TableRoute> {
     let mut routes = Vec::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
@@ -157,17 +169,42 @@ pub(crate) fn parse_proc_net_ipv6_route(text: &str) -> Vec<Route> {
         ) else {
             continue;
         };
-        if !dest.is_unspecified() || dest_len != 0 || flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
+        if flags & RTF_UP == 0 || flags & RTF_REJECT != 0 {
             continue;
         }
-        routes.push(Route {
-            family: Family::V6,
-            gateway: (!next_hop.is_unspecified()).then_some(IpAddr::V6(next_hop)),
-            interface: iface.to_owned(),
-            metric,
+        routes.push(TableRoute {
+            destination: format!("{dest}/{dest_len}"),
+            route: Route {
+                family: Family::V6,
+                gateway: (!next_hop.is_unspecified()).then_some(IpAddr::V6(next_hop)),
+                interface: iface.to_owned(),
+                metric,
+            },
         });
     }
     routes
+}
+
+/// A route of the table: where it leads, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableRoute {
+    /// The destination prefix, `10.0.0.0/8` or `fe80::/64`.
+    pub destination: String,
+    pub route: Route,
+}
+
+impl TableRoute {
+    pub(crate) fn is_default(&self) -> bool {
+        matches!(self.destination.as_str(), "0.0.0.0/0" | "::/0")
+    }
+}
+
+fn defaults_of(table: Vec<TableRoute>) -> Vec<Route> {
+    table
+        .into_iter()
+        .filter(TableRoute::is_default)
+        .map(|t| t.route)
+        .collect()
 }
 
 /// `nameserver` lines of a resolv.conf, in order, each once. Zone suffixes
@@ -196,7 +233,7 @@ pub(crate) mod windows {
     use serde_json::Value;
     use std::net::{IpAddr, Ipv6Addr};
 
-    use super::{Family, Route};
+    use super::{Family, Route, TableRoute};
 
     /// Lists IPv4 and IPv6 default routes as JSON.
     pub(crate) const ROUTES_SCRIPT: &str =
@@ -207,17 +244,22 @@ pub(crate) mod windows {
         "Get-DnsClientServerAddress -ErrorAction SilentlyContinue | ConvertTo-Json -Depth 2";
 
     /// Default routes from `Get-NetRoute ... | ConvertTo-Json`: one object, or a list of
-    /// them; nothing at all when there is no route. The metric Windows uses to choose is
-    /// the route's plus its interface's.
+    /// them; nothing at all when there is no route.
     pub(crate) fn parse_routes(text: &str) -> Result<Vec<Route>, String> {
+        let mut routes = super::defaults_of(parse_route_table(text)?);
+        super::sort_routes(&mut routes);
+        Ok(routes)
+    }
+
+    /// Every route in `Get-NetRoute | ConvertTo-Json`, in the order printed. The metric
+    /// Windows uses to choose is the route's plus its interface's.
+    pub(crate) fn parse_route_table(text: &str) -> Result<Vec<TableRoute>, String> {
         let mut routes = Vec::new();
         for item in json_items(text)? {
-            let prefix = item["DestinationPrefix"].as_str().unwrap_or_default();
-            let family = match prefix {
-                "0.0.0.0/0" => Family::V4,
-                "::/0" => Family::V6,
-                _ => continue,
+            let Some(prefix) = item["DestinationPrefix"].as_str() else {
+                continue;
             };
+            let family = if prefix.contains(':') { Family::V6 } else { Family::V4 };
             let Some(interface) = item["InterfaceAlias"].as_str() else {
                 continue;
             };
@@ -229,14 +271,16 @@ pub(crate) mod windows {
                 .iter()
                 .filter_map(|m| m.as_u64())
                 .sum::<u64>();
-            routes.push(Route {
-                family,
-                gateway,
-                interface: interface.to_owned(),
-                metric: u32::try_from(metric).unwrap_or(u32::MAX),
+            routes.push(TableRoute {
+                destination: prefix.to_owned(),
+                route: Route {
+                    family,
+                    gateway,
+                    interface: interface.to_owned(),
+                    metric: u32::try_from(metric).unwrap_or(u32::MAX),
+                },
             });
         }
-        super::sort_routes(&mut routes);
         Ok(routes)
     }
 

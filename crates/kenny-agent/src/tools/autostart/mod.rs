@@ -13,9 +13,11 @@ use super::bounded::blocking;
 const MAX_ENTRIES: usize = 2000;
 const BACKSTOP: Duration = Duration::from_secs(50);
 
+pub(crate) use windows::{SCRIPT as WINDOWS_SCRIPT, parse as parse_windows};
+
 /// One thing that starts by itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub kind: &'static str,
     pub name: String,
     pub command: Option<String>,
@@ -48,23 +50,28 @@ pub(super) async fn list(ctx: &crate::tools::ToolContext) -> ToolResult {
     let (entries, notes) = if cfg!(windows) {
         windows::list().await?
     } else {
-        let mut notes = Vec::new();
-        let mut entries = if super::systemd::is_running() {
-            linux::systemd_units(&mut notes).await
-        } else {
-            notes.push(format!(
-                "{}: enabled systemd units were not listed, since nothing starts them",
-                super::systemd::not_running_reason()
-            ));
-            Vec::new()
-        };
-        let root = ctx.autostart_root();
-        let (files, file_notes) = blocking("diag_autostart", BACKSTOP, move || linux::scan_files(&root)).await?;
-        entries.extend(files);
-        notes.extend(file_notes);
-        (entries, notes)
+        linux_entries(ctx.autostart_root()).await?
     };
     Ok(render(entries, notes))
+}
+
+/// Linux: enabled systemd units (when systemd runs), then XDG autostart files and cron
+/// `@reboot` lines under `root` (`/` normally). What could not be read becomes a note.
+pub(crate) async fn linux_entries(root: std::path::PathBuf) -> Result<(Vec<Entry>, Vec<String>), super::ToolError> {
+    let mut notes = Vec::new();
+    let mut entries = if super::systemd::is_running() {
+        linux::systemd_units(&mut notes).await
+    } else {
+        notes.push(format!(
+            "{}: enabled systemd units were not listed, since nothing starts them",
+            super::systemd::not_running_reason()
+        ));
+        Vec::new()
+    };
+    let (files, file_notes) = blocking("diag_autostart", BACKSTOP, move || linux::scan_files(&root)).await?;
+    entries.extend(files);
+    notes.extend(file_notes);
+    Ok((entries, notes))
 }
 
 fn render(entries: Vec<Entry>, notes: Vec<String>) -> Value {

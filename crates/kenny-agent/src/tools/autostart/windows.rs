@@ -14,7 +14,7 @@ const OUTPUT_CAP: usize = 8 * 1024 * 1024;
 
 /// Task Scheduler failures are caught on their own so that startup commands still come
 /// back (the ScheduledTasks module is missing on some stripped-down systems).
-pub(super) const SCRIPT: &str = r"$ErrorActionPreference = 'Stop'
+pub(crate) const SCRIPT: &str = r"$ErrorActionPreference = 'Stop'
 $startup = @(Get-CimInstance -ClassName Win32_StartupCommand | Select-Object Name,Command,Location,User)
 $tasks = @()
 $taskError = $null
@@ -49,7 +49,7 @@ pub(super) async fn list() -> Result<(Vec<Entry>, Vec<String>), ToolError> {
     parse(&out.stdout.into_text()).map_err(ToolError::exec_failed)
 }
 
-pub(super) fn parse(stdout: &str) -> Result<(Vec<Entry>, Vec<String>), String> {
+pub(crate) fn parse(stdout: &str) -> Result<(Vec<Entry>, Vec<String>), String> {
     let mut notes = vec![
         "startup commands disabled in Task Manager are still listed by Windows; their `enabled` is null".to_owned(),
     ];

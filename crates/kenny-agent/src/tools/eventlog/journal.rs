@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 const OUTPUT_CAP: usize = 16 * 1024 * 1024;
 const NO_JOURNAL: &str = "No journal files were found";
 /// Where journald keeps its files: volatile, then persistent (each in a machine-id folder).
-const JOURNAL_DIRS: [&str; 2] = ["/run/log/journal", "/var/log/journal"];
+pub(crate) const JOURNAL_DIRS: [&str; 2] = ["/run/log/journal", "/var/log/journal"];
 
 pub(super) enum Answer {
     Entries(Value),
@@ -84,7 +84,7 @@ pub(super) async fn query(query: &Query) -> Result<Answer, ToolError> {
 }
 
 /// Journal files sit in `dir` or one folder down (the machine id, or a namespace).
-fn has_journal_files(dir: &Path) -> bool {
+pub(crate) fn has_journal_files(dir: &Path) -> bool {
     let is_journal = |path: &Path| {
         path.extension()
             .is_some_and(|ext| ext == "journal" || ext == "journal~")
@@ -114,7 +114,7 @@ pub(super) fn parse(stdout: &str, limit: usize) -> (Vec<Entry>, bool) {
     (entries, more)
 }
 
-fn entry(fields: &Map<String, Value>) -> Entry {
+pub(crate) fn entry(fields: &Map<String, Value>) -> Entry {
     let time = field(fields, "__REALTIME_TIMESTAMP")
         .and_then(|us| us.parse::<i128>().ok())
         .and_then(|us| OffsetDateTime::from_unix_timestamp_nanos(us.checked_mul(1000)?).ok());
@@ -142,7 +142,7 @@ fn entry(fields: &Map<String, Value>) -> Entry {
 
 /// A journal field as text; journalctl prints numbers as strings, binary data as an
 /// array of bytes, and a field repeated in one entry as an array of values.
-fn field(fields: &Map<String, Value>, name: &str) -> Option<String> {
+pub(crate) fn field(fields: &Map<String, Value>, name: &str) -> Option<String> {
     match fields.get(name)? {
         Value::String(s) => Some(s.clone()),
         Value::Array(values) => values.first().and_then(|first| match first {

@@ -5,6 +5,8 @@ mod since;
 mod syslog;
 mod windows;
 
+pub(crate) use journal::{JOURNAL_DIRS, entry as journal_entry, field as journal_field, has_journal_files};
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -90,7 +92,7 @@ impl Query {
 
 /// One log entry, from whichever source.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     pub time: Option<OffsetDateTime>,
     /// Syslog severity, 0 (emergency) to 7 (debug); `None` where the source has none.
     pub severity: Option<u8>,
@@ -117,7 +119,7 @@ impl Entry {
     }
 }
 
-pub(super) fn severity_name(severity: u8) -> &'static str {
+pub(crate) fn severity_name(severity: u8) -> &'static str {
     match severity {
         0 => "emergency",
         1 => "alert",

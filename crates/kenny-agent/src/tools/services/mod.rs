@@ -18,6 +18,8 @@ use super::{ToolError, ToolResult};
     reason = "the telemetry collector will report failed units through it"
 )]
 pub(crate) use systemd::failed_units_blocking;
+pub(crate) use systemd::{Unit, parse_json as parse_units_json, parse_text as parse_units_text};
+pub(crate) use windows::parse as parse_win32_services;
 
 const DEFAULT_LIMIT: usize = 300;
 const COMMAND_LIMIT: Duration = Duration::from_secs(20);
@@ -57,12 +59,12 @@ impl StateFilter {
 
 /// Where a service stands, as far as its source can tell.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Standing {
-    running: bool,
-    failed: bool,
-    stopped: bool,
+pub(crate) struct Standing {
+    pub(crate) running: bool,
+    pub(crate) failed: bool,
+    pub(crate) stopped: bool,
     /// The source cannot tell (SysV scripts without a pid file).
-    unknown: bool,
+    pub(crate) unknown: bool,
 }
 
 impl Standing {
@@ -78,11 +80,11 @@ impl Standing {
 
 /// One service as listed, with what the filters look at.
 #[derive(Debug, Clone)]
-struct Service {
+pub(crate) struct Service {
     /// Also matched by the name filter (Windows display names are what people know).
-    names: Vec<String>,
-    standing: Standing,
-    entry: Value,
+    pub(crate) names: Vec<String>,
+    pub(crate) standing: Standing,
+    pub(crate) entry: Value,
 }
 
 pub(super) async fn list(args: DiagServicesArgs) -> ToolResult {

@@ -12,7 +12,7 @@ use crate::tools::process::run_captured;
 
 /// One row of `systemctl list-units`, in either output format.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub(super) struct Unit {
+pub(crate) struct Unit {
     #[serde(rename = "unit")]
     pub name: String,
     pub load: String,
@@ -85,7 +85,7 @@ async fn systemctl(args: &[&str]) -> Result<String, ToolError> {
 
 /// `--output=json`: an array of `{unit, load, active, sub, description}`. `None` when the
 /// text is not such an array (an older systemctl printed its table instead).
-pub(super) fn parse_json(text: &str) -> Option<Vec<Unit>> {
+pub(crate) fn parse_json(text: &str) -> Option<Vec<Unit>> {
     let text = text.trim();
     if !text.starts_with('[') {
         return None;
@@ -95,7 +95,7 @@ pub(super) fn parse_json(text: &str) -> Option<Vec<Unit>> {
 
 /// `--plain --no-legend`: `UNIT LOAD ACTIVE SUB DESCRIPTION...`, one unit a line. Some
 /// versions still put a status mark (`●`, `*`) before units that are not loaded or failed.
-pub(super) fn parse_text(text: &str) -> Vec<Unit> {
+pub(crate) fn parse_text(text: &str) -> Vec<Unit> {
     text.lines().filter_map(parse_text_line).collect()
 }
 

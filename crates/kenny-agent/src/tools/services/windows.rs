@@ -29,7 +29,7 @@ pub(super) async fn services() -> Result<Vec<Service>, ToolError> {
     parse(&out.stdout.into_text()).map_err(ToolError::exec_failed)
 }
 
-pub(super) fn parse(stdout: &str) -> Result<Vec<Service>, String> {
+pub(crate) fn parse(stdout: &str) -> Result<Vec<Service>, String> {
     Ok(psjson::rows(stdout)?.iter().filter_map(service).collect())
 }
 
