@@ -37,7 +37,9 @@ const SMARTCTL_LIMIT: Duration = Duration::from_secs(8);
 /// Endurance used (percent of the rated writes) from which an SSD deserves a warning.
 const WEAR_WARN_PERCENT: i64 = 90;
 /// Block devices that are not physical disks.
-const NOT_DISKS: &[&str] = &["loop", "ram", "zram", "dm-", "md", "sr", "nbd", "fd", "zd", "rbd", "drbd"];
+const NOT_DISKS: &[&str] = &[
+    "loop", "ram", "zram", "dm-", "md", "sr", "nbd", "fd", "zd", "rbd", "drbd",
+];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Health {
@@ -104,6 +106,10 @@ pub(super) async fn section() -> Outcome {
     let mut disks = sysfs_disks(&sys_root());
     if disks.is_empty() {
         return Ok(build(&disks, "sysfs", None));
+    }
+    if disks.iter().all(|d| d.bus.as_deref() == Some("Virtual")) {
+        let reason = "virtual disks have no SMART health of their own; watch the host's disks";
+        return Ok(build(&disks, "sysfs", Some(reason.to_owned())));
     }
     if !running_as_root() {
         let reason = "smartctl needs root and the agent runs as a normal user: SMART health unknown";
@@ -246,7 +252,12 @@ fn apply_smartctl(disk: &mut Disk, out: &Output) {
         .get("smartctl")
         .and_then(|s| s.get("messages"))
         .and_then(Value::as_array)
-        .map(|m| m.iter().filter_map(|m| m.get("string")?.as_str()).map(str::to_owned).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|m| m.get("string")?.as_str())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(model) = ["model_name", "scsi_model_name"]
         .iter()
@@ -275,7 +286,10 @@ fn apply_smartctl(disk: &mut Disk, out: &Output) {
 
     let mut findings: Vec<(Health, String)> = Vec::new();
     match get(&["smart_status", "passed"]).and_then(|v| v.as_bool()) {
-        Some(false) => findings.push((Health::Failing, "the disk's SMART self-assessment says it is failing".into())),
+        Some(false) => findings.push((
+            Health::Failing,
+            "the disk's SMART self-assessment says it is failing".into(),
+        )),
         Some(true) => findings.push((Health::Ok, String::new())),
         None => {}
     }
@@ -364,9 +378,16 @@ fn build(disks: &[Disk], source: &str, reason: Option<String>) -> Section {
             .collect()
     };
     let (failing, warning, healthy) = (named(Health::Failing), named(Health::Warning), named(Health::Ok));
-    let noun = if count == 1 { "1 disk".to_owned() } else { format!("{count} disks") };
+    let noun = if count == 1 {
+        "1 disk".to_owned()
+    } else {
+        format!("{count} disks")
+    };
     let (status, summary) = if count == 0 {
-        (Status::Ok, "no physical disks visible (a virtual machine or container?)".to_owned())
+        (
+            Status::Ok,
+            "no physical disks visible (a virtual machine or container?)".to_owned(),
+        )
     } else if !failing.is_empty() {
         let detail = disks
             .iter()
@@ -383,7 +404,10 @@ fn build(disks: &[Disk], source: &str, reason: Option<String>) -> Section {
             .find(|d| d.health() == Health::Warning)
             .and_then(|d| d.note.clone())
             .unwrap_or_default();
-        (Status::Warn, format!("{noun}; warning: {} ({detail})", warning.join(", ")))
+        (
+            Status::Warn,
+            format!("{noun}; warning: {} ({detail})", warning.join(", ")),
+        )
     } else if healthy.len() == count {
         (Status::Ok, format!("{noun}, all healthy"))
     } else if let Some(reason) = &reason {
@@ -395,7 +419,10 @@ fn build(disks: &[Disk], source: &str, reason: Option<String>) -> Section {
         )
     };
     let mut fields = Map::new();
-    fields.insert("disks".into(), disks.iter().map(Disk::to_json).collect::<Vec<_>>().into());
+    fields.insert(
+        "disks".into(),
+        disks.iter().map(Disk::to_json).collect::<Vec<_>>().into(),
+    );
     fields.insert("count".into(), count.into());
     fields.insert("truncated".into(), false.into());
     fields.insert("source".into(), source.into());
@@ -480,7 +507,10 @@ fn windows_disk(row: &Map<String, Value>) -> Disk {
         .unwrap_or_else(|| "disk".to_owned());
     let storage_health = enum_word(row.get("HealthStatus"), HEALTH_STATUS);
     let operational: Vec<&'static str> = match row.get("OperationalStatus") {
-        Some(Value::Array(items)) => items.iter().filter_map(|v| enum_word(Some(v), OPERATIONAL_STATUS)).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| enum_word(Some(v), OPERATIONAL_STATUS))
+            .collect(),
         one => enum_word(one, OPERATIONAL_STATUS).into_iter().collect(),
     };
     let counter = |key: &str| number(row, key);
@@ -492,7 +522,9 @@ fn windows_disk(row: &Map<String, Value>) -> Disk {
         name,
         model: text(row, "FriendlyName").map(|m| clip(&m, MAX_TEXT)),
         media: enum_word(row.get("MediaType"), MEDIA_TYPE).filter(|m| *m != "unspecified"),
-        bus: enum_word(row.get("BusType"), BUS_TYPE).filter(|b| *b != "Unknown").map(str::to_owned),
+        bus: enum_word(row.get("BusType"), BUS_TYPE)
+            .filter(|b| *b != "Unknown")
+            .map(str::to_owned),
         size_bytes: counter("Size").and_then(|s| u64::try_from(s).ok()),
         // 0 is what disks without a sensor report.
         temperature_c: counter("Temperature").filter(|t| *t > 0 && *t <= 150).map(|t| t as f64),
@@ -631,10 +663,9 @@ mod tests {
     }
 
     fn smart(fixture: &str, name: &str) -> Disk {
-        let text = fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/disk_smart/{fixture}")),
-        )
-        .unwrap();
+        let text =
+            fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("testdata/disk_smart/{fixture}")))
+                .unwrap();
         let mut disk = Disk {
             name: name.into(),
             ..Disk::default()
@@ -648,7 +679,10 @@ mod tests {
         let d = smart("nvme_healthy.json", "nvme0n1");
         assert_eq!(d.health(), Health::Ok);
         assert_eq!(d.model.as_deref(), Some("Samsung SSD 980 PRO 1TB"));
-        assert_eq!((d.temperature_c, d.power_on_hours, d.wear_percent, d.errors), (Some(38.0), Some(2874), Some(3), Some(0)));
+        assert_eq!(
+            (d.temperature_c, d.power_on_hours, d.wear_percent, d.errors),
+            (Some(38.0), Some(2874), Some(3), Some(0))
+        );
         assert_eq!(d.note, None);
     }
 
@@ -657,7 +691,10 @@ mod tests {
         let d = smart("sata_reallocated.json", "sda");
         assert_eq!(d.health(), Health::Warning);
         assert_eq!(d.note.as_deref(), Some("8 sectors remapped; 2 sectors pending remap"));
-        assert_eq!((d.temperature_c, d.power_on_hours, d.errors), (Some(34.0), Some(31876), Some(0)));
+        assert_eq!(
+            (d.temperature_c, d.power_on_hours, d.errors),
+            (Some(34.0), Some(31876), Some(0))
+        );
         assert_eq!(d.media, None, "a spinning disk has a rotation rate");
         let section = build(&[d], "smartctl", None);
         assert_eq!(section["status"], "warn");
@@ -702,7 +739,10 @@ mod tests {
         // sda1 are no disks; sdz an empty card reader.
         write(&devices.join("pci0/nvme/nvme0/model"), "Samsung SSD 980 PRO 1TB\n");
         write(&devices.join("pci0/nvme/nvme0/hwmon1/temp1_input"), "38850\n");
-        write(&devices.join("pci1/ata1/host0/target0/0:0:0:0/model"), "ST2000DM008-2FR1\n");
+        write(
+            &devices.join("pci1/ata1/host0/target0/0:0:0:0/model"),
+            "ST2000DM008-2FR1\n",
+        );
         write(&devices.join("pci1/ata1/host0/target0/0:0:0:0/vendor"), "ATA     \n");
         fs::create_dir_all(devices.join("virtio1")).unwrap();
         fs::create_dir_all(devices.join("usb1/1-2/host6/target6/6:0:0:0")).unwrap();
@@ -727,9 +767,16 @@ mod tests {
                    "size_bytes": 1_000_204_886_016_u64, "health": "unknown", "temperature_c": 38.9,
                    "power_on_hours": null, "wear_percent": null, "errors": null, "note": null})
         );
-        assert_eq!((&got[1]["bus"], &got[1]["media"], &got[1]["model"]), (&json!("SATA"), &json!("hdd"), &json!("ST2000DM008-2FR1")));
+        assert_eq!(
+            (&got[1]["bus"], &got[1]["media"], &got[1]["model"]),
+            (&json!("SATA"), &json!("hdd"), &json!("ST2000DM008-2FR1"))
+        );
         assert_eq!((&got[2]["bus"], &got[2]["media"]), (&json!("Virtual"), &Value::Null));
-        let section = build(&disks, "sysfs", Some("smartctl is not installed (package smartmontools): SMART health unknown".into()));
+        let section = build(
+            &disks,
+            "sysfs",
+            Some("smartctl is not installed (package smartmontools): SMART health unknown".into()),
+        );
         assert_eq!(section["status"], "ok");
         assert_eq!(
             section["summary"],
@@ -741,10 +788,19 @@ mod tests {
     #[cfg(unix)]
     async fn this_machine() {
         let s = section().await.unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
         if cfg!(target_os = "linux") {
             assert!(s["disks"].is_array(), "{s:?}");
-            assert_eq!(s["count"].as_u64().unwrap() as usize, s["disks"].as_array().unwrap().len());
+            assert_eq!(
+                s["count"].as_u64().unwrap() as usize,
+                s["disks"].as_array().unwrap().len()
+            );
             assert!(["sysfs", "smartctl"].contains(&s["source"].as_str().unwrap()), "{s:?}");
+            let health_known = s["disks"].as_array().unwrap().iter().any(|d| d["health"] != "unknown");
+            assert!(
+                health_known || s["reason"].is_string(),
+                "unknown health says why: {s:?}"
+            );
             assert!(!s["summary"].as_str().unwrap().starts_with("collector failed"));
         }
     }
@@ -764,7 +820,10 @@ mod tests {
         }
         assert_eq!(enum_word(Some(&json!(4)), MEDIA_TYPE), Some("ssd"));
         assert_eq!(enum_word(Some(&json!("SSD")), MEDIA_TYPE), Some("ssd"));
-        assert_eq!(enum_word(Some(&json!("predictive failure")), OPERATIONAL_STATUS), Some("Predictive Failure"));
+        assert_eq!(
+            enum_word(Some(&json!("predictive failure")), OPERATIONAL_STATUS),
+            Some("Predictive Failure")
+        );
         assert_eq!(enum_word(Some(&json!(17)), BUS_TYPE), Some("NVMe"));
         assert_eq!(enum_word(Some(&json!("17")), BUS_TYPE), Some("NVMe"));
         assert_eq!(enum_word(Some(&json!("Bogus")), BUS_TYPE), None);

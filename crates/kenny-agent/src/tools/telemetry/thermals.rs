@@ -320,7 +320,11 @@ mod tests {
 
     #[test]
     fn the_windows_query_reads_the_acpi_thermal_zones() {
-        assert!(WINDOWS.script.contains("-Namespace 'root/wmi' -ClassName MSAcpi_ThermalZoneTemperature"));
+        assert!(
+            WINDOWS
+                .script
+                .contains("-Namespace 'root/wmi' -ClassName MSAcpi_ThermalZoneTemperature")
+        );
         assert!(WINDOWS.script.contains("CurrentTemperature"));
         assert_eq!(zone_label(Some(r"ACPI\ThermalZone\TZ00_0")), "ACPI TZ00");
         assert_eq!(zone_label(Some(r"ACPI\ThermalZone\CPUZ_0")), "ACPI CPUZ");
@@ -332,6 +336,7 @@ mod tests {
     #[cfg(unix)]
     fn this_machine() {
         let s = thermals_section().unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
         assert!(s["sensors"].is_array(), "{s:?}");
         assert!(["ok", "warn", "crit"].contains(&s["status"].as_str().unwrap()));
     }

@@ -38,8 +38,8 @@ pub(in crate::tools::telemetry) fn battery_section() -> Outcome {
 struct Battery {
     name: String,
     status: Option<String>,
-    percent: Option<f64>,
-    cycles: Option<f64>,
+    percent: Option<i64>,
+    cycles: Option<i64>,
     health_percent: Option<f64>,
 }
 
@@ -60,6 +60,7 @@ fn battery(sys: &Path) -> Section {
 
 fn linux_battery(path: &Path) -> Battery {
     let number = |name: &str| read_small(&path.join(name)).and_then(|v| v.parse::<f64>().ok());
+    let whole = |name: &str| read_small(&path.join(name)).and_then(|v| v.parse::<i64>().ok());
     let (full, design) = match (number("energy_full"), number("energy_full_design")) {
         (Some(f), Some(d)) => (Some(f), Some(d)),
         _ => (number("charge_full"), number("charge_full_design")),
@@ -70,9 +71,9 @@ fn linux_battery(path: &Path) -> Battery {
             .map(|n| clip(&n.to_string_lossy(), MAX_TEXT))
             .unwrap_or_default(),
         status: read_small(&path.join("status")).map(|s| clip(&s, 40)),
-        percent: number("capacity"),
+        percent: whole("capacity"),
         // Drivers that do not count cycles report 0.
-        cycles: number("cycle_count").filter(|c| *c > 0.0),
+        cycles: whole("cycle_count").filter(|c| *c > 0),
         health_percent: health(full, design),
     }
 }
@@ -96,14 +97,21 @@ fn build(batteries: &[Battery], extra: Value) -> Section {
         (0, _) => (Status::Ok, "no battery".to_owned()),
         (n, Some(h)) => {
             let noun = batteries_noun(n);
-            let status = if h < HEALTH_WARN_PERCENT { Status::Warn } else { Status::Ok };
+            let status = if h < HEALTH_WARN_PERCENT {
+                Status::Warn
+            } else {
+                Status::Ok
+            };
             let advice = if h < HEALTH_WARN_PERCENT {
                 "; worn out, plan a replacement"
             } else {
                 ""
             };
             let which = if n == 1 { "" } else { "the most worn " };
-            (status, format!("{noun}, {which}holding {h:.0}% of its design capacity{advice}"))
+            (
+                status,
+                format!("{noun}, {which}holding {h:.0}% of its design capacity{advice}"),
+            )
         }
         (n, None) => {
             let noun = batteries_noun(n);
@@ -129,7 +137,11 @@ fn build(batteries: &[Battery], extra: Value) -> Section {
 }
 
 fn batteries_noun(n: usize) -> String {
-    if n == 1 { "1 battery".to_owned() } else { format!("{n} batteries") }
+    if n == 1 {
+        "1 battery".to_owned()
+    } else {
+        format!("{n} batteries")
+    }
 }
 
 /// `Win32_Battery` always exists; each `root/wmi` class is read on its own, and one
@@ -169,7 +181,11 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     let full = list("FullChargedCapacity")?;
     let cycles = list("CycleCount")?;
     let unavailable: Vec<String> = match all.remove("Unavailable") {
-        Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(|s| clip(s, MAX_TEXT)).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|s| clip(s, MAX_TEXT))
+            .collect(),
         Some(Value::String(one)) => vec![clip(&one, MAX_TEXT)],
         _ => Vec::new(),
     };
@@ -197,9 +213,12 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
                 .unwrap_or_else(|| format!("battery {}", i + 1));
             Battery {
                 name: clip(&name, MAX_TEXT),
-                status: row.and_then(|r| number(r, "BatteryStatus")).and_then(status_word).map(str::to_owned),
-                percent: row.and_then(|r| number(r, "EstimatedChargeRemaining")).map(|p| p as f64),
-                cycles: wmi(&cycles, "CycleCount").filter(|c| *c > 0).map(|c| c as f64),
+                status: row
+                    .and_then(|r| number(r, "BatteryStatus"))
+                    .and_then(status_word)
+                    .map(str::to_owned),
+                percent: row.and_then(|r| number(r, "EstimatedChargeRemaining")),
+                cycles: wmi(&cycles, "CycleCount").filter(|c| *c > 0),
                 health_percent: health(
                     wmi(&full, "FullChargedCapacity").map(|f| f as f64),
                     design.map(|d| d as f64),
@@ -244,7 +263,10 @@ mod tests {
         let sys = tempfile::tempdir().unwrap();
         let supply = sys.path().join("class/power_supply");
         let none = battery(sys.path());
-        assert_eq!((none["summary"].as_str(), &none["count"]), (Some("no battery"), &json!(0)));
+        assert_eq!(
+            (none["summary"].as_str(), &none["count"]),
+            (Some("no battery"), &json!(0))
+        );
         write(&supply.join("AC/type"), "Mains\n");
         write(&supply.join("BAT0/type"), "Battery\n");
         write(&supply.join("BAT0/energy_full"), "41000000\n");
@@ -260,8 +282,12 @@ mod tests {
         assert_eq!(s["count"], 2);
         assert_eq!(s["health_percent"], 71.9, "the worst battery speaks: {s:?}");
         assert_eq!(s["status"], "ok");
-        assert_eq!(s["summary"], "2 batteries, the most worn holding 72% of its design capacity");
-        assert_eq!(s["batteries"][0]["cycles"], 412.0);
+        assert_eq!(
+            s["summary"],
+            "2 batteries, the most worn holding 72% of its design capacity"
+        );
+        assert_eq!(s["batteries"][0]["cycles"], 412);
+        assert_eq!(s["batteries"][0]["percent"], 88);
         assert_eq!(s["batteries"][0]["status"], "Discharging");
         assert_eq!(s["batteries"][1]["health_percent"], 100.0);
         assert_eq!(s["batteries"][1]["cycles"], Value::Null, "0 means not counted");
@@ -286,6 +312,7 @@ mod tests {
     #[cfg(unix)]
     fn this_machine() {
         let s = battery_section().unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
         assert!(s["count"].is_u64(), "{s:?}");
         assert!(s["batteries"].is_array(), "{s:?}");
     }

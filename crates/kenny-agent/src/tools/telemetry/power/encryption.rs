@@ -10,8 +10,9 @@
 //! Windows: BitLocker per volume from `Win32_EncryptableVolume`
 //! (`root/cimv2/Security/MicrosoftVolumeEncryption`, administrators only) and its
 //! `GetConversionStatus` and `GetEncryptionMethod` methods. The system drive counts as
-//! encrypted only while protection is on: a suspended BitLocker, or device encryption
-//! waiting for activation, keeps the key in the clear next to the data. Windows editions
+//! encrypted only when fully encrypted with protection on: a suspended BitLocker, or
+//! device encryption waiting for activation, keeps the key in the clear next to the data,
+//! and a drive still being encrypted is partly in the clear. Windows editions
 //! without BitLocker have no such namespace: the section says so (`system_encrypted`
 //! unknown) instead of failing.
 
@@ -71,7 +72,9 @@ fn encryption(sys: &Path, root: Option<String>, mountinfo: &str) -> Section {
         n => format!("; {n} encrypted volumes"),
     };
     let Some(root) = root else {
-        fields.extend(into_map(json!({"system_encrypted": null, "device": null, "method": null})));
+        fields.extend(into_map(
+            json!({"system_encrypted": null, "device": null, "method": null}),
+        ));
         return section(
             Status::Ok,
             format!("cannot tell which device holds /{more}"),
@@ -80,7 +83,9 @@ fn encryption(sys: &Path, root: Option<String>, mountinfo: &str) -> Section {
     };
     let Ok(device) = fs::canonicalize(sys.join("dev/block").join(&root)) else {
         // Overlay and network roots (containers) have no block device.
-        fields.extend(into_map(json!({"system_encrypted": null, "device": root, "method": null})));
+        fields.extend(into_map(
+            json!({"system_encrypted": null, "device": root, "method": null}),
+        ));
         return section(
             Status::Ok,
             format!("/ is not on a block device ({root}); nothing to tell{more}"),
@@ -90,7 +95,10 @@ fn encryption(sys: &Path, root: Option<String>, mountinfo: &str) -> Section {
     let name = device.file_name().map(|n| clip(&n.to_string_lossy(), MAX_TEXT));
     let method = crypt_below(&device, 0);
     let (status, summary) = match &method {
-        Some(m) => (Status::Ok, format!("the system disk is encrypted (dm-crypt, {m}){more}")),
+        Some(m) => (
+            Status::Ok,
+            format!("the system disk is encrypted (dm-crypt, {m}){more}"),
+        ),
         None => (Status::Warn, format!("the system disk is not encrypted{more}")),
     };
     fields.extend(into_map(json!({
@@ -127,10 +135,14 @@ fn crypt_below(device: &Path, depth: usize) -> Option<String> {
         return Some(kind);
     }
     // A partition's parent disk is not what encrypts it: only follow what it is made of.
-    fs::read_dir(device.join("slaves")).ok()?.filter_map(Result::ok).take(16).find_map(|e| {
-        let slave = fs::canonicalize(e.path()).ok()?;
-        crypt_below(&slave, depth + 1)
-    })
+    fs::read_dir(device.join("slaves"))
+        .ok()?
+        .filter_map(Result::ok)
+        .take(16)
+        .find_map(|e| {
+            let slave = fs::canonicalize(e.path()).ok()?;
+            crypt_below(&slave, depth + 1)
+        })
 }
 
 /// Every dm-crypt mapping (listed ones first `MAX_LISTED`, by name), and how many there are.
@@ -285,10 +297,17 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
         .filter(|v| v.mount.is_some() || v.system)
         .collect();
     let system = volumes.iter().find(|v| v.system);
-    let system_encrypted = system.map(|v| v.protection == Some("on"));
+    // Half-converted data is half in the clear: only a finished, protected volume counts.
+    let system_encrypted = system.map(|v| v.protection == Some("on") && v.encrypted());
     let (status, summary) = match system {
         None => (Status::Ok, "BitLocker lists no system volume; cannot tell".to_owned()),
-        Some(v) => system_summary(v, volumes.iter().filter(|v| !v.system && v.protection == Some("on")).count()),
+        Some(v) => system_summary(
+            v,
+            volumes
+                .iter()
+                .filter(|v| !v.system && v.protection == Some("on"))
+                .count(),
+        ),
     };
     let count = volumes.len();
     Ok(section(
@@ -361,29 +380,26 @@ fn system_summary(v: &BitLocker, other_protected: usize) -> (Status, String) {
         n => format!("; {n} more volumes protected"),
     };
     let method = v.method.map(|m| format!(", {m}")).unwrap_or_default();
+    let percent = v.percent.unwrap_or(0);
     match (v.protection, v.conversion) {
-        (Some("on"), Some("fully_encrypted")) => (
-            Status::Ok,
-            format!("BitLocker protects {drive}{method}{others}"),
-        ),
-        (Some("on"), _) => (
-            Status::Ok,
-            format!(
-                "BitLocker protects {drive}, {} ({}%){others}",
-                v.conversion.unwrap_or("state unknown").replace('_', " "),
-                v.percent.unwrap_or(0)
-            ),
-        ),
+        (Some("on"), Some("fully_encrypted")) => (Status::Ok, format!("BitLocker protects {drive}{method}{others}")),
         (_, Some("fully_encrypted")) => (
             Status::Warn,
-            format!("BitLocker on {drive} is suspended: the data is encrypted but its key is stored in the clear{others}"),
+            format!(
+                "BitLocker on {drive} is suspended: the data is encrypted but its key is stored in the clear{others}"
+            ),
         ),
         (_, Some("encrypting")) => (
             Status::Warn,
-            format!(
-                "{drive} is being encrypted ({}%); not protected until it is done{others}",
-                v.percent.unwrap_or(0)
-            ),
+            format!("{drive} is being encrypted ({percent}%); not protected until it is done{others}"),
+        ),
+        (_, Some("encryption_paused")) => (
+            Status::Warn,
+            format!("encryption of {drive} is paused at {percent}%; not protected until it is done{others}"),
+        ),
+        (_, Some("decrypting" | "decryption_paused")) => (
+            Status::Warn,
+            format!("BitLocker is being turned off on {drive} ({percent}% still encrypted){others}"),
         ),
         _ => (Status::Warn, format!("{drive} is not encrypted{others}")),
     }
@@ -437,7 +453,10 @@ mod tests {
     fn laptop() -> tempfile::TempDir {
         let sys = tempfile::tempdir().unwrap();
         let block = sys.path().join("block");
-        write(&block.join("dm-0/dm/uuid"), "CRYPT-LUKS2-8b0c1f6e2a4d4f0e9d7c5b3a1f2e4d6c-sda3_crypt\n");
+        write(
+            &block.join("dm-0/dm/uuid"),
+            "CRYPT-LUKS2-8b0c1f6e2a4d4f0e9d7c5b3a1f2e4d6c-sda3_crypt\n",
+        );
         write(&block.join("dm-0/dm/name"), "sda3_crypt\n");
         write(&block.join("dm-0/dev"), "254:0\n");
         write(&block.join("dm-1/dm/uuid"), "LVM-Zq3Y8xkT\n");
@@ -497,8 +516,14 @@ mod tests {
     fn plain_verity_overlay_and_unknown_roots() {
         let sys = laptop();
         let plain = encryption(sys.path(), Some("8:2".into()), MOUNTINFO);
-        assert_eq!((plain["status"].as_str(), &plain["system_encrypted"]), (Some("warn"), &json!(false)));
-        assert_eq!(plain["summary"], "the system disk is not encrypted; 2 encrypted volumes");
+        assert_eq!(
+            (plain["status"].as_str(), &plain["system_encrypted"]),
+            (Some("warn"), &json!(false))
+        );
+        assert_eq!(
+            plain["summary"],
+            "the system disk is not encrypted; 2 encrypted volumes"
+        );
         let verity = encryption(sys.path(), Some("254:3".into()), MOUNTINFO);
         assert_eq!(verity["system_encrypted"], false, "verity checks, it does not encrypt");
         let overlay = encryption(sys.path(), Some("0:35".into()), MOUNTINFO);
@@ -524,6 +549,7 @@ mod tests {
     #[cfg(unix)]
     fn this_machine() {
         let s = encryption_section().unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
         if cfg!(target_os = "linux") {
             assert!(s.contains_key("system_encrypted"), "{s:?}");
             assert!(s["volumes"].is_array(), "{s:?}");

@@ -122,7 +122,11 @@ fn reboot_pending(roots: &Roots, budget: Duration) -> Section {
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
-    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 /// The packages that asked for a restart, or `None` when none did.
@@ -272,9 +276,11 @@ fn stale_processes(proc: &Path, budget: Duration) -> Stale {
         stale.complete = false;
         return stale;
     };
-    let pids = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())));
+    let pids = entries.filter_map(Result::ok).filter(|e| {
+        e.file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+    });
     for entry in pids {
         if stale.scanned >= MAX_PROCESSES || started.elapsed() > budget {
             stale.complete = false;
@@ -387,7 +393,11 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     mark(
         !renames.is_empty(),
         "PendingFileRename",
-        plural(renames.len(), "file to replace at restart", "files to replace at restart"),
+        plural(
+            renames.len(),
+            "file to move or delete at restart",
+            "files to move or delete at restart",
+        ),
     );
     mark(
         rename.is_some(),
@@ -420,8 +430,9 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
     ))
 }
 
-/// PendingFileRenameOperations is a list of pairs: the file, then where it goes (`!`
-/// marks "replace", an empty target means "delete"), with NT path prefixes.
+/// PendingFileRenameOperations is a list of pairs: the file, then where it moves to
+/// (`!` marks "replacing what is there"; an empty target means the file is deleted), with
+/// NT path prefixes. `to` is null for a deletion.
 fn file_renames(value: Option<&Value>) -> Vec<Value> {
     let entries: Vec<&str> = match value {
         Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
@@ -434,7 +445,7 @@ fn file_renames(value: Option<&Value>) -> Vec<Value> {
         .filter(|pair| !pair[0].trim().is_empty())
         .map(|pair| {
             let target = pair.get(1).map(|t| plain(t)).filter(|t| !t.is_empty());
-            json!({"file": plain(pair[0]), "replaced_by": target})
+            json!({"file": plain(pair[0]), "to": target})
         })
         .collect()
 }
@@ -501,7 +512,13 @@ mod tests {
         write(&t.roots.boot.join("vmlinuz-6.1.0-17-amd64"), "");
         write(&t.roots.boot.join("vmlinuz-6.1.0-9-amd64"), "");
         process(&t.roots.proc, 1, "systemd", "0::/init.scope\n", FRESH_MAPS);
-        process(&t.roots.proc, 812, "pulseaudio", "0::/user.slice/user-1000.slice\n", MEMFD_MAPS);
+        process(
+            &t.roots.proc,
+            812,
+            "pulseaudio",
+            "0::/user.slice/user-1000.slice\n",
+            MEMFD_MAPS,
+        );
         let s = reboot_pending(&t.roots, SCAN_BUDGET);
         assert_eq!(s["status"], "ok", "{s:?}");
         assert_eq!(s["summary"], "no restart pending");
@@ -516,7 +533,10 @@ mod tests {
     #[test]
     fn a_package_marker_names_its_packages_once() {
         let t = tree();
-        write(&t.roots.run.join("reboot-required"), "*** System restart required ***\n");
+        write(
+            &t.roots.run.join("reboot-required"),
+            "*** System restart required ***\n",
+        );
         write(
             &t.roots.run.join("reboot-required.pkgs"),
             "linux-image-6.1.0-18-amd64\nlibc6\nlibc6\n\n",
@@ -629,7 +649,10 @@ mod tests {
     #[test]
     fn releases_compare_by_their_numbers() {
         assert_eq!(natural_cmp("6.1.0-18-amd64", "6.1.0-9-amd64"), Ordering::Greater);
-        assert_eq!(natural_cmp("6.8.9-300.fc40.x86_64", "6.10.3-200.fc40.x86_64"), Ordering::Less);
+        assert_eq!(
+            natural_cmp("6.8.9-300.fc40.x86_64", "6.10.3-200.fc40.x86_64"),
+            Ordering::Less
+        );
         assert_eq!(natural_cmp("5.15.0-101-generic", "5.15.0-101-generic"), Ordering::Equal);
         assert_eq!(flavour("6.1.0-18-amd64"), flavour("6.1.0-9-amd64"));
         assert_ne!(flavour("6.1.0-18-amd64"), flavour("6.1.0-18-rt-amd64"));
@@ -639,6 +662,7 @@ mod tests {
     #[cfg(unix)]
     fn this_machine() {
         let s = reboot_pending_section().unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
         if cfg!(target_os = "linux") {
             assert!(s["pending"].is_boolean(), "{s:?}");
             assert!(s["reasons"].is_array());
@@ -665,13 +689,19 @@ mod tests {
 
     #[test]
     fn file_renames_come_in_pairs() {
-        let list = json!([r"\??\C:\Windows\Temp\a.tmp", "", r"\??\C:\Program Files\App\app.dll", r"!\??\C:\Program Files\App\app.dll.new", null]);
+        let list = json!([
+            r"\??\C:\Windows\Temp\a.tmp",
+            "",
+            r"\??\C:\Program Files\App\app.dll",
+            r"!\??\C:\Program Files\App\app.dll.new",
+            null
+        ]);
         let renames = file_renames(Some(&list));
         assert_eq!(
             renames,
             [
-                json!({"file": r"C:\Windows\Temp\a.tmp", "replaced_by": null}),
-                json!({"file": r"C:\Program Files\App\app.dll", "replaced_by": r"C:\Program Files\App\app.dll.new"}),
+                json!({"file": r"C:\Windows\Temp\a.tmp", "to": null}),
+                json!({"file": r"C:\Program Files\App\app.dll", "to": r"C:\Program Files\App\app.dll.new"}),
             ]
         );
         assert!(file_renames(Some(&json!([null, null]))).is_empty());
