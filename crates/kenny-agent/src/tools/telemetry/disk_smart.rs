@@ -480,7 +480,7 @@ $rows = foreach ($disk in @(Get-PhysicalDisk)) {
 }
 [pscustomobject]@{ Disks = @($rows) } | ConvertTo-Json -Compress -Depth 4
 "#,
-    limit: Duration::from_secs(20),
+    limit: Duration::from_secs(12),
     parse: parse_windows,
 };
 
@@ -648,6 +648,7 @@ const OPERATIONAL_STATUS: &[(i64, &str)] = &[
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();

@@ -167,7 +167,7 @@ foreach ($class in 'BatteryStaticData', 'BatteryFullChargedCapacity', 'BatteryCy
   Unavailable = $unavailable
 } | ConvertTo-Json -Compress -Depth 4
 "#,
-    limit: Duration::from_secs(15),
+    limit: Duration::from_secs(10),
     parse: parse_windows,
 };
 

@@ -264,7 +264,7 @@ $rows = foreach ($v in $volumes) {
   Volumes = @($rows)
 } | ConvertTo-Json -Compress -Depth 3
 "#,
-    limit: Duration::from_secs(15),
+    limit: Duration::from_secs(12),
     parse: parse_windows,
 };
 
@@ -436,6 +436,7 @@ fn method_word(code: i64) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
@@ -480,6 +481,7 @@ mod tests {
         sys
     }
 
+    #[cfg(unix)]
     const MOUNTINFO: &str = "\
 22 1 254:1 / / rw,relatime shared:1 - ext4 /dev/mapper/vg0-root rw
 25 22 8:2 / /boot rw,relatime shared:2 - ext4 /dev/sda2 rw
