@@ -244,48 +244,43 @@ fn hwmon_temperature(device: &Path) -> Option<f64> {
 /// What smartctl's JSON says about `disk`. smartctl's exit status is a bit mask that is
 /// non-zero for a failing disk too, so the JSON is read whatever the status.
 fn apply_smartctl(disk: &mut Disk, out: &Output) {
-    let Ok(Value::Object(report)) = serde_json::from_str::<Value>(out.stdout.trim()) else {
+    let Ok(report) = serde_json::from_str::<Value>(out.stdout.trim()) else {
         disk.note = Some(clip(&format!("smartctl: {}", first_line(out)), MAX_TEXT));
         return;
     };
-    let messages: Vec<String> = report
-        .get("smartctl")
-        .and_then(|s| s.get("messages"))
-        .and_then(Value::as_array)
-        .map(|m| {
-            m.iter()
-                .filter_map(|m| m.get("string")?.as_str())
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(model) = ["model_name", "scsi_model_name"]
+    smartctl_figures(disk, &report);
+    let findings = smartctl_findings(disk, &report);
+    judge(disk, &findings);
+    if disk.health.is_none() {
+        disk.note = Some(no_verdict_note(&report));
+    }
+}
+
+/// Model, temperature, hours, wear, as smartctl reports them for ATA, NVMe and SCSI.
+fn smartctl_figures(disk: &mut Disk, report: &Value) {
+    let int = |pointer: &str| report.pointer(pointer).and_then(Value::as_i64);
+    if let Some(model) = ["/model_name", "/scsi_model_name"]
         .iter()
-        .find_map(|k| report.get(*k).and_then(Value::as_str))
+        .find_map(|p| report.pointer(p).and_then(Value::as_str))
     {
         disk.model = Some(clip(model, MAX_TEXT));
     }
-    let get = |path: &[&str]| -> Option<Value> {
-        let mut value = report.get(path[0])?;
-        for key in &path[1..] {
-            value = value.get(*key)?;
-        }
-        Some(value.clone())
-    };
-    let int = |path: &[&str]| get(path).and_then(|v| v.as_i64());
-    if let Some(t) = int(&["temperature", "current"]).filter(|t| (-40..=150).contains(t)) {
+    if let Some(t) = int("/temperature/current").filter(|t| (-40..=150).contains(t)) {
         disk.temperature_c = Some(t as f64);
     }
-    disk.power_on_hours = int(&["power_on_time", "hours"]);
-    disk.wear_percent = int(&["nvme_smart_health_information_log", "percentage_used"])
-        .or_else(|| int(&["endurance_used", "current_percent"]))
-        .or_else(|| int(&["scsi_percentage_used_endurance_indicator"]));
-    if get(&["rotation_rate"]).and_then(|v| v.as_i64()) == Some(0) {
+    disk.power_on_hours = int("/power_on_time/hours");
+    disk.wear_percent = int("/nvme_smart_health_information_log/percentage_used")
+        .or_else(|| int("/endurance_used/current_percent"))
+        .or_else(|| int("/scsi_percentage_used_endurance_indicator"));
+    if int("/rotation_rate") == Some(0) {
         disk.media = Some("ssd");
     }
+}
 
-    let mut findings: Vec<(Health, String)> = Vec::new();
-    match get(&["smart_status", "passed"]).and_then(|v| v.as_bool()) {
+/// Everything in the report that bears on health, each with its level.
+fn smartctl_findings(disk: &mut Disk, report: &Value) -> Vec<(Health, String)> {
+    let mut findings = Vec::new();
+    match report.pointer("/smart_status/passed").and_then(Value::as_bool) {
         Some(false) => findings.push((
             Health::Failing,
             "the disk's SMART self-assessment says it is failing".into(),
@@ -293,10 +288,10 @@ fn apply_smartctl(disk: &mut Disk, out: &Output) {
         Some(true) => findings.push((Health::Ok, String::new())),
         None => {}
     }
-    if let Some(Value::Array(table)) = get(&["ata_smart_attributes", "table"]) {
-        ata_findings(&table, disk, &mut findings);
+    if let Some(table) = report.pointer("/ata_smart_attributes/table").and_then(Value::as_array) {
+        ata_findings(table, disk, &mut findings);
     }
-    if let Some(log) = get(&["nvme_smart_health_information_log"]) {
+    if let Some(log) = report.get("nvme_smart_health_information_log") {
         if let Some(warning) = log.get("critical_warning").and_then(Value::as_i64).filter(|w| *w != 0) {
             findings.push((Health::Warning, format!("NVMe critical warning {warning:#04x}")));
         }
@@ -308,6 +303,11 @@ fn apply_smartctl(disk: &mut Disk, out: &Output) {
     if let Some(wear) = disk.wear_percent.filter(|w| *w >= WEAR_WARN_PERCENT) {
         findings.push((Health::Warning, format!("{wear}% of its rated endurance used")));
     }
+    findings
+}
+
+/// The worst finding is the disk's health; its words (all at that level) are the note.
+fn judge(disk: &mut Disk, findings: &[(Health, String)]) {
     let worst = findings.iter().map(|(h, _)| *h).max();
     disk.health = worst;
     let words: Vec<&str> = findings
@@ -315,19 +315,23 @@ fn apply_smartctl(disk: &mut Disk, out: &Output) {
         .filter(|(h, w)| Some(*h) == worst && !w.is_empty())
         .map(|(_, w)| w.as_str())
         .collect();
-    disk.note = if !words.is_empty() {
-        Some(clip(&words.join("; "), MAX_TEXT))
-    } else if worst.is_none() {
-        let standby = messages.iter().any(|m| m.to_ascii_uppercase().contains("STANDBY"));
-        Some(if standby {
-            "in standby; not woken to read SMART".to_owned()
-        } else {
-            let said = messages.first().map_or("no SMART status", String::as_str);
-            clip(&format!("smartctl: {said}"), MAX_TEXT)
-        })
-    } else {
-        None
-    };
+    if !words.is_empty() {
+        disk.note = Some(clip(&words.join("; "), MAX_TEXT));
+    }
+}
+
+/// Why smartctl gave no health: a sleeping disk it did not wake, or its own message.
+fn no_verdict_note(report: &Value) -> String {
+    let messages: Vec<&str> = report
+        .pointer("/smartctl/messages")
+        .and_then(Value::as_array)
+        .map(|m| m.iter().filter_map(|m| m.get("string")?.as_str()).collect())
+        .unwrap_or_default();
+    if messages.iter().any(|m| m.to_ascii_uppercase().contains("STANDBY")) {
+        return "in standby; not woken to read SMART".to_owned();
+    }
+    let said = messages.first().copied().unwrap_or("no SMART status");
+    clip(&format!("smartctl: {said}"), MAX_TEXT)
 }
 
 /// ATA attributes an admin acts on: remapped, pending and uncorrectable sectors, and any
@@ -502,24 +506,13 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
 }
 
 fn windows_disk(row: &Map<String, Value>) -> Disk {
-    let name = text(row, "DeviceId")
-        .map(|id| format!("disk {id}"))
-        .unwrap_or_else(|| "disk".to_owned());
-    let storage_health = enum_word(row.get("HealthStatus"), HEALTH_STATUS);
-    let operational: Vec<&'static str> = match row.get("OperationalStatus") {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(|v| enum_word(Some(v), OPERATIONAL_STATUS))
-            .collect(),
-        one => enum_word(one, OPERATIONAL_STATUS).into_iter().collect(),
-    };
     let counter = |key: &str| number(row, key);
     let uncorrected = match (counter("ReadErrorsUncorrected"), counter("WriteErrorsUncorrected")) {
         (None, None) => None,
         (r, w) => Some(r.unwrap_or(0) + w.unwrap_or(0)),
     };
     let mut disk = Disk {
-        name,
+        name: text(row, "DeviceId").map_or_else(|| "disk".to_owned(), |id| clip(&format!("disk {id}"), MAX_TEXT)),
         model: text(row, "FriendlyName").map(|m| clip(&m, MAX_TEXT)),
         media: enum_word(row.get("MediaType"), MEDIA_TYPE).filter(|m| *m != "unspecified"),
         bus: enum_word(row.get("BusType"), BUS_TYPE)
@@ -533,43 +526,46 @@ fn windows_disk(row: &Map<String, Value>) -> Disk {
         errors: uncorrected,
         ..Disk::default()
     };
-    let mut findings: Vec<(Health, String)> = Vec::new();
-    match storage_health {
+    let findings = windows_findings(row, &disk);
+    judge(&mut disk, &findings);
+    if disk.note.is_none() {
+        disk.note =
+            text(row, "CounterError").map(|e| clip(&format!("reliability counters unavailable: {e}"), MAX_TEXT));
+    }
+    disk
+}
+
+/// The Storage subsystem's health and operational status, and what the counters show.
+fn windows_findings(row: &Map<String, Value>, disk: &Disk) -> Vec<(Health, String)> {
+    let mut findings = Vec::new();
+    match enum_word(row.get("HealthStatus"), HEALTH_STATUS) {
         Some("Healthy") => findings.push((Health::Ok, String::new())),
         Some("Warning") => findings.push((Health::Warning, "Windows Storage reports a warning".into())),
         Some("Unhealthy") => findings.push((Health::Failing, "Windows Storage reports the disk unhealthy".into())),
         _ => {}
     }
-    for status in &operational {
-        match *status {
-            "Predictive Failure" | "Error" | "Non-Recoverable Error" | "Failed Media" => {
-                findings.push((Health::Failing, format!("operational status: {status}")));
-            }
-            "Degraded" | "Stressed" | "Lost Communication" | "No Contact" | "Transient Error" => {
-                findings.push((Health::Warning, format!("operational status: {status}")));
-            }
-            _ => {}
-        }
+    let operational: Vec<&'static str> = match row.get("OperationalStatus") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| enum_word(Some(v), OPERATIONAL_STATUS))
+            .collect(),
+        one => enum_word(one, OPERATIONAL_STATUS).into_iter().collect(),
+    };
+    for status in operational {
+        let level = match status {
+            "Predictive Failure" | "Error" | "Non-Recoverable Error" | "Failed Media" => Health::Failing,
+            "Degraded" | "Stressed" | "Lost Communication" | "No Contact" | "Transient Error" => Health::Warning,
+            _ => continue,
+        };
+        findings.push((level, format!("operational status: {status}")));
     }
-    if let Some(n) = uncorrected.filter(|n| *n > 0) {
+    if let Some(n) = disk.errors.filter(|n| *n > 0) {
         findings.push((Health::Warning, format!("{n} uncorrected read/write errors")));
     }
     if let Some(wear) = disk.wear_percent.filter(|w| *w >= WEAR_WARN_PERCENT) {
         findings.push((Health::Warning, format!("{wear}% of its rated endurance used")));
     }
-    let worst = findings.iter().map(|(h, _)| *h).max();
-    disk.health = worst;
-    let words: Vec<&str> = findings
-        .iter()
-        .filter(|(h, w)| Some(*h) == worst && !w.is_empty())
-        .map(|(_, w)| w.as_str())
-        .collect();
-    disk.note = if words.is_empty() {
-        text(row, "CounterError").map(|e| clip(&format!("reliability counters unavailable: {e}"), MAX_TEXT))
-    } else {
-        Some(clip(&words.join("; "), MAX_TEXT))
-    };
-    disk
+    findings
 }
 
 /// A Storage enum as PowerShell may print it: its number, or its name.

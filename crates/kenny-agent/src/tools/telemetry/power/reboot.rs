@@ -75,7 +75,7 @@ fn reboot_pending(roots: &Roots, budget: Duration) -> Section {
         why.push(if packages.is_empty() {
             "requested by a package update".to_owned()
         } else {
-            format!("requested by {}", packages.join(", "))
+            format!("requested by {}", first_few(packages))
         });
     }
     if let Some(kernel_why) = kernel.why_outdated() {
@@ -89,12 +89,10 @@ fn reboot_pending(roots: &Roots, budget: Duration) -> Section {
         "no restart pending".to_owned()
     };
     if !stale.names.is_empty() {
-        let shown: Vec<&str> = stale.names.iter().take(3).map(String::as_str).collect();
-        let more = if stale.names.len() > 3 { ", ..." } else { "" };
         summary.push_str(&format!(
-            "; {} still running replaced libraries ({}{more})",
+            "; {} still running replaced libraries ({})",
             plural(stale.names.len(), "service or program", "services or programs"),
-            shown.join(", ")
+            first_few(&stale.names)
         ));
     }
     let status = if pending || !stale.names.is_empty() {
@@ -119,6 +117,13 @@ fn reboot_pending(roots: &Roots, budget: Duration) -> Section {
             "scan_complete": stale.complete,
         }),
     )
+}
+
+/// The first three names, for a one-line summary; the fields have the rest.
+fn first_few(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().take(3).map(String::as_str).collect();
+    let more = if names.len() > 3 { ", ..." } else { "" };
+    format!("{}{more}", shown.join(", "))
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
