@@ -107,12 +107,7 @@ pub(super) async fn section() -> Outcome {
     if disks.is_empty() {
         return Ok(build(&disks, "sysfs", None));
     }
-    if disks.iter().all(|d| d.bus.as_deref() == Some("Virtual")) {
-        let reason = "virtual disks have no SMART health of their own; watch the host's disks";
-        return Ok(build(&disks, "sysfs", Some(reason.to_owned())));
-    }
-    if !running_as_root() {
-        let reason = "smartctl needs root and the agent runs as a normal user: SMART health unknown";
+    if let Some(reason) = smartctl_pointless(&disks, running_as_root()) {
         return Ok(build(&disks, "sysfs", Some(reason.to_owned())));
     }
     let runs = disks.iter().map(|d| {
@@ -138,6 +133,14 @@ pub(super) async fn section() -> Outcome {
         }
     }
     Ok(build(&disks, "smartctl", None))
+}
+
+/// Why running smartctl would tell nothing, if it would not.
+fn smartctl_pointless(disks: &[Disk], root: bool) -> Option<&'static str> {
+    if disks.iter().all(|d| d.bus.as_deref() == Some("Virtual")) {
+        return Some("virtual disks have no SMART health of their own; watch the host's disks");
+    }
+    (!root).then_some("smartctl needs root and the agent runs as a normal user: SMART health unknown")
 }
 
 fn running_as_root() -> bool {
@@ -779,6 +782,20 @@ mod tests {
             section["summary"],
             "3 disks (nvme0n1 931.5 GiB, sda 1.8 TiB, vda 256.0 GiB); smartctl is not installed (package smartmontools): SMART health unknown"
         );
+    }
+
+    #[test]
+    fn smartctl_is_skipped_for_virtual_disks_and_without_root() {
+        let disk = |bus: &str| Disk {
+            name: "x".into(),
+            bus: Some(bus.into()),
+            ..Disk::default()
+        };
+        let vm = [disk("Virtual")];
+        assert!(smartctl_pointless(&vm, true).unwrap().contains("virtual disks"));
+        let pc = [disk("Virtual"), disk("SATA")];
+        assert_eq!(smartctl_pointless(&pc, true), None);
+        assert!(smartctl_pointless(&pc, false).unwrap().contains("needs root"));
     }
 
     #[tokio::test]
