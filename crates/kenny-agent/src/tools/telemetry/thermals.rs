@@ -1,19 +1,31 @@
-//! The thermals section: temperatures from the kernel's thermal zones and hwmon sensors.
+//! The thermals section: temperatures from the kernel's thermal zones and hwmon sensors
+//! (Linux) or the ACPI thermal zones (Windows).
 //!
-//! Reads `<sys>/class/thermal/thermal_zone*/{type,temp}` and
+//! Linux reads `<sys>/class/thermal/thermal_zone*/{type,temp}` and
 //! `<sys>/class/hwmon/hwmon*/{name,temp*_input,temp*_label}` (millidegrees Celsius).
 //! Status by the hottest sensor: warn at 85 °C, crit at 95 °C, where most desktop and
 //! laptop CPUs start throttling. Containers and VMs usually expose no sensors: that is
 //! `ok`, not a fault.
+//!
+//! Windows reads `MSAcpi_ThermalZoneTemperature` (`root/wmi`, tenths of kelvin). Many
+//! PCs' firmware offers no thermal zone to Windows ("Not supported"): that is an `ok`
+//! section without sensors and a note, like Linux without sensors. CPU package sensors
+//! need a vendor driver on Windows and are not read.
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
 
+use super::command::Output;
 use super::files::{read_small, sys_root};
 use super::format::one_decimal;
+use super::power::{MAX_TEXT, clip};
+use super::windows::{Query, json_of};
 use super::{Outcome, Status, not_collected_here, section};
+use crate::tools::psjson::{number, rows_of, text};
 
 const WARN_C: f64 = 85.0;
 const CRIT_C: f64 = 95.0;
@@ -123,12 +135,18 @@ fn file_name(path: &Path) -> String {
 }
 
 fn build(sensors: Vec<Sensor>) -> super::Section {
+    build_with_note(sensors, None)
+}
+
+/// The section; `note` says why there are no sensors when the reason is known.
+fn build_with_note(sensors: Vec<Sensor>, note: Option<String>) -> super::Section {
     let hottest = sensors
         .iter()
         .max_by(|a, b| a.temperature_c.total_cmp(&b.temperature_c));
-    let (status, summary) = match hottest {
-        None => (Status::Ok, "no temperature sensors exposed".to_owned()),
-        Some(hot) => {
+    let (status, summary) = match (hottest, &note) {
+        (None, None) => (Status::Ok, "no temperature sensors exposed".to_owned()),
+        (None, Some(note)) => (Status::Ok, format!("no temperature sensors exposed: {note}")),
+        (Some(hot), _) => {
             let status = if hot.temperature_c >= CRIT_C {
                 Status::Crit
             } else if hot.temperature_c >= WARN_C {
@@ -143,12 +161,79 @@ fn build(sensors: Vec<Sensor>) -> super::Section {
         .iter()
         .map(|s| json!({"label": s.label, "temperature_c": s.temperature_c}))
         .collect();
-    section(status, summary, json!({ "sensors": listed }))
+    let mut fields = json!({ "sensors": listed });
+    if let (Some(note), Value::Object(map)) = (note, &mut fields) {
+        map.insert("note".into(), note.into());
+    }
+    section(status, summary, fields)
 }
 
-/// Not read through PowerShell yet.
-pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+pub(super) fn windows_query() -> Option<&'static Query> {
+    Some(&WINDOWS)
+}
+
+/// The thermal zones, or why the firmware offers none (the documented CIM errors for a
+/// class without instances); access denied and the rest stop the script.
+static WINDOWS: Query = Query {
+    script: r#"$ErrorActionPreference = 'Stop'
+$zones = @()
+$unsupported = $null
+try {
+  $zones = @(Get-CimInstance -Namespace 'root/wmi' -ClassName MSAcpi_ThermalZoneTemperature |
+    Select-Object InstanceName, CurrentTemperature, CriticalTripPoint, Active)
+} catch [Microsoft.Management.Infrastructure.CimException] {
+  $code = [string]$_.Exception.NativeErrorCode
+  if ($code -ne 'NotSupported' -and $code -ne 'InvalidClass') { throw }
+  $unsupported = $_.Exception.Message
+}
+[pscustomobject]@{ Zones = $zones; Unsupported = $unsupported } | ConvertTo-Json -Compress -Depth 3
+"#,
+    limit: Duration::from_secs(10),
+    parse: parse_windows,
+};
+
+fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
+    let Value::Object(mut all) = json_of(output)? else {
+        return Err("the thermal zone query printed no object; run it by hand to see why".to_owned());
+    };
+    let zones = rows_of(all.remove("Zones").unwrap_or(Value::Null))?;
+    let sensors: Vec<Sensor> = zones
+        .iter()
+        .filter_map(|zone| {
+            let tenths_kelvin = number(zone, "CurrentTemperature")?;
+            let celsius = tenths_kelvin as f64 / 10.0 - 273.15;
+            PLAUSIBLE_C.contains(&celsius).then(|| Sensor {
+                label: zone_label(text(zone, "InstanceName").as_deref()),
+                temperature_c: one_decimal(celsius),
+            })
+        })
+        .take(MAX_SENSORS)
+        .collect();
+    let note = match all.get("Unsupported").and_then(Value::as_str) {
+        Some(reason) => Some(format!(
+            "the firmware offers no ACPI thermal zone to Windows ({})",
+            clip(reason, MAX_TEXT)
+        )),
+        None if sensors.is_empty() && !zones.is_empty() => {
+            Some("the ACPI thermal zones report no plausible temperature".to_owned())
+        }
+        None if sensors.is_empty() => Some("the firmware offers no ACPI thermal zone to Windows".to_owned()),
+        None => None,
+    };
+    Ok(build_with_note(sensors, note))
+}
+
+/// `ACPI\ThermalZone\TZ00_0` → `ACPI TZ00`, like Linux's zone types.
+fn zone_label(instance: Option<&str>) -> String {
+    let Some(instance) = instance else {
+        return "ACPI thermal zone".to_owned();
+    };
+    let zone = instance.rsplit('\\').next().unwrap_or(instance);
+    let zone = match zone.rsplit_once('_') {
+        Some((name, n)) if !name.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => zone,
+    };
+    clip(&format!("ACPI {zone}"), MAX_TEXT)
 }
 
 #[cfg(test)]
@@ -231,6 +316,29 @@ mod tests {
         assert_eq!(at(85.0), "warn");
         assert_eq!(at(94.9), "warn");
         assert_eq!(at(95.0), "crit");
+    }
+
+    #[test]
+    fn the_windows_query_reads_the_acpi_thermal_zones() {
+        assert!(
+            WINDOWS
+                .script
+                .contains("-Namespace 'root/wmi' -ClassName MSAcpi_ThermalZoneTemperature")
+        );
+        assert!(WINDOWS.script.contains("CurrentTemperature"));
+        assert_eq!(zone_label(Some(r"ACPI\ThermalZone\TZ00_0")), "ACPI TZ00");
+        assert_eq!(zone_label(Some(r"ACPI\ThermalZone\CPUZ_0")), "ACPI CPUZ");
+        assert_eq!(zone_label(Some("THRM")), "ACPI THRM");
+        assert_eq!(zone_label(None), "ACPI thermal zone");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn this_machine() {
+        let s = thermals_section().unwrap();
+        eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
+        assert!(s["sensors"].is_array(), "{s:?}");
+        assert!(["ok", "warn", "crit"].contains(&s["status"].as_str().unwrap()));
     }
 
     #[test]
