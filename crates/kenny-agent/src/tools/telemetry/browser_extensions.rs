@@ -13,7 +13,6 @@
 
 pub(in crate::tools::telemetry) mod browsers;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
