@@ -243,7 +243,10 @@ mod tests {
         assert_eq!(got["status"], "warn");
         assert_eq!(got["summary"], "restore point 64d ago");
         assert_eq!(got["restore_points"]["latest"], "2026-04-01T08:00:00Z");
-        assert_eq!(got["file_history"], json!({"service_state": "stopped", "configured": false}));
+        assert_eq!(
+            got["file_history"],
+            json!({"service_state": "stopped", "configured": false})
+        );
     }
 
     #[test]

@@ -30,7 +30,12 @@ const MANIFEST_CAP: u64 = 1024 * 1024;
 /// Chromium's `Manifest::Location` values of extensions that are part of the browser.
 const COMPONENT_LOCATIONS: &[i64] = &[5, 10];
 /// Firefox add-on locations of add-ons that ship with the browser.
-const FIREFOX_BUILTIN: &[&str] = &["app-builtin", "app-system-defaults", "app-system-addons", "app-system-share"];
+const FIREFOX_BUILTIN: &[&str] = &[
+    "app-builtin",
+    "app-system-defaults",
+    "app-system-addons",
+    "app-system-share",
+];
 
 #[derive(Debug, Clone, PartialEq)]
 struct Extension {
@@ -273,10 +278,7 @@ fn newest_version_dir(id_dir: &Path) -> Option<std::path::PathBuf> {
 
 /// `1.58.0_0` → [1, 58, 0, 0], so 1.10 sorts after 1.9.
 fn version_key(folder: &str) -> Vec<u64> {
-    folder
-        .split(['.', '_'])
-        .map(|part| part.parse().unwrap_or(0))
-        .collect()
+    folder.split(['.', '_']).map(|part| part.parse().unwrap_or(0)).collect()
 }
 
 /// A manifest name as people see it: `__MSG_appName__` looked up (case-insensitively,
@@ -379,7 +381,10 @@ mod tests {
         let homes = user_homes(&testdata().join("windows"));
         let (profiles, errors) = profiles_of(&homes, true);
         let got = Value::Object(build(&profiles, errors));
-        assert_eq!(got["summary"], "2 extensions across 1 browser; 1 profile unreadable", "{got:#}");
+        assert_eq!(
+            got["summary"], "2 extensions across 1 browser; 1 profile unreadable",
+            "{got:#}"
+        );
         assert_eq!(
             got["extensions"],
             json!([
@@ -394,7 +399,10 @@ mod tests {
         let errors = got["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 1);
         assert!(
-            errors[0].as_str().unwrap().starts_with("chrome profile Default of Carol: Preferences is not JSON"),
+            errors[0]
+                .as_str()
+                .unwrap()
+                .starts_with("chrome profile Default of Carol: Preferences is not JSON"),
             "{errors:?}"
         );
     }

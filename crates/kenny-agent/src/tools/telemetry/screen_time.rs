@@ -117,7 +117,9 @@ enum WinEvent {
 
 /// Service and virtual accounts are not people at the screen.
 fn is_person(sid: &str) -> bool {
-    !matches!(sid, "S-1-5-18" | "S-1-5-19" | "S-1-5-20") && !sid.starts_with("S-1-5-90-") && !sid.starts_with("S-1-5-96-")
+    !matches!(sid, "S-1-5-18" | "S-1-5-19" | "S-1-5-20")
+        && !sid.starts_with("S-1-5-90-")
+        && !sid.starts_with("S-1-5-96-")
 }
 
 fn session_key(row: &serde_json::Map<String, Value>) -> Option<WinSession> {
@@ -145,7 +147,11 @@ fn windows_sessions(events: &[(i64, WinEvent)], now: i64) -> Vec<Session> {
             }
             WinEvent::Logoff(key) => {
                 if let Some(start) = open.remove(key) {
-                    sessions.push(Session { user: key.1.clone(), start, end: *at });
+                    sessions.push(Session {
+                        user: key.1.clone(),
+                        start,
+                        end: *at,
+                    });
                 }
             }
             WinEvent::Shutdown => close_all(&mut open, *at, &mut sessions),
@@ -160,7 +166,11 @@ fn windows_sessions(events: &[(i64, WinEvent)], now: i64) -> Vec<Session> {
 fn close_all(open: &mut HashMap<WinSession, i64>, at: i64, sessions: &mut Vec<Session>) {
     let mut ended: Vec<Session> = open
         .drain()
-        .map(|(WinSession(_, user), start)| Session { user, start, end: at.max(start) })
+        .map(|(WinSession(_, user), start)| Session {
+            user,
+            start,
+            end: at.max(start),
+        })
         .collect();
     // HashMap order is random; keep the output stable.
     ended.sort_by_key(|s| s.start);
@@ -203,7 +213,10 @@ fn build(sessions: &[Session], now: OffsetDateTime, source: &str, errors: Vec<St
     }
     let mut per_user: BTreeMap<&str, Vec<(i64, i64)>> = BTreeMap::new();
     for s in sessions {
-        per_user.entry(&s.user).or_default().push((s.start, s.end.min(now_unix)));
+        per_user
+            .entry(&s.user)
+            .or_default()
+            .push((s.start, s.end.min(now_unix)));
     }
     let mut users: Vec<(String, i64)> = per_user
         .into_iter()
@@ -271,27 +284,51 @@ mod tests {
     fn sessions_are_cut_at_midnight_and_overlaps_count_once() {
         let sessions = [
             // 22:00 to 02:00 across midnight: 2h on each day.
-            Session { user: "alice".into(), start: at(datetime!(2026-06-03 22:00 UTC)), end: at(datetime!(2026-06-04 02:00 UTC)) },
+            Session {
+                user: "alice".into(),
+                start: at(datetime!(2026-06-03 22:00 UTC)),
+                end: at(datetime!(2026-06-04 02:00 UTC)),
+            },
             // bob overlaps alice for an hour on the 4th.
-            Session { user: "bob".into(), start: at(datetime!(2026-06-04 01:00 UTC)), end: at(datetime!(2026-06-04 03:00 UTC)) },
+            Session {
+                user: "bob".into(),
+                start: at(datetime!(2026-06-04 01:00 UTC)),
+                end: at(datetime!(2026-06-04 03:00 UTC)),
+            },
             // Still open: counts to now.
-            Session { user: "alice".into(), start: at(datetime!(2026-06-05 09:00 UTC)), end: at(datetime!(2026-06-05 12:00 UTC)) },
+            Session {
+                user: "alice".into(),
+                start: at(datetime!(2026-06-05 09:00 UTC)),
+                end: at(datetime!(2026-06-05 12:00 UTC)),
+            },
             // Before the window: not counted.
-            Session { user: "carol".into(), start: at(datetime!(2026-05-20 09:00 UTC)), end: at(datetime!(2026-05-20 10:00 UTC)) },
+            Session {
+                user: "carol".into(),
+                start: at(datetime!(2026-05-20 09:00 UTC)),
+                end: at(datetime!(2026-05-20 10:00 UTC)),
+            },
         ];
         let got = build(&sessions, NOW, "wtmp", Vec::new());
         let days: Vec<(String, i64)> = got["days"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|d| (d["date"].as_str().unwrap().to_owned(), d["active_minutes"].as_i64().unwrap()))
+            .map(|d| {
+                (
+                    d["date"].as_str().unwrap().to_owned(),
+                    d["active_minutes"].as_i64().unwrap(),
+                )
+            })
             .collect();
         assert_eq!(days.len(), 7);
         assert_eq!(days[0].0, "2026-05-30");
         assert_eq!(days[4], ("2026-06-03".to_owned(), 120));
         assert_eq!(days[5], ("2026-06-04".to_owned(), 180));
         assert_eq!(days[6], ("2026-06-05".to_owned(), 180));
-        assert_eq!(got["users"], json!([{"name": "alice", "minutes": 420}, {"name": "bob", "minutes": 120}]));
+        assert_eq!(
+            got["users"],
+            json!([{"name": "alice", "minutes": 420}, {"name": "bob", "minutes": 120}])
+        );
         assert_eq!(got["summary"], "3.0h today, 8.0h over 7 days");
     }
 
@@ -311,7 +348,10 @@ mod tests {
             (t(16), WinEvent::Logon(alice.clone())),
         ];
         let sessions = windows_sessions(&events, t(20));
-        let spans: Vec<(i64, i64)> = sessions.iter().map(|s| ((s.start - t(0)) / 3600, (s.end - t(0)) / 3600)).collect();
+        let spans: Vec<(i64, i64)> = sessions
+            .iter()
+            .map(|s| ((s.start - t(0)) / 3600, (s.end - t(0)) / 3600))
+            .collect();
         assert_eq!(spans, [(8, 9), (10, 11), (13, 14), (16, 20)]);
     }
 }

@@ -125,9 +125,10 @@ fn from_histories(profiles: &[Profile], errors: Vec<String>, since: i64, deadlin
     for profile in profiles {
         if Instant::now() > deadline {
             gathered.truncated = true;
-            gathered
-                .errors
-                .push(format!("stopped after {}s; later profiles not read", HISTORY_TIME.as_secs()));
+            gathered.errors.push(format!(
+                "stopped after {}s; later profiles not read",
+                HISTORY_TIME.as_secs()
+            ));
             break;
         }
         match history::read_profile(profile, since, deadline) {
@@ -248,7 +249,10 @@ mod tests {
         put(home, "bob/.mozilla/firefox/k2.default-release/prefs.js", b"");
         let _open = firefox_places(
             &home.join("bob/.mozilla/firefox/k2.default-release/places.sqlite"),
-            &[("https://www.example.com/x", now - 5 * 3600), ("https://docs.rs/time", now - 600)],
+            &[
+                ("https://www.example.com/x", now - 5 * 3600),
+                ("https://docs.rs/time", now - 600),
+            ],
         );
         put(home, "carol/.config/chromium/Default/History", b"garbage, not SQLite");
         let (profiles, errors) = profiles_of(&user_homes(home), false);
@@ -261,7 +265,10 @@ mod tests {
         gathered.add_dns(vec!["www.example.com".into(), "telemetry.vendor.example".into()], NOW);
         let got = Value::Object(build(gathered));
         let text = got.to_string();
-        assert!(!text.contains("token") && !text.contains("/account"), "never a URL: {text}");
+        assert!(
+            !text.contains("token") && !text.contains("/account"),
+            "never a URL: {text}"
+        );
         assert_eq!(got["summary"], "3 domains observed (24h)");
         assert_eq!(got["sources"], json!(["dns_cache", "browser_history"]));
         assert_eq!(got["browser_profiles_read"], 2);
@@ -279,7 +286,13 @@ mod tests {
         );
         let errors = got["errors"].as_array().unwrap();
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].as_str().unwrap().starts_with("chromium profile Default of carol: "), "{errors:?}");
+        assert!(
+            errors[0]
+                .as_str()
+                .unwrap()
+                .starts_with("chromium profile Default of carol: "),
+            "{errors:?}"
+        );
         assert_eq!(got["truncated"], false);
     }
 

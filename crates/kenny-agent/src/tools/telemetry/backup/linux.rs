@@ -78,7 +78,12 @@ fn timeshift(etc: &Path, fs_root: &Path, found: &mut Found) {
     let flag = |key: &str| config.get(key).and_then(Value::as_str) == Some("true");
     let device = config.get("backup_device_uuid").and_then(Value::as_str).unwrap_or("");
     if device.is_empty() {
-        found.note("timeshift", false, None, "installed, no backup device chosen".to_owned());
+        found.note(
+            "timeshift",
+            false,
+            None,
+            "installed, no backup device chosen".to_owned(),
+        );
         return;
     }
     let mode = if flag("btrfs_mode") { "btrfs" } else { "rsync" };
@@ -184,7 +189,12 @@ fn rsnapshot(etc: &Path, fs_root: &Path, found: &mut Found) {
         }
     }
     let Some(root) = root else {
-        found.note("rsnapshot", false, None, "rsnapshot.conf has no snapshot_root".to_owned());
+        found.note(
+            "rsnapshot",
+            false,
+            None,
+            "rsnapshot.conf has no snapshot_root".to_owned(),
+        );
         return;
     };
     let snapshots = fs_root.join(root.trim_start_matches('/'));
@@ -225,11 +235,24 @@ fn cron_jobs(etc: &Path, found: &mut Found) {
         files.extend(sorted_names(&etc.join(dir)).into_iter().map(|n| etc.join(dir).join(n)));
     }
     for path in files.into_iter().take(CRON_FILES_MAX) {
-        let Ok((text, _)) = read_text(&path, CRON_CAP) else { continue };
-        let shown = path.strip_prefix(etc).map_or_else(|_| path.clone(), |p| Path::new("/etc").join(p));
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        let Ok((text, _)) = read_text(&path, CRON_CAP) else {
+            continue;
+        };
+        let shown = path
+            .strip_prefix(etc)
+            .map_or_else(|_| path.clone(), |p| Path::new("/etc").join(p));
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             if let Some(tool) = tool_named(line) {
-                found.note(tool, true, None, format!("cron job in {}", capped(&shown.to_string_lossy())));
+                found.note(
+                    tool,
+                    true,
+                    None,
+                    format!("cron job in {}", capped(&shown.to_string_lossy())),
+                );
             }
         }
     }
@@ -247,7 +270,10 @@ fn deja_dup(homes: &[(String, PathBuf)], found: &mut Found) {
 
 fn tool_named(text: &str) -> Option<&'static str> {
     let lower = text.to_ascii_lowercase();
-    KEYWORDS.iter().find(|(word, _)| lower.contains(word)).map(|(_, tool)| *tool)
+    KEYWORDS
+        .iter()
+        .find(|(word, _)| lower.contains(word))
+        .map(|(_, tool)| *tool)
 }
 
 fn sorted_names(dir: &Path) -> Vec<String> {
@@ -412,7 +438,11 @@ mod tests {
             );
             put(r, &format!(".snapshots/{num}/info.xml"), xml.as_bytes());
         }
-        put(r, "etc/borgmatic/config.yaml", b"source_directories:\n    - /home\nrepositories:\n    - path: ssh://backup@nas/./borg\n");
+        put(
+            r,
+            "etc/borgmatic/config.yaml",
+            b"source_directories:\n    - /home\nrepositories:\n    - path: ssh://backup@nas/./borg\n",
+        );
         put(
             r,
             "etc/rsnapshot.conf",
@@ -420,13 +450,28 @@ mod tests {
         );
         put(r, "var/cache/rsnapshot/daily.0/marker", b"");
         set_mtime(&r.join("var/cache/rsnapshot/daily.0"), 1_780_570_800);
-        put(r, "etc/systemd/system/restic-backup.service", b"[Service]\nExecStart=/usr/bin/restic backup /home\n");
-        put(r, "etc/systemd/system/restic-backup.timer", b"[Timer]\nOnCalendar=daily\nPersistent=true\n");
+        put(
+            r,
+            "etc/systemd/system/restic-backup.service",
+            b"[Service]\nExecStart=/usr/bin/restic backup /home\n",
+        );
+        put(
+            r,
+            "etc/systemd/system/restic-backup.timer",
+            b"[Timer]\nOnCalendar=daily\nPersistent=true\n",
+        );
         put(r, "etc/systemd/system/timers.target.wants/restic-backup.timer", b"");
         put(r, "etc/systemd/system/timers.target.wants/snapper-timeline.timer", b"");
         put(r, "var/lib/systemd/timers/stamp-restic-backup.timer", b"");
-        set_mtime(&r.join("var/lib/systemd/timers/stamp-restic-backup.timer"), 1_780_531_200);
-        put(r, "etc/cron.d/borg", b"# nightly\n30 2 * * * root /usr/local/bin/borg create ::{now} /srv\n");
+        set_mtime(
+            &r.join("var/lib/systemd/timers/stamp-restic-backup.timer"),
+            1_780_531_200,
+        );
+        put(
+            r,
+            "etc/cron.d/borg",
+            b"# nightly\n30 2 * * * root /usr/local/bin/borg create ::{now} /srv\n",
+        );
         put(r, "etc/cron.d/e2scrub_all", b"30 3 * * 0 root test -e /run/systemd/system || SERVICE_MODE=1 /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n");
         put(r, "home/alice/.cache/deja-dup/metadata", b"");
         let homes = user_homes(&r.join("home"));
@@ -459,7 +504,11 @@ mod tests {
     fn an_old_last_run_warns() {
         let root = tempfile::tempdir().unwrap();
         let r = root.path();
-        put(r, "etc/snapper/configs/home", b"SUBVOLUME=\"/home\"\nTIMELINE_CREATE=\"no\"\n");
+        put(
+            r,
+            "etc/snapper/configs/home",
+            b"SUBVOLUME=\"/home\"\nTIMELINE_CREATE=\"no\"\n",
+        );
         put(
             r,
             "home/.snapshots/3/info.xml",

@@ -90,7 +90,10 @@ pub(in crate::tools::telemetry) fn user_homes(root: &Path) -> Vec<(String, PathB
 }
 
 /// The profiles in these homes, laid out as on Windows (`AppData`) or Linux.
-pub(in crate::tools::telemetry) fn profiles_of(homes: &[(String, PathBuf)], windows: bool) -> (Vec<Profile>, Vec<String>) {
+pub(in crate::tools::telemetry) fn profiles_of(
+    homes: &[(String, PathBuf)],
+    windows: bool,
+) -> (Vec<Profile>, Vec<String>) {
     let (chromium, firefox) = if windows {
         (CHROMIUM_WINDOWS, FIREFOX_WINDOWS)
     } else {
@@ -149,7 +152,11 @@ fn firefox_profiles(user: &str, base: &Path) -> Result<Vec<Profile>, String> {
     Ok(parse_profiles_ini(&text)
         .into_iter()
         .filter_map(|(path, relative)| {
-            let dir = if relative { base.join(&path) } else { PathBuf::from(&path) };
+            let dir = if relative {
+                base.join(&path)
+            } else {
+                PathBuf::from(&path)
+            };
             let name = dir.file_name()?.to_string_lossy().into_owned();
             dir.is_dir().then(|| Profile {
                 browser: "firefox",
@@ -181,7 +188,9 @@ pub(in crate::tools::telemetry) fn parse_profiles_ini(text: &str) -> Vec<(String
             relative = true;
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else { continue };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
         if !in_profile {
             continue;
         }
@@ -241,7 +250,11 @@ pub(in crate::tools::telemetry) mod tests {
             b"[Profile0]\nName=default\nIsRelative=1\nPath=k2x9.default-release\n[Profile1]\nIsRelative=1\nPath=gone.old\n",
         );
         put(home, "bob/.mozilla/firefox/k2x9.default-release/prefs.js", b"");
-        put(home, "Public/AppData/Local/Google/Chrome/User Data/Default/Preferences", b"{}");
+        put(
+            home,
+            "Public/AppData/Local/Google/Chrome/User Data/Default/Preferences",
+            b"{}",
+        );
         let homes = user_homes(home);
         assert_eq!(
             homes.iter().map(|(u, _)| u.as_str()).collect::<Vec<_>>(),
@@ -268,13 +281,21 @@ pub(in crate::tools::telemetry) mod tests {
     fn windows_layout_is_read_below_appdata() {
         let root = tempfile::tempdir().unwrap();
         let home = root.path();
-        put(home, "carol/AppData/Local/Microsoft/Edge/User Data/Default/Preferences", b"{}");
+        put(
+            home,
+            "carol/AppData/Local/Microsoft/Edge/User Data/Default/Preferences",
+            b"{}",
+        );
         put(
             home,
             "carol/AppData/Roaming/Mozilla/Firefox/profiles.ini",
             b"[Profile0]\r\nName=default-release\r\nIsRelative=1\r\nPath=Profiles/zz.default-release\r\n",
         );
-        put(home, "carol/AppData/Roaming/Mozilla/Firefox/Profiles/zz.default-release/times.json", b"{}");
+        put(
+            home,
+            "carol/AppData/Roaming/Mozilla/Firefox/Profiles/zz.default-release/times.json",
+            b"{}",
+        );
         let (found, _) = profiles_of(&user_homes(home), true);
         let listed: Vec<_> = found.iter().map(|p| (p.browser, p.name.as_str())).collect();
         assert_eq!(listed, [("edge", "Default"), ("firefox", "zz.default-release")]);

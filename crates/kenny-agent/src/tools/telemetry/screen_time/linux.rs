@@ -94,8 +94,8 @@ fn from_wtmp(path: &Path) -> Result<Sessions, String> {
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         return Err("the wtmp record layout of this processor architecture is not known to the agent".to_owned());
     }
-    let (bytes, _) = read_tail(path, WTMP_TAIL, UTMP_RECORD as u64)
-        .map_err(|e| format!("cannot read {} ({e})", path.display()))?;
+    let (bytes, _) =
+        read_tail(path, WTMP_TAIL, UTMP_RECORD as u64).map_err(|e| format!("cannot read {} ({e})", path.display()))?;
     Ok(parse_wtmp(&bytes))
 }
 
@@ -117,7 +117,11 @@ fn parse_wtmp(bytes: &[u8]) -> Sessions {
             }
             DEAD_PROCESS => {
                 if let Some((user, start)) = open.remove(&line) {
-                    closed.push(Session { user, start, end: at.max(start) });
+                    closed.push(Session {
+                        user,
+                        start,
+                        end: at.max(start),
+                    });
                 }
             }
             BOOT_TIME => close_all(&mut open, last, &mut closed),
@@ -159,7 +163,8 @@ fn c_string(field: &[u8]) -> String {
 /// (it is a plain rollback-journal database, never held open by its writers).
 fn from_wtmpdb(path: &Path, since: i64) -> Result<Sessions, String> {
     let read = || -> rusqlite::Result<Sessions> {
-        let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
         conn.busy_timeout(std::time::Duration::from_secs(2))?;
         let mut statement = conn.prepare(
             "SELECT User, Login, Logout, TTY, RemoteHost FROM wtmp \
@@ -173,7 +178,9 @@ fn from_wtmpdb(path: &Path, since: i64) -> Result<Sessions, String> {
             let logout: Option<i64> = row.get(2)?;
             let tty: Option<String> = row.get(3)?;
             let host: Option<String> = row.get(4)?;
-            let (Some(login), Some(tty)) = (login, tty) else { continue };
+            let (Some(login), Some(tty)) = (login, tty) else {
+                continue;
+            };
             if !is_local(&tty, host.as_deref().unwrap_or("")) {
                 continue;
             }
@@ -245,6 +252,17 @@ mod tests {
         r
     }
 
+    /// Type, User, Login, Logout, TTY, RemoteHost, Service.
+    type WtmpdbRow = (
+        i64,
+        &'static str,
+        i64,
+        Option<i64>,
+        &'static str,
+        &'static str,
+        &'static str,
+    );
+
     fn minutes_per_day(section: &Section) -> Vec<i64> {
         section["days"]
             .as_array()
@@ -258,18 +276,48 @@ mod tests {
     /// counted), a crash, a clean shutdown, and a session open now.
     fn week() -> Vec<u8> {
         [
-            record(BOOT_TIME, "~", "reboot", "6.8.0-31-generic", datetime!(2026-06-03 07:59 UTC)),
+            record(
+                BOOT_TIME,
+                "~",
+                "reboot",
+                "6.8.0-31-generic",
+                datetime!(2026-06-03 07:59 UTC),
+            ),
             record(USER_PROCESS, "tty2", "alice", "", datetime!(2026-06-03 08:00 UTC)),
-            record(USER_PROCESS, "pts/0", "alice", "192.0.2.7", datetime!(2026-06-03 08:30 UTC)),
+            record(
+                USER_PROCESS,
+                "pts/0",
+                "alice",
+                "192.0.2.7",
+                datetime!(2026-06-03 08:30 UTC),
+            ),
             record(DEAD_PROCESS, "pts/0", "", "", datetime!(2026-06-03 11:30 UTC)),
             record(DEAD_PROCESS, "tty2", "", "", datetime!(2026-06-03 10:00 UTC)),
             record(USER_PROCESS, "tty3", "bob", "", datetime!(2026-06-03 20:00 UTC)),
-            record(RUN_LVL, "~", "shutdown", "6.8.0-31-generic", datetime!(2026-06-03 21:00 UTC)),
-            record(BOOT_TIME, "~", "reboot", "6.8.0-31-generic", datetime!(2026-06-04 09:00 UTC)),
+            record(
+                RUN_LVL,
+                "~",
+                "shutdown",
+                "6.8.0-31-generic",
+                datetime!(2026-06-03 21:00 UTC),
+            ),
+            record(
+                BOOT_TIME,
+                "~",
+                "reboot",
+                "6.8.0-31-generic",
+                datetime!(2026-06-04 09:00 UTC),
+            ),
             record(USER_PROCESS, "tty2", "alice", "", datetime!(2026-06-04 09:01 UTC)),
             record(USER_PROCESS, "tty2", "bob", "", datetime!(2026-06-04 09:31 UTC)),
             // Power cut: no DEAD_PROCESS, no shutdown; the next boot closes it.
-            record(BOOT_TIME, "~", "reboot", "6.8.0-31-generic", datetime!(2026-06-05 10:00 UTC)),
+            record(
+                BOOT_TIME,
+                "~",
+                "reboot",
+                "6.8.0-31-generic",
+                datetime!(2026-06-05 10:00 UTC),
+            ),
             record(USER_PROCESS, "tty2", "alice", "", datetime!(2026-06-05 10:01 UTC)),
         ]
         .concat()
@@ -295,7 +343,13 @@ mod tests {
     fn logind_says_which_sessions_are_open_now() {
         let root = tempfile::tempdir().unwrap();
         let mut wtmp = week();
-        wtmp.extend(record(USER_PROCESS, "tty5", "carol", "", datetime!(2026-06-05 11:00 UTC)));
+        wtmp.extend(record(
+            USER_PROCESS,
+            "tty5",
+            "carol",
+            "",
+            datetime!(2026-06-05 11:00 UTC),
+        ));
         put(root.path(), "var/log/wtmp", &wtmp);
         let realtime = datetime!(2026-06-05 10:01 UTC).unix_timestamp() * 1_000_000 + 123_456;
         let alice = format!(
@@ -333,11 +387,43 @@ mod tests {
         )
         .unwrap();
         let us = |t: OffsetDateTime| t.unix_timestamp() * 1_000_000;
-        let rows: [(i64, &str, i64, Option<i64>, &str, &str, &str); 4] = [
-            (1, "reboot", us(datetime!(2026-06-04 08:00 UTC)), None, "~", "6.12.12-amd64", ""),
-            (3, "dora", us(datetime!(2026-06-04 08:05 UTC)), Some(us(datetime!(2026-06-04 09:05 UTC))), "tty7", "", "lightdm"),
-            (3, "dora", us(datetime!(2026-06-04 08:10 UTC)), Some(us(datetime!(2026-06-04 12:00 UTC))), "pts/1", "198.51.100.4", "sshd"),
-            (3, "dora", us(datetime!(2026-06-05 11:30 UTC)), None, "tty7", "", "lightdm"),
+        let rows: [WtmpdbRow; 4] = [
+            (
+                1,
+                "reboot",
+                us(datetime!(2026-06-04 08:00 UTC)),
+                None,
+                "~",
+                "6.12.12-amd64",
+                "",
+            ),
+            (
+                3,
+                "dora",
+                us(datetime!(2026-06-04 08:05 UTC)),
+                Some(us(datetime!(2026-06-04 09:05 UTC))),
+                "tty7",
+                "",
+                "lightdm",
+            ),
+            (
+                3,
+                "dora",
+                us(datetime!(2026-06-04 08:10 UTC)),
+                Some(us(datetime!(2026-06-04 12:00 UTC))),
+                "pts/1",
+                "198.51.100.4",
+                "sshd",
+            ),
+            (
+                3,
+                "dora",
+                us(datetime!(2026-06-05 11:30 UTC)),
+                None,
+                "tty7",
+                "",
+                "lightdm",
+            ),
         ];
         for (kind, user, login, logout, tty, host, service) in rows {
             conn.execute(

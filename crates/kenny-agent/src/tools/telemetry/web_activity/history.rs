@@ -64,7 +64,9 @@ pub(super) fn read_profile(profile: &Profile, since: i64, deadline: Instant) -> 
         Err(e) => return Err(format!("cannot read {file} ({e})")),
     };
     if size > MAX_DB_BYTES {
-        return Err(format!("{file} is {size} bytes, more than the {MAX_DB_BYTES} the agent copies"));
+        return Err(format!(
+            "{file} is {size} bytes, more than the {MAX_DB_BYTES} the agent copies"
+        ));
     }
     let copy = PrivateCopy::of(&source)?;
     let conn = Connection::open_with_flags(
@@ -152,10 +154,7 @@ impl PrivateCopy {
     fn of(source: &Path) -> Result<PrivateCopy, String> {
         let n = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("kenny-history-{}-{n}", std::process::id()));
-        let mut builder = fs::DirBuilder::new();
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
+        private_dir_builder()
             .create(&dir)
             .map_err(|e| format!("cannot make a temporary folder in {} ({e})", dir.display()))?;
         let copy = PrivateCopy {
@@ -182,6 +181,19 @@ impl Drop for PrivateCopy {
             tracing::warn!(dir = %self.dir.display(), error = %e, "could not remove the copy of a browser history");
         }
     }
+}
+
+/// Only the agent's user may enter the folder (on Windows, the folder inherits the
+/// temp folder's rights: SYSTEM's temp folder is not readable by users).
+fn private_dir_builder() -> fs::DirBuilder {
+    #[cfg(unix)]
+    {
+        let mut builder = fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+    }
+    #[cfg(not(unix))]
+    fs::DirBuilder::new()
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
@@ -272,12 +284,27 @@ pub(super) mod tests {
 
     #[test]
     fn hosts_only_from_web_urls() {
-        assert_eq!(domain_of("https://www.Example.com/path?q=secret#x").as_deref(), Some("www.example.com"));
-        assert_eq!(domain_of("http://user:pw@intranet.local:8080/").as_deref(), Some("intranet.local"));
+        assert_eq!(
+            domain_of("https://www.Example.com/path?q=secret#x").as_deref(),
+            Some("www.example.com")
+        );
+        assert_eq!(
+            domain_of("http://user:pw@intranet.local:8080/").as_deref(),
+            Some("intranet.local")
+        );
         assert_eq!(domain_of("HTTPS://[2001:db8::1]:443/x").as_deref(), Some("2001:db8::1"));
         assert_eq!(domain_of("https://example.org./").as_deref(), Some("example.org"));
-        assert_eq!(domain_of("https://xn--mnchen-3ya.de/").as_deref(), Some("xn--mnchen-3ya.de"));
-        for not_web in ["file:///home/alice/a.pdf", "chrome://settings/", "about:blank", "https://", "https://a b/"] {
+        assert_eq!(
+            domain_of("https://xn--mnchen-3ya.de/").as_deref(),
+            Some("xn--mnchen-3ya.de")
+        );
+        for not_web in [
+            "file:///home/alice/a.pdf",
+            "chrome://settings/",
+            "about:blank",
+            "https://",
+            "https://a b/",
+        ] {
             assert_eq!(domain_of(not_web), None, "{not_web}");
         }
         assert_eq!(domain_of(&format!("https://{}.com/", "a".repeat(300))), None);
@@ -300,8 +327,14 @@ pub(super) mod tests {
         assert_eq!(
             read.visits,
             [
-                Visit { domain: "news.example.org".into(), at: since + 120 },
-                Visit { domain: "www.example.com".into(), at: since + 60 }
+                Visit {
+                    domain: "news.example.org".into(),
+                    at: since + 120
+                },
+                Visit {
+                    domain: "www.example.com".into(),
+                    at: since + 60
+                }
             ]
         );
         assert!(!read.cut);
@@ -332,13 +365,19 @@ pub(super) mod tests {
         let since = 1_780_531_200;
         let _open = firefox_places(
             &dir.path().join("places.sqlite"),
-            &[("https://developer.mozilla.org/en-US/", since + 10), ("about:config", since + 20)],
+            &[
+                ("https://developer.mozilla.org/en-US/", since + 10),
+                ("about:config", since + 20),
+            ],
         );
         assert!(dir.path().join("places.sqlite-wal").metadata().unwrap().len() > 0);
         let read = read_profile(&profile(Family::Firefox, dir.path()), since, later()).unwrap();
         assert_eq!(
             read.visits,
-            [Visit { domain: "developer.mozilla.org".into(), at: since + 10 }]
+            [Visit {
+                domain: "developer.mozilla.org".into(),
+                at: since + 10
+            }]
         );
     }
 
@@ -349,13 +388,19 @@ pub(super) mod tests {
         assert!(read.visits.is_empty());
         fs::write(dir.path().join("places.sqlite"), b"not a database at all, just text").unwrap();
         let err = read_profile(&profile(Family::Firefox, dir.path()), 0, later()).unwrap_err();
-        assert!(err.starts_with("reading places.sqlite failed") || err.starts_with("cannot open"), "{err}");
+        assert!(
+            err.starts_with("reading places.sqlite failed") || err.starts_with("cannot open"),
+            "{err}"
+        );
     }
 
     #[test]
     fn the_deadline_stops_the_read() {
         let dir = tempfile::tempdir().unwrap();
-        chromium_history(&dir.path().join("History"), &[("https://a.example/", 100), ("https://b.example/", 200)]);
+        chromium_history(
+            &dir.path().join("History"),
+            &[("https://a.example/", 100), ("https://b.example/", 200)],
+        );
         let read = read_profile(&profile(Family::Chromium, dir.path()), 0, Instant::now()).unwrap();
         assert!(read.cut && read.visits.is_empty(), "{read:?}");
     }
