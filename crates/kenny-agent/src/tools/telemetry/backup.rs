@@ -40,7 +40,7 @@ pub(super) fn windows_query() -> Option<&'static Query> {
 
 static QUERY: Query = Query {
     script: SCRIPT,
-    limit: Duration::from_secs(20),
+    limit: Duration::from_secs(12),
     parse,
 };
 

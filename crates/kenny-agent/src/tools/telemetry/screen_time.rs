@@ -2,8 +2,9 @@
 //!
 //! Time counts while a local (console or graphical) logon session is open, whether or
 //! not the person touches the keyboard: logon records tell when a session started and
-//! ended, not when the screen was locked. Remote sessions (SSH, terminals inside a
-//! session) are left out. Days are UTC dates; overlapping sessions (two users, or one
+//! ended, not when the screen was locked. On Linux remote sessions (SSH, terminals
+//! inside a session) are left out; on Windows, Winlogon's events do not tell a Remote
+//! Desktop session from one at the screen, so those count too. Days are UTC dates; overlapping sessions (two users, or one
 //! on two consoles) count once per day, and once per user.
 //!
 //! Windows: Winlogon's logon/logoff events (7001/7002, System log) with the event log
@@ -44,7 +45,7 @@ pub(super) fn windows_query() -> Option<&'static Query> {
 
 static QUERY: Query = Query {
     script: SCRIPT,
-    limit: Duration::from_secs(20),
+    limit: Duration::from_secs(12),
     parse,
 };
 

@@ -63,9 +63,14 @@ const NOT_USERS: &[&str] = &["public", "default", "default user", "all users", "
 /// Every profile of every user on this PC, and what could not be read.
 pub(in crate::tools::telemetry) fn profiles() -> (Vec<Profile>, Vec<String>) {
     let windows = cfg!(windows);
-    let default = if windows { r"C:\Users" } else { "/home" };
+    let default = if windows {
+        let drive = std::env::var("SystemDrive").unwrap_or_else(|_| "C:".to_owned());
+        format!(r"{drive}\Users")
+    } else {
+        "/home".to_owned()
+    };
     let overridden = std::env::var_os("KENNY_HOME_ROOT").is_some_and(|v| !v.is_empty());
-    let root = root_from_env("KENNY_HOME_ROOT", default);
+    let root = root_from_env("KENNY_HOME_ROOT", &default);
     let mut homes = user_homes(&root);
     if !windows && !overridden && Path::new("/root").is_dir() {
         homes.push(("root".to_owned(), PathBuf::from("/root")));
@@ -112,7 +117,13 @@ pub(in crate::tools::telemetry) fn profiles_of(
             }
         }
     }
-    found.truncate(MAX_PROFILES);
+    if found.len() > MAX_PROFILES {
+        errors.push(format!(
+            "{} browser profiles; only the first {MAX_PROFILES} are read",
+            found.len()
+        ));
+        found.truncate(MAX_PROFILES);
+    }
     (found, errors)
 }
 
@@ -275,6 +286,27 @@ pub(in crate::tools::telemetry) mod tests {
             ]
         );
         assert_eq!(found[2].dir, home.join("bob/.mozilla/firefox/k2x9.default-release"));
+    }
+
+    #[test]
+    fn profiles_past_the_cap_are_left_and_said() {
+        let root = tempfile::tempdir().unwrap();
+        for n in 0..=MAX_PROFILES {
+            put(
+                root.path(),
+                &format!("erin/.config/chromium/Profile {n}/Preferences"),
+                b"{}",
+            );
+        }
+        let (found, errors) = profiles_of(&user_homes(root.path()), false);
+        assert_eq!(found.len(), MAX_PROFILES);
+        assert_eq!(
+            errors,
+            [format!(
+                "{} browser profiles; only the first {MAX_PROFILES} are read",
+                MAX_PROFILES + 1
+            )]
+        );
     }
 
     #[test]

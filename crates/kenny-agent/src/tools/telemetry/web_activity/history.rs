@@ -16,8 +16,9 @@ use crate::tools::telemetry::browser_extensions::browsers::{Family, Profile};
 
 /// Per profile: a day of very busy browsing is a few thousand visits.
 pub(super) const MAX_VISITS: usize = 20_000;
-/// A history database larger than this is not copied (years of history are ~100 MB).
-const MAX_DB_BYTES: u64 = 512 * 1024 * 1024;
+/// A history database larger than this is not copied (years of history are ~100 MB),
+/// so the copy takes a second or two at most.
+const MAX_DB_BYTES: u64 = 256 * 1024 * 1024;
 /// Seconds between 1601-01-01 (Chromium's epoch, as Windows' FILETIME) and 1970-01-01.
 const CHROMIUM_EPOCH_OFFSET: i64 = 11_644_473_600;
 const MAX_DOMAIN: usize = 253;
@@ -183,8 +184,8 @@ impl Drop for PrivateCopy {
     }
 }
 
-/// Only the agent's user may enter the folder (on Windows, the folder inherits the
-/// temp folder's rights: SYSTEM's temp folder is not readable by users).
+/// Only the agent's user may enter the folder. On Windows the folder inherits the rights
+/// of the agent's temp folder, which for SYSTEM users cannot list or read.
 fn private_dir_builder() -> fs::DirBuilder {
     #[cfg(unix)]
     {
