@@ -339,7 +339,7 @@ fn firefox_addon(addon: &Value) -> Option<Extension> {
 
 #[cfg(test)]
 mod tests {
-    use super::browsers::tests::put;
+    use super::browsers::put;
     use super::browsers::{profiles_of, user_homes};
     use super::*;
 
@@ -424,7 +424,8 @@ mod tests {
             root.path(),
             "dave/.config/chromium/Default/Preferences",
             prefs.to_string().as_bytes(),
-        );
+        )
+        .unwrap();
         let (profiles, errors) = profiles_of(&user_homes(root.path()), false);
         let got = build(&profiles, errors);
         assert_eq!(got["count"], MAX_LISTED + 5);

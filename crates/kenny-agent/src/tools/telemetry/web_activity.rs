@@ -213,9 +213,9 @@ fn build(gathered: Gathered) -> Section {
 
 #[cfg(test)]
 mod tests {
-    use super::browsers::tests::put;
+    use super::browsers::put;
     use super::browsers::{profiles_of, user_homes};
-    use super::history::tests::{chromium_history, firefox_places};
+    use super::history::fixtures::{chromium_history, firefox_places};
     use super::*;
     use time::macros::datetime;
 
@@ -234,7 +234,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let home = root.path();
         let now = NOW.unix_timestamp();
-        put(home, "alice/.config/google-chrome/Default/Preferences", b"{}");
+        put(home, "alice/.config/google-chrome/Default/Preferences", b"{}").unwrap();
         chromium_history(
             &home.join("alice/.config/google-chrome/Default/History"),
             &[
@@ -242,21 +242,24 @@ mod tests {
                 ("https://www.example.com/account?token=secret", now - 2 * 3600),
                 ("https://old.example.net/", now - 30 * 3600),
             ],
-        );
+        )
+        .unwrap();
         put(
             home,
             "bob/.mozilla/firefox/profiles.ini",
             b"[Profile0]\nName=default-release\nIsRelative=1\nPath=k2.default-release\n",
-        );
-        put(home, "bob/.mozilla/firefox/k2.default-release/prefs.js", b"");
+        )
+        .unwrap();
+        put(home, "bob/.mozilla/firefox/k2.default-release/prefs.js", b"").unwrap();
         let _open = firefox_places(
             &home.join("bob/.mozilla/firefox/k2.default-release/places.sqlite"),
             &[
                 ("https://www.example.com/x", now - 5 * 3600),
                 ("https://docs.rs/time", now - 600),
             ],
-        );
-        put(home, "carol/.config/chromium/Default/History", b"garbage, not SQLite");
+        )
+        .unwrap();
+        put(home, "carol/.config/chromium/Default/History", b"garbage, not SQLite").unwrap();
         let (profiles, errors) = profiles_of(&user_homes(home), false);
         let mut gathered = from_histories(
             &profiles,

@@ -348,7 +348,7 @@ fn build(found: Found, now: OffsetDateTime) -> Section {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::browser_extensions::browsers::tests::put;
+    use super::super::super::browser_extensions::browsers::put;
     use super::*;
     use time::macros::datetime;
 
@@ -383,7 +383,7 @@ mod tests {
             root.path(),
             "etc/timeshift/timeshift.json",
             br#"{"backup_device_uuid" : "", "do_first_run" : "true", "btrfs_mode" : "false", "schedule_daily" : "false"}"#,
-        );
+        ).unwrap();
         let got = probe_at(&root.path().join("etc"), root.path(), &[], NOW);
         assert_eq!(got["summary"], "backup tools present but not set up: timeshift");
         assert_eq!(got["known"], false);
@@ -416,53 +416,57 @@ mod tests {
   "exclude" : ["/root/**", "/home/alice/**"],
   "exclude-apps" : []
 }"#,
-        );
+        )
+        .unwrap();
         put(
             r,
             "timeshift/snapshots/2026-06-03_22-00-01/info.json",
             br#"{"created" : "1780524001", "sys-uuid" : "x", "sys-distro" : "Linux Mint 22", "app-version" : "24.01.1", "tags" : "D", "comments" : ""}"#,
-        );
+        ).unwrap();
         put(
             r,
             "timeshift/snapshots/2026-06-04_22-00-01/info.json",
             br#"{"created" : "1780610401", "sys-uuid" : "x", "sys-distro" : "Linux Mint 22", "app-version" : "24.01.1", "tags" : "D W", "comments" : ""}"#,
-        );
+        ).unwrap();
         put(
             r,
             "etc/snapper/configs/root",
             b"# subvolume to snapshot\nSUBVOLUME=\"/\"\nFSTYPE=\"btrfs\"\nQGROUP=\"\"\nSPACE_LIMIT=\"0.5\"\nALLOW_USERS=\"\"\nTIMELINE_CREATE=\"yes\"\nTIMELINE_CLEANUP=\"yes\"\n",
-        );
+        ).unwrap();
         for (num, date) in [(9, "2026-06-04 10:00:01"), (10, "2026-06-04 11:00:01")] {
             let xml = format!(
                 "<?xml version=\"1.0\"?>\n<snapshot>\n  <type>single</type>\n  <num>{num}</num>\n  <date>{date}</date>\n  <description>timeline</description>\n  <cleanup>timeline</cleanup>\n</snapshot>\n"
             );
-            put(r, &format!(".snapshots/{num}/info.xml"), xml.as_bytes());
+            put(r, &format!(".snapshots/{num}/info.xml"), xml.as_bytes()).unwrap();
         }
         put(
             r,
             "etc/borgmatic/config.yaml",
             b"source_directories:\n    - /home\nrepositories:\n    - path: ssh://backup@nas/./borg\n",
-        );
+        )
+        .unwrap();
         put(
             r,
             "etc/rsnapshot.conf",
             b"config_version\t1.2\nsnapshot_root\t/var/cache/rsnapshot/\n#retain\thourly\t6\nretain\tdaily\t7\nretain\tweekly\t4\n",
-        );
-        put(r, "var/cache/rsnapshot/daily.0/marker", b"");
+        ).unwrap();
+        put(r, "var/cache/rsnapshot/daily.0/marker", b"").unwrap();
         set_mtime(&r.join("var/cache/rsnapshot/daily.0"), 1_780_570_800);
         put(
             r,
             "etc/systemd/system/restic-backup.service",
             b"[Service]\nExecStart=/usr/bin/restic backup /home\n",
-        );
+        )
+        .unwrap();
         put(
             r,
             "etc/systemd/system/restic-backup.timer",
             b"[Timer]\nOnCalendar=daily\nPersistent=true\n",
-        );
-        put(r, "etc/systemd/system/timers.target.wants/restic-backup.timer", b"");
-        put(r, "etc/systemd/system/timers.target.wants/snapper-timeline.timer", b"");
-        put(r, "var/lib/systemd/timers/stamp-restic-backup.timer", b"");
+        )
+        .unwrap();
+        put(r, "etc/systemd/system/timers.target.wants/restic-backup.timer", b"").unwrap();
+        put(r, "etc/systemd/system/timers.target.wants/snapper-timeline.timer", b"").unwrap();
+        put(r, "var/lib/systemd/timers/stamp-restic-backup.timer", b"").unwrap();
         set_mtime(
             &r.join("var/lib/systemd/timers/stamp-restic-backup.timer"),
             1_780_531_200,
@@ -471,9 +475,10 @@ mod tests {
             r,
             "etc/cron.d/borg",
             b"# nightly\n30 2 * * * root /usr/local/bin/borg create ::{now} /srv\n",
-        );
-        put(r, "etc/cron.d/e2scrub_all", b"30 3 * * 0 root test -e /run/systemd/system || SERVICE_MODE=1 /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n");
-        put(r, "home/alice/.cache/deja-dup/metadata", b"");
+        )
+        .unwrap();
+        put(r, "etc/cron.d/e2scrub_all", b"30 3 * * 0 root test -e /run/systemd/system || SERVICE_MODE=1 /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron\n").unwrap();
+        put(r, "home/alice/.cache/deja-dup/metadata", b"").unwrap();
         let homes = user_homes(&r.join("home"));
         let got = Value::Object(probe_at(&r.join("etc"), r, &homes, NOW));
         assert_eq!(
@@ -508,12 +513,14 @@ mod tests {
             r,
             "etc/snapper/configs/home",
             b"SUBVOLUME=\"/home\"\nTIMELINE_CREATE=\"no\"\n",
-        );
+        )
+        .unwrap();
         put(
             r,
             "home/.snapshots/3/info.xml",
             b"<?xml version=\"1.0\"?>\n<snapshot>\n  <num>3</num>\n  <date>2026-03-01 08:00:00</date>\n</snapshot>\n",
-        );
+        )
+        .unwrap();
         let got = probe_at(&r.join("etc"), r, &[], NOW);
         assert_eq!(got["status"], "warn");
         assert_eq!(got["summary"], "snapper: last run 95d ago");

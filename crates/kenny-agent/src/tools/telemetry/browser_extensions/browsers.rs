@@ -221,16 +221,19 @@ pub(in crate::tools::telemetry) fn capped(text: &str) -> String {
     text.chars().take(MAX_TEXT).collect()
 }
 
+/// Writes a test fixture `contents` at `root/relative`, creating the folders.
 #[cfg(test)]
-pub(in crate::tools::telemetry) mod tests {
-    use super::*;
-
-    /// Writes `contents` at `root/relative`, creating the folders.
-    pub(crate) fn put(root: &Path, relative: &str, contents: &[u8]) {
-        let path = root.join(relative);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, contents).unwrap();
+pub(in crate::tools::telemetry) fn put(root: &Path, relative: &str, contents: &[u8]) -> std::io::Result<()> {
+    let path = root.join(relative);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent)?;
     }
+    fs::write(path, contents)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn profiles_ini_lists_relative_and_absolute_profiles() {
@@ -251,21 +254,22 @@ pub(in crate::tools::telemetry) mod tests {
     fn finds_chromium_and_firefox_profiles_per_user() {
         let root = tempfile::tempdir().unwrap();
         let home = root.path();
-        put(home, "alice/.config/google-chrome/Default/Preferences", b"{}");
-        put(home, "alice/.config/google-chrome/Profile 1/Preferences", b"{}");
-        put(home, "alice/.config/google-chrome/Guest Profile/Preferences", b"{}");
-        put(home, "alice/.config/google-chrome/Crashpad/settings.dat", b"");
+        put(home, "alice/.config/google-chrome/Default/Preferences", b"{}").unwrap();
+        put(home, "alice/.config/google-chrome/Profile 1/Preferences", b"{}").unwrap();
+        put(home, "alice/.config/google-chrome/Guest Profile/Preferences", b"{}").unwrap();
+        put(home, "alice/.config/google-chrome/Crashpad/settings.dat", b"").unwrap();
         put(
             home,
             "bob/.mozilla/firefox/profiles.ini",
             b"[Profile0]\nName=default\nIsRelative=1\nPath=k2x9.default-release\n[Profile1]\nIsRelative=1\nPath=gone.old\n",
-        );
-        put(home, "bob/.mozilla/firefox/k2x9.default-release/prefs.js", b"");
+        ).unwrap();
+        put(home, "bob/.mozilla/firefox/k2x9.default-release/prefs.js", b"").unwrap();
         put(
             home,
             "Public/AppData/Local/Google/Chrome/User Data/Default/Preferences",
             b"{}",
-        );
+        )
+        .unwrap();
         let homes = user_homes(home);
         assert_eq!(
             homes.iter().map(|(u, _)| u.as_str()).collect::<Vec<_>>(),
@@ -296,7 +300,8 @@ pub(in crate::tools::telemetry) mod tests {
                 root.path(),
                 &format!("erin/.config/chromium/Profile {n}/Preferences"),
                 b"{}",
-            );
+            )
+            .unwrap();
         }
         let (found, errors) = profiles_of(&user_homes(root.path()), false);
         assert_eq!(found.len(), MAX_PROFILES);
@@ -317,17 +322,20 @@ pub(in crate::tools::telemetry) mod tests {
             home,
             "carol/AppData/Local/Microsoft/Edge/User Data/Default/Preferences",
             b"{}",
-        );
+        )
+        .unwrap();
         put(
             home,
             "carol/AppData/Roaming/Mozilla/Firefox/profiles.ini",
             b"[Profile0]\r\nName=default-release\r\nIsRelative=1\r\nPath=Profiles/zz.default-release\r\n",
-        );
+        )
+        .unwrap();
         put(
             home,
             "carol/AppData/Roaming/Mozilla/Firefox/Profiles/zz.default-release/times.json",
             b"{}",
-        );
+        )
+        .unwrap();
         let (found, _) = profiles_of(&user_homes(home), true);
         let listed: Vec<_> = found.iter().map(|p| (p.browser, p.name.as_str())).collect();
         assert_eq!(listed, [("edge", "Default"), ("firefox", "zz.default-release")]);

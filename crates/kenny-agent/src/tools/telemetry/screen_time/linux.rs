@@ -234,7 +234,7 @@ fn logind_session(text: &str) -> Option<(String, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::telemetry::browser_extensions::browsers::tests::put;
+    use crate::tools::telemetry::browser_extensions::browsers::put;
     use serde_json::{Value, json};
     use time::macros::datetime;
 
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn wtmp_pairs_logins_and_logouts_and_skips_remote_ones() {
         let root = tempfile::tempdir().unwrap();
-        put(root.path(), "var/log/wtmp", &week());
+        put(root.path(), "var/log/wtmp", &week()).unwrap();
         let got = collect_at(root.path(), NOW);
         // 06-03: alice 8-10, bob 20-21; 06-04: alice 09:01-09:31 (bob's login on the
         // same line replaced hers), bob 09:31 until the last record before the crash
@@ -350,23 +350,23 @@ mod tests {
             "",
             datetime!(2026-06-05 11:00 UTC),
         ));
-        put(root.path(), "var/log/wtmp", &wtmp);
+        put(root.path(), "var/log/wtmp", &wtmp).unwrap();
         let realtime = datetime!(2026-06-05 10:01 UTC).unix_timestamp() * 1_000_000 + 123_456;
         let alice = format!(
             "# This is private data. Do not parse.\nUID=1000\nUSER=alice\nACTIVE=1\nIS_DISPLAY=1\nSTATE=active\nREMOTE=0\nTYPE=wayland\nORIGINAL_TYPE=wayland\nCLASS=user\nSCOPE=session-4.scope\nFIFO=/run/systemd/sessions/4.ref\nSEAT=seat0\nTTY=tty2\nSERVICE=gdm-password\nVTNR=2\nLEADER=2301\nAUDIT=4\nREALTIME={realtime}\nMONOTONIC=98765432\n"
         );
-        put(root.path(), "run/systemd/sessions/4", alice.as_bytes());
-        put(root.path(), "run/systemd/sessions/4.ref", b"");
+        put(root.path(), "run/systemd/sessions/4", alice.as_bytes()).unwrap();
+        put(root.path(), "run/systemd/sessions/4.ref", b"").unwrap();
         put(
             root.path(),
             "run/systemd/sessions/c1",
             b"UID=125\nUSER=gdm\nACTIVE=0\nSTATE=closing\nREMOTE=0\nTYPE=wayland\nCLASS=greeter\nREALTIME=1780531200000000\n",
-        );
+        ).unwrap();
         put(
             root.path(),
             "run/systemd/sessions/7",
             b"UID=1000\nUSER=alice\nACTIVE=1\nSTATE=active\nREMOTE=1\nREMOTE_HOST=192.0.2.7\nTYPE=tty\nCLASS=user\nSERVICE=sshd\nREALTIME=1780660800000000\n",
-        );
+        ).unwrap();
         let got = collect_at(root.path(), NOW);
         // carol's tty5 login is open in wtmp but logind has no such session: it ended
         // unseen, and only alice's current session counts today.

@@ -203,15 +203,15 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Databases shaped like the browsers' own, for the tests here and of the section.
 #[cfg(test)]
-pub(super) mod tests {
+pub(super) mod fixtures {
     use super::*;
-    use std::time::Duration;
 
     /// A Chromium `History` database with the tables and columns the agent reads (as
     /// Chrome 125 creates them, trimmed to what matters) and the given visits.
-    pub(crate) fn chromium_history(path: &Path, visits: &[(&str, i64)]) {
-        let conn = Connection::open(path).unwrap();
+    pub(crate) fn chromium_history(path: &Path, visits: &[(&str, i64)]) -> rusqlite::Result<()> {
+        let conn = Connection::open(path)?;
         conn.execute_batch(
             "CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT,url LONGVARCHAR,title LONGVARCHAR,\
              visit_count INTEGER DEFAULT 0 NOT NULL,typed_count INTEGER DEFAULT 0 NOT NULL,\
@@ -220,27 +220,25 @@ pub(super) mod tests {
              visit_time INTEGER NOT NULL,from_visit INTEGER,transition INTEGER DEFAULT 0 NOT NULL,\
              segment_id INTEGER,visit_duration INTEGER DEFAULT 0 NOT NULL);\
              CREATE INDEX visits_time_index ON visits (visit_time);",
-        )
-        .unwrap();
+        )?;
         for (url, unix) in visits {
             let micros = (unix + CHROMIUM_EPOCH_OFFSET) * 1_000_000 + 123_456;
             conn.execute(
                 "INSERT INTO urls(url, title, visit_count, last_visit_time) VALUES (?1, 'a page title', 1, ?2)",
                 rusqlite::params![url, micros],
-            )
-            .unwrap();
+            )?;
             conn.execute(
                 "INSERT INTO visits(url, visit_time, transition) VALUES (last_insert_rowid(), ?1, 805306368)",
                 rusqlite::params![micros],
-            )
-            .unwrap();
+            )?;
         }
+        Ok(())
     }
 
     /// A Firefox `places.sqlite` in WAL mode, as Firefox keeps it, with the visits left
     /// in the `-wal` file (the connection stays open, so nothing is checkpointed).
-    pub(crate) fn firefox_places(path: &Path, visits: &[(&str, i64)]) -> Connection {
-        let conn = Connection::open(path).unwrap();
+    pub(crate) fn firefox_places(path: &Path, visits: &[(&str, i64)]) -> rusqlite::Result<Connection> {
+        let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL; PRAGMA wal_autocheckpoint=0;\
              CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url LONGVARCHAR, title LONGVARCHAR,\
@@ -251,23 +249,27 @@ pub(super) mod tests {
              place_id INTEGER, visit_date INTEGER, visit_type INTEGER, session INTEGER,\
              source INTEGER DEFAULT 0 NOT NULL, triggeringPlaceId INTEGER);\
              CREATE INDEX moz_historyvisits_dateindex ON moz_historyvisits (visit_date);",
-        )
-        .unwrap();
+        )?;
         for (url, unix) in visits {
             let micros = unix * 1_000_000 + 654_321;
             conn.execute(
                 "INSERT INTO moz_places(url, title, visit_count, last_visit_date) VALUES (?1, 'a title', 1, ?2)",
                 rusqlite::params![url, micros],
-            )
-            .unwrap();
+            )?;
             conn.execute(
                 "INSERT INTO moz_historyvisits(place_id, visit_date, visit_type) VALUES (last_insert_rowid(), ?1, 1)",
                 rusqlite::params![micros],
-            )
-            .unwrap();
+            )?;
         }
-        conn
+        Ok(conn)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{chromium_history, firefox_places};
+    use super::*;
+    use std::time::Duration;
 
     fn profile(family: Family, dir: &Path) -> Profile {
         Profile {
@@ -323,7 +325,8 @@ pub(super) mod tests {
                 ("chrome://newtab/", since + 90),
                 ("https://news.example.org/story?id=1", since + 120),
             ],
-        );
+        )
+        .unwrap();
         let read = read_profile(&profile(Family::Chromium, dir.path()), since, later()).unwrap();
         assert_eq!(
             read.visits,
@@ -370,7 +373,8 @@ pub(super) mod tests {
                 ("https://developer.mozilla.org/en-US/", since + 10),
                 ("about:config", since + 20),
             ],
-        );
+        )
+        .unwrap();
         assert!(dir.path().join("places.sqlite-wal").metadata().unwrap().len() > 0);
         let read = read_profile(&profile(Family::Firefox, dir.path()), since, later()).unwrap();
         assert_eq!(
@@ -401,7 +405,8 @@ pub(super) mod tests {
         chromium_history(
             &dir.path().join("History"),
             &[("https://a.example/", 100), ("https://b.example/", 200)],
-        );
+        )
+        .unwrap();
         let read = read_profile(&profile(Family::Chromium, dir.path()), 0, Instant::now()).unwrap();
         assert!(read.cut && read.visits.is_empty(), "{read:?}");
     }
