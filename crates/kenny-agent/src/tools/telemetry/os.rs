@@ -1,8 +1,12 @@
-//! The os section: name, version, kernel, and whether the distribution still gets security updates.
+//! The os section: name, version, kernel, and whether the system still gets security updates.
 //!
-//! The end of support comes from os-release's `SUPPORT_END` when the distribution sets
-//! it (Fedora does), else from a small built-in table, else it is unknown; the field
-//! `support_source` says which. Status: warn within 90 days of the end, crit after it.
+//! On Linux the end of support comes from os-release's `SUPPORT_END` when the
+//! distribution sets it (Fedora does), else from a small built-in table, else it is
+//! unknown; the field `support_source` says which. On Windows ([`win`]) the registry
+//! names the release and edition, and a table of Microsoft's servicing dates gives the
+//! end. Status: warn within 90 days of the end, crit after it.
+
+mod win;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -279,9 +283,8 @@ fn support_verdict(end: Option<Date>, today: Date) -> (Status, Option<String>) {
     }
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]
