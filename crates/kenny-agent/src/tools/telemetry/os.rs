@@ -427,6 +427,20 @@ VERSION=\"22.04.5 LTS (Jammy Jellyfish)\"\nVERSION_CODENAME=jammy\nID=ubuntu\nID
         assert_eq!(unknown["support_end"], serde_json::Value::Null);
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn collects_on_this_machine() {
+        let section = os_section().unwrap();
+        assert!(["ok", "warn", "crit"].contains(&section["status"].as_str().unwrap()));
+        assert!(
+            section["name"].is_string() && section["arch"].is_string(),
+            "{section:?}"
+        );
+        let known = section["support_source"] != "unknown";
+        assert_eq!(section["support_end"].is_string(), known, "{section:?}");
+        assert_eq!(section["support_days_left"].is_i64(), known, "{section:?}");
+    }
+
     #[test]
     fn an_etc_root_stands_in_for_etc() {
         let dir = tempfile::tempdir().unwrap();

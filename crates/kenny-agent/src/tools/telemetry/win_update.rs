@@ -162,7 +162,9 @@ struct Recent {
     entries: Vec<Value>,
     /// Installs within the window, all of them (the list is capped).
     count: usize,
-    failed: Vec<String>,
+    /// Each update that failed to install, by KB (or title), and whether it installed
+    /// successfully later.
+    failed: Vec<(String, bool)>,
     /// The history read was full and still inside the window: older entries exist.
     cut: bool,
 }
@@ -175,6 +177,7 @@ fn recent(history: Vec<Map<String, Value>>, total: Option<i64>, now: OffsetDateT
     let mut oldest_read: Option<OffsetDateTime> = None;
     let mut entries = Vec::new();
     let mut failed = Vec::new();
+    let mut succeeded_later: Vec<String> = Vec::new();
     let mut count = 0;
     for row in history {
         let at = date_of(&row, "Date");
@@ -192,8 +195,16 @@ fn recent(history: Vec<Map<String, Value>>, total: Option<i64>, now: OffsetDateT
         count += 1;
         let result = result_name(psjson::number(&row, "ResultCode").unwrap_or(-1));
         let kb = kb_in(&title);
-        if result == "failed" {
-            failed.push(kb.clone().unwrap_or_else(|| title.clone()));
+        // Newest first: a success seen before a failure of the same update came after it.
+        let label = kb.clone().unwrap_or_else(|| title.clone());
+        match result {
+            // An update that failed twice is one failed update; its newest failure says
+            // whether it installed since.
+            "failed" if !failed.iter().any(|(l, _)| *l == label) => {
+                failed.push((label.clone(), succeeded_later.contains(&label)));
+            }
+            "succeeded" | "succeeded_with_errors" => succeeded_later.push(label),
+            _ => {}
         }
         if entries.len() < MAX_LISTED {
             let error_code = psjson::number(&row, "HResult")
@@ -277,7 +288,17 @@ fn build(top: &Map<String, Value>, now: OffsetDateTime) -> Section {
         problems.push(format!(
             "{} failed in the last {RECENT_DAYS} days: {}",
             plural(recent.failed.len(), "update"),
-            recent.failed.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            recent
+                .failed
+                .iter()
+                .take(5)
+                .map(|(label, since)| if *since {
+                    format!("{label} (installed since)")
+                } else {
+                    label.clone()
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     match check_age_days {
@@ -291,7 +312,14 @@ fn build(top: &Map<String, Value>, now: OffsetDateTime) -> Section {
     let mut facts = Vec::new();
     match pending_count {
         Some(0) => facts.push("nothing pending".to_owned()),
-        Some(n) => facts.push(format!("{} pending", plural(n as usize, "update"))),
+        Some(n) => {
+            let critical = pending.iter().filter(|u| u["severity"] == "critical").count();
+            let mut fact = format!("{} pending", plural(n as usize, "update"));
+            if critical > 0 {
+                fact.push_str(&format!(" ({critical} critical)"));
+            }
+            facts.push(fact);
+        }
         None => facts.push("pending updates unknown (the offline search failed)".to_owned()),
     }
     if reboot_required {
@@ -437,7 +465,7 @@ mod tests {
         .unwrap();
         let recent = recent(history, Some(5), NOW);
         assert_eq!(recent.count, 2);
-        assert_eq!(recent.failed, vec!["KB5039211".to_owned()]);
+        assert_eq!(recent.failed, vec![("KB5039211".to_owned(), false)]);
         assert_eq!(recent.entries[0]["error_code"], "0x80070643");
         assert_eq!(recent.entries[1]["result"], "succeeded");
         assert_eq!(recent.entries[1]["error_code"], Value::Null);
@@ -478,6 +506,25 @@ mod tests {
         let failed = build(failed.as_object().unwrap(), NOW);
         assert_eq!(failed["status"], "warn");
         assert_eq!(failed["recent"][0]["result"], "failed");
+        let retried = json!({"LastSearchSuccessDate": "2026-06-04T10:00:00Z", "History": [
+            history_row("X (KB5039211)", "2026-06-03T04:00:00Z", 2),
+            history_row("X (KB5039211)", "2026-06-02T04:00:00Z", 4),
+            history_row("Y (KB5039999)", "2026-06-01T04:00:00Z", 4),
+            history_row("Y (KB5039999)", "2026-05-30T04:00:00Z", 2),
+        ]});
+        let retried = build(retried.as_object().unwrap(), NOW);
+        assert_eq!(
+            retried["status"], "warn",
+            "the server warns on any failure; so does the agent"
+        );
+        assert!(
+            retried["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("2 updates failed in the last 30 days: KB5039211 (installed since), KB5039999;"),
+            "{}",
+            retried["summary"]
+        );
     }
 
     #[test]
