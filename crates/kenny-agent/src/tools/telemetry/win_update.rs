@@ -45,13 +45,14 @@ pub(super) fn windows_query() -> Option<&'static Query> {
 }
 
 /// WUA dates are UTC but reach PowerShell as DateTime values of unspecified kind, which
-/// ConvertTo-Json would shift by the local offset; so they are written out here.
+/// ConvertTo-Json would shift by the local offset; so they are written out here. "Never"
+/// may come as an empty value or as the OLE zero date (1899-12-30): both print as null.
 /// Failures are caught and printed: a disabled Windows Update service or a locked-down
 /// PowerShell is something to report about the PC, not a broken collector. The search
 /// is caught on its own, so the history still counts when only it fails.
 const SCRIPT: &str = r#"$ErrorActionPreference = 'Stop'
 function Utc($d) {
-    if ($d -is [datetime] -and $d.Year -gt 1601) {
+    if ($d -is [datetime] -and $d.Year -ge 2000) {
         $d.ToString("yyyy-MM-dd'T'HH:mm:ss'Z'", [Globalization.CultureInfo]::InvariantCulture)
     }
 }

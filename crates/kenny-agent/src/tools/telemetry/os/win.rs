@@ -303,20 +303,17 @@ fn product_name(product: &str, build: Option<u32>, family: Family) -> String {
 }
 
 fn parse(output: &Output, now: OffsetDateTime) -> Outcome {
-    let row = match json_of(output)? {
-        Value::Object(row) => row,
-        other => {
-            return Err(format!(
-                "the registry query printed no release information ({}); check that HKLM\\SOFTWARE\\Microsoft\\Windows NT\\CurrentVersion is readable",
-                if other.is_null() {
-                    "nothing".to_owned()
-                } else {
-                    "not an object".to_owned()
-                }
-            ));
-        }
-    };
-    Ok(build_section(&release_of(&row), now.date()))
+    const KEY: &str = r"HKLM\SOFTWARE\Microsoft\Windows NT\CurrentVersion";
+    match json_of(output)? {
+        Value::Object(row) => Ok(build_section(&release_of(&row), now.date())),
+        Value::Null => Err(format!(
+            "the registry query printed nothing; check that {KEY} is readable"
+        )),
+        other => Err(format!(
+            "the registry query printed {} instead of the values of {KEY}",
+            if other.is_array() { "a list" } else { "a single value" }
+        )),
+    }
 }
 
 fn build_section(release: &Release, today: Date) -> super::super::Section {
