@@ -284,22 +284,52 @@ fn build(top: &Map<String, Value>, now: OffsetDateTime) -> Section {
     let reboot_required = top.get("RebootRequired").and_then(Value::as_bool).unwrap_or(false);
 
     let check_age_days = last_check.map(|at| (now - at).whole_days());
+    let critical = pending.iter().filter(|u| u["severity"] == "critical").count();
+    let (status, summary) = verdict(&recent.failed, check_age_days, pending_count, critical, reboot_required);
+    section(
+        status,
+        summary,
+        json!({
+            "last_check": last_check.and_then(rfc3339),
+            "last_install": last_install.and_then(rfc3339),
+            "recent": recent.entries,
+            "recent_count": recent.count,
+            "failed_count": recent.failed.len(),
+            "pending": pending,
+            "pending_count": pending_count,
+            "search_error": search_error,
+            "reboot_required": reboot_required,
+            "truncated": recent.cut || pending_cut,
+        }),
+    )
+}
+
+/// The status and one-line summary: what calls for attention first, then the facts.
+fn verdict(
+    failed: &[(String, bool)],
+    check_age_days: Option<i64>,
+    pending_count: Option<i64>,
+    critical: usize,
+    reboot_required: bool,
+) -> (Status, String) {
     let mut problems = Vec::new();
-    if !recent.failed.is_empty() {
-        problems.push(format!(
-            "{} failed in the last {RECENT_DAYS} days: {}",
-            plural(recent.failed.len(), "update"),
-            recent
-                .failed
-                .iter()
-                .take(5)
-                .map(|(label, since)| if *since {
+    if !failed.is_empty() {
+        let named: Vec<String> = failed
+            .iter()
+            .take(5)
+            .map(|(label, since)| {
+                let label: String = label.chars().take(60).collect();
+                if *since {
                     format!("{label} (installed since)")
                 } else {
-                    label.clone()
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
+                    label
+                }
+            })
+            .collect();
+        problems.push(format!(
+            "{} failed in the last {RECENT_DAYS} days: {}",
+            plural(failed.len(), "update"),
+            named.join(", ")
         ));
     }
     match check_age_days {
@@ -314,8 +344,7 @@ fn build(top: &Map<String, Value>, now: OffsetDateTime) -> Section {
     match pending_count {
         Some(0) => facts.push("nothing pending".to_owned()),
         Some(n) => {
-            let critical = pending.iter().filter(|u| u["severity"] == "critical").count();
-            let mut fact = format!("{} pending", plural(n as usize, "update"));
+            let mut fact = format!("{} pending", plural(usize::try_from(n).unwrap_or(0), "update"));
             if critical > 0 {
                 fact.push_str(&format!(" ({critical} critical)"));
             }
@@ -333,23 +362,7 @@ fn build(top: &Map<String, Value>, now: OffsetDateTime) -> Section {
             d => format!("last checked {d} days ago"),
         });
     }
-    let summary = problems.into_iter().chain(facts).collect::<Vec<_>>().join("; ");
-    section(
-        status,
-        summary,
-        json!({
-            "last_check": last_check.and_then(rfc3339),
-            "last_install": last_install.and_then(rfc3339),
-            "recent": recent.entries,
-            "recent_count": recent.count,
-            "failed_count": recent.failed.len(),
-            "pending": pending,
-            "pending_count": pending_count,
-            "search_error": search_error,
-            "reboot_required": reboot_required,
-            "truncated": recent.cut || pending_cut,
-        }),
-    )
+    (status, problems.into_iter().chain(facts).collect::<Vec<_>>().join("; "))
 }
 
 /// The HRESULT in a COM error message ("Exception from HRESULT: 0x80070422"), which
