@@ -144,16 +144,17 @@ const fn win(families: &'static [Family], build: u32, release: &'static str, end
 /// .../windows-11-enterprise-ltsc-2024, .../windows-11-iot-enterprise-ltsc-2024,
 /// .../windows-server-2016, -2019, -2022, -2025, -2012-r2, and
 /// learn.microsoft.com/windows/release-health/release-information (build of each release).
-/// Home/Pro get 18 months per release before 1809 and for every spring release, 24
-/// months for autumn ones from 1809; Enterprise/Education 30 then 36 months for autumn
-/// releases; Windows 10 22H2 ends on 2025-10-14 for every edition.
+/// Dates are the calendar days Microsoft publishes (Pacific time), the Patch Tuesday of
+/// the last update, including the extensions Microsoft granted later. As a rule Windows
+/// 10 serviced a release 18 months (Enterprise/Education 30 for autumn releases) and
+/// Windows 11 services one 24 months (Enterprise/Education 36); Windows 10 22H2 ends on
+/// 2025-10-14 for every edition.
 const WIN_TABLE: &[WinEol] = &[
     win(CLIENT, 7601, "Windows 7 SP1", date!(2020 - 01 - 14)),
     win(CLIENT, 9200, "Windows 8", date!(2016 - 01 - 12)),
     win(CLIENT, 9600, "Windows 8.1", date!(2023 - 01 - 10)),
     win(CLIENT, 10240, "Windows 10 1507", date!(2017 - 05 - 09)),
-    win(HOME_PRO, 10586, "Windows 10 1511", date!(2017 - 10 - 10)),
-    win(ENT_EDU, 10586, "Windows 10 1511", date!(2018 - 04 - 10)),
+    win(CLIENT, 10586, "Windows 10 1511", date!(2017 - 10 - 10)),
     win(HOME_PRO, 14393, "Windows 10 1607", date!(2018 - 04 - 10)),
     win(ENT_EDU, 14393, "Windows 10 1607", date!(2019 - 04 - 09)),
     win(HOME_PRO, 15063, "Windows 10 1703", date!(2018 - 10 - 09)),
