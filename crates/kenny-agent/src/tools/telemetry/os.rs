@@ -1,8 +1,12 @@
-//! The os section: name, version, kernel, and whether the distribution still gets security updates.
+//! The os section: name, version, kernel, and whether the system still gets security updates.
 //!
-//! The end of support comes from os-release's `SUPPORT_END` when the distribution sets
-//! it (Fedora does), else from a small built-in table, else it is unknown; the field
-//! `support_source` says which. Status: warn within 90 days of the end, crit after it.
+//! On Linux the end of support comes from os-release's `SUPPORT_END` when the
+//! distribution sets it (Fedora does), else from a small built-in table, else it is
+//! unknown; the field `support_source` says which. On Windows ([`win`]) the registry
+//! names the release and edition, and a table of Microsoft's servicing dates gives the
+//! end. Status: warn within 90 days of the end, crit after it.
+
+mod win;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -279,9 +283,8 @@ fn support_verdict(end: Option<Date>, today: Date) -> (Status, Option<String>) {
     }
 }
 
-/// Not read through PowerShell yet.
 pub(super) fn windows_query() -> Option<&'static super::windows::Query> {
-    None
+    Some(&win::QUERY)
 }
 
 #[cfg(test)]
@@ -422,6 +425,20 @@ VERSION=\"22.04.5 LTS (Jammy Jellyfish)\"\nVERSION_CODENAME=jammy\nID=ubuntu\nID
         assert_eq!(unknown["status"], "ok");
         assert_eq!(unknown["support_source"], "unknown");
         assert_eq!(unknown["support_end"], serde_json::Value::Null);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn collects_on_this_machine() {
+        let section = os_section().unwrap();
+        assert!(["ok", "warn", "crit"].contains(&section["status"].as_str().unwrap()));
+        assert!(
+            section["name"].is_string() && section["arch"].is_string(),
+            "{section:?}"
+        );
+        let known = section["support_source"] != "unknown";
+        assert_eq!(section["support_end"].is_string(), known, "{section:?}");
+        assert_eq!(section["support_days_left"].is_i64(), known, "{section:?}");
     }
 
     #[test]
