@@ -202,6 +202,7 @@ fn sandbox_section() -> Outcome {
 fn collector(name: &str) -> Option<Collector> {
     use Collector::{Async, Blocking};
     if cfg!(windows)
+        && !windows::ONE_OF_SEVERAL_SOURCES.contains(&name)
         && let Some(query) = windows::query(name)
     {
         return Some(Collector::Windows(query));

@@ -75,6 +75,11 @@ pub(super) fn query(name: &str) -> Option<&'static Query> {
     }
 }
 
+/// Sections whose query is one source among others on Windows (`web_activity` adds the
+/// browsers' history to the DNS cache): their own collector runs the query through
+/// [`output`] and merges, instead of the query standing for the whole section.
+pub(super) const ONE_OF_SEVERAL_SOURCES: &[&str] = &["web_activity"];
+
 /// Runs `query` and parses its output.
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(super) async fn collect(query: &'static Query) -> Outcome {
