@@ -99,7 +99,7 @@ async fn section_times(mcp: &Mcp, sections: &[String], runs: usize) -> anyhow::R
         }
         rows.push((name.clone(), summarize(&mut samples), status));
     }
-    rows.sort_by(|a, b| b.1.p50.cmp(&a.1.p50));
+    rows.sort_by_key(|row| std::cmp::Reverse(row.1.p50));
     println!("| section, alone ({runs} runs via /mcp) | p50 ms | max ms | status |");
     println!("|---|---:|---:|---|");
     for (name, s, status) in rows {
