@@ -292,21 +292,6 @@ fn noun(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Text from the PC (names, paths, messages) cut to `max` characters: a hostile PC's
-/// output reaches the dashboard and the model. Shared by this helper's Windows parsers.
-/// Control characters (line breaks included) become spaces, so the text stays on one line.
-pub(super) fn clip(text: &str, max: usize) -> String {
-    let flat: String = text
-        .trim()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    match flat.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &flat[..at]),
-        None => flat,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,14 +440,6 @@ admin:x:1004:
         let groups = parse_group(GROUP);
         assert_eq!(groups[3].members, ["syslog", "kid"]);
         assert!(has_login_shell("/bin/bash") && !has_login_shell("/bin/false") && !has_login_shell(""));
-    }
-
-    #[test]
-    fn text_from_the_pc_is_cut_and_kept_on_one_line() {
-        assert_eq!(clip("  papa ", 10), "papa");
-        assert_eq!(clip("Jürgen Müller", 6), "Jürgen…");
-        assert_eq!(clip("a\r\nb\tc", 10), "a  b c");
-        assert_eq!(clip(&"x".repeat(300), 200).chars().count(), 201);
     }
 
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

@@ -70,7 +70,7 @@ struct Update {
 }
 
 fn clip(text: &str) -> String {
-    text.trim().chars().take(MAX_TEXT).collect()
+    super::format::clip(text, MAX_TEXT)
 }
 
 async fn apt_section(var: &Path) -> Outcome {

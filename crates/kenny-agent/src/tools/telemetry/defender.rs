@@ -118,7 +118,7 @@ pub(super) fn windows_query(section: &str) -> Option<&'static Query> {
 }
 
 fn cut(text: &str) -> String {
-    text.chars().take(MAX_TEXT).collect()
+    super::format::clip(text, MAX_TEXT)
 }
 
 /// `1 threat`, `2 threats`.

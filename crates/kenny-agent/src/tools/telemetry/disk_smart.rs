@@ -25,8 +25,9 @@ use time::OffsetDateTime;
 
 use super::command::{self, Output, RunError, first_line};
 use super::files::{read_small, sys_root};
+use super::format::clip;
 use super::format::{human_bytes, one_decimal};
-use super::power::{MAX_TEXT, clip};
+use super::power::MAX_TEXT;
 use super::windows::{Query, json_of};
 use super::{Outcome, Section, Status, not_collected_here, section as new_section};
 use crate::tools::psjson::{number, rows_of, text};

@@ -62,7 +62,7 @@ pub(super) fn windows_query() -> Option<&'static Query> {
 }
 
 fn cut(text: &str) -> String {
-    text.chars().take(MAX_TEXT).collect()
+    super::format::clip(text, MAX_TEXT)
 }
 
 // ---------------------------------------------------------------------------------------

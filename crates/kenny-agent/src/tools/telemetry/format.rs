@@ -17,6 +17,23 @@ pub(in crate::tools) fn rfc3339(at: SystemTime) -> Option<String> {
     utc.replace_nanosecond(0).ok()?.format(&Rfc3339).ok()
 }
 
+/// Text from the PC (names, paths, messages) on one line and at most `max` characters,
+/// the last an ellipsis when something was cut: a hostile PC's output reaches the
+/// dashboard and the model. Control characters, line breaks included, become spaces.
+pub(super) fn clip(text: &str, max: usize) -> String {
+    let flat: String = text
+        .trim()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// Rounded integer percentage; 0 when there is no whole to compare with.
 pub(super) fn percent_of(part: u64, whole: u64) -> u64 {
     if whole == 0 {
@@ -83,6 +100,16 @@ mod tests {
         if let Some(far) = UNIX_EPOCH.checked_add(Duration::from_secs(u64::MAX / 4)) {
             assert_eq!(rfc3339(far), None);
         }
+    }
+
+    #[test]
+    fn text_from_the_pc_is_cut_and_kept_on_one_line() {
+        assert_eq!(clip("  papa ", 10), "papa");
+        assert_eq!(clip("Jürgen Müller", 7), "Jürgen…");
+        assert_eq!(clip("a\r\nb\tc", 10), "a  b c");
+        assert_eq!(clip("abcdef", 3), "ab…");
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip(&"x".repeat(300), 200).chars().count(), 200);
     }
 
     #[test]

@@ -54,11 +54,7 @@ pub(super) fn windows_query() -> Option<&'static Query> {
 /// `text` cut to [`MAX_TEXT`] characters: names and ids come from the PC, and a hostile
 /// one must not fill the dashboard.
 pub(super) fn clip(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(MAX_TEXT) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
+    super::format::clip(text, MAX_TEXT)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -458,7 +454,7 @@ mod tests {
     #[test]
     fn long_text_from_the_pc_is_clipped_and_lists_capped() {
         let long = "x".repeat(500);
-        assert_eq!(clip(&long).chars().count(), MAX_TEXT + 1);
+        assert_eq!(clip(&long).chars().count(), MAX_TEXT);
         assert_eq!(clip("  short "), "short");
         let many: Vec<Device> = (0..150).map(|i| device(&format!("d{i:03}"), None)).collect();
         let s = build(many);

@@ -29,30 +29,9 @@ pub(super) fn windows_query(section: &str) -> Option<&'static Query> {
     }
 }
 
-/// `text` without control characters, cut to `max` characters (with an ellipsis).
-pub(super) fn clip(text: &str, max: usize) -> String {
-    let mut out: String = text
-        .trim()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max)
-        .collect();
-    if text.trim().chars().count() > max {
-        out.push('…');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn text_from_the_pc_is_cut_and_cleaned() {
-        assert_eq!(clip("  sshd\n", 10), "sshd");
-        assert_eq!(clip("a\tb", 10), "a b");
-        assert_eq!(clip("abcdef", 3), "abc…");
-    }
 
     #[test]
     fn every_section_here_has_a_query() {

@@ -66,16 +66,7 @@ pub(super) fn counted(n: usize, one: &str, many: &str) -> String {
     }
 }
 
-/// `text` cut to `max` characters, with an ellipsis when something was cut.
-pub(super) fn capped(text: &str, max: usize) -> String {
-    let text = text.trim();
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
+pub(super) use super::format::clip as capped;
 
 fn no_systemd(empty_list: &str, summary: &str) -> Section {
     let init = pid1_name();

@@ -21,8 +21,9 @@ use time::OffsetDateTime;
 
 use super::command::Output;
 use super::files::{read_small, sys_root};
+use super::format::clip;
 use super::format::one_decimal;
-use super::power::{MAX_TEXT, clip};
+use super::power::MAX_TEXT;
 use super::windows::{Query, json_of};
 use super::{Outcome, Status, not_collected_here, section};
 use crate::tools::psjson::{number, rows_of, text};

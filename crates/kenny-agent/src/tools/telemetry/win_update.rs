@@ -133,7 +133,7 @@ fn result_name(code: i64) -> &'static str {
 const OPERATION_INSTALL: i64 = 1;
 
 fn clip(text: &str) -> String {
-    text.trim().chars().take(MAX_TITLE).collect()
+    super::format::clip(text, MAX_TITLE)
 }
 
 /// The first "KB" number in a title, e.g. "... (KB5058411)" or "... - KB2267602 (Version ...)".

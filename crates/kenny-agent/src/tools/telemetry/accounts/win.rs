@@ -17,10 +17,11 @@ use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
 use super::super::command::Output;
+use super::super::format::clip;
 use super::super::format::rfc3339_from_unix;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, section};
-use super::{MAX_LISTED, clip, noun};
+use super::{MAX_LISTED, noun};
 use crate::tools::psjson;
 
 /// Members of Administrators that are not local accounts listed at most.

@@ -218,7 +218,7 @@ pub(in crate::tools::telemetry) fn parse_profiles_ini(text: &str) -> Vec<(String
 /// `text` cut to [`MAX_TEXT`] characters: names and ids come from files any user or
 /// extension author writes.
 pub(in crate::tools::telemetry) fn capped(text: &str) -> String {
-    text.chars().take(MAX_TEXT).collect()
+    super::super::format::clip(text, MAX_TEXT)
 }
 
 /// Writes a test fixture `contents` at `root/relative`, creating the folders.

@@ -290,7 +290,7 @@ fn arch_name(windows: &str) -> String {
 }
 
 fn clip(text: &str) -> String {
-    text.chars().take(MAX_TEXT).collect()
+    super::super::format::clip(text, MAX_TEXT)
 }
 
 /// "Windows 10 Pro" becomes "Windows 11 Pro" on builds of Windows 11.

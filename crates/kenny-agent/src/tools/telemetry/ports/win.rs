@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
-use super::super::accounts::clip;
 use super::super::command::Output;
+use super::super::format::clip;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section};
 use super::{Owner, Proto, Socket, build};

@@ -17,9 +17,10 @@ use time::OffsetDateTime;
 
 use super::super::command::Output;
 use super::super::files::{read_small, sys_root};
+use super::super::format::clip;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, not_collected_here, section};
-use super::{MAX_TEXT, clip};
+use super::MAX_TEXT;
 use crate::tools::psjson::{number, rows_of, text};
 
 const MAX_BATTERIES: usize = 8;

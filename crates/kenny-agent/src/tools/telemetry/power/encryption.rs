@@ -25,9 +25,10 @@ use time::OffsetDateTime;
 
 use super::super::command::Output;
 use super::super::files::{read_small, read_text, sys_root};
+use super::super::format::clip;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, not_collected_here, section};
-use super::{MAX_TEXT, clip};
+use super::MAX_TEXT;
 use crate::tools::psjson::{number, rows_of, text};
 
 /// Device levels followed, mappings and holders looked at, volumes listed.

@@ -22,9 +22,10 @@ use time::OffsetDateTime;
 
 use super::super::command::Output;
 use super::super::files::{read_small, read_text, root_from_env};
+use super::super::format::clip;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, not_collected_here, section};
-use super::{MAX_TEXT, clip};
+use super::MAX_TEXT;
 
 /// Most packages, processes and pending files named.
 const MAX_PACKAGES: usize = 20;

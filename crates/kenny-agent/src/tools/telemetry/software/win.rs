@@ -19,8 +19,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use time::{Date, Month, OffsetDateTime};
 
-use super::super::accounts::clip;
 use super::super::command::Output;
+use super::super::format::clip;
 use super::super::format::{parse_ymd, ymd};
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, section};

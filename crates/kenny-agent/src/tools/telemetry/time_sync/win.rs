@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use time::OffsetDateTime;
 
-use super::super::accounts::clip;
 use super::super::command::Output;
+use super::super::format::clip;
 use super::super::format::rfc3339_from_unix;
 use super::super::windows::{Query, json_of};
 use super::super::{Outcome, Section, Status, section};
