@@ -25,6 +25,8 @@ mod ports;
 mod power;
 mod printers;
 #[cfg(test)]
+mod documented;
+#[cfg(test)]
 mod recorded;
 mod reliability;
 mod routing;
