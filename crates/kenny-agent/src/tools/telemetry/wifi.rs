@@ -116,6 +116,13 @@ fn parse_windows(output: &Output, _now: OffsetDateTime) -> Outcome {
         .and_then(Value::as_array)
         .map(|l| l.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
+    // Windows 11 24H2 hides Wi-Fi details from netsh unless location services are on;
+    // the Settings link in its message is the same in every language.
+    if lines.iter().any(|l| l.contains("ms-settings:privacy-location")) {
+        return Ok(not_applicable(
+            "Windows shows Wi-Fi details only when location services are on (Settings > Privacy & security > Location)",
+        ));
+    }
     let exit = value.get("ExitCode").and_then(Value::as_i64).unwrap_or(0);
     if exit != 0 {
         let said = lines
