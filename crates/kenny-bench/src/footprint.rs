@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use kenny_proto::args::PERSONAL_TELEMETRY_SECTIONS;
 use kenny_server::admin;
 use kenny_server::store::Store;
 use serde_json::json;
@@ -47,6 +48,8 @@ pub(crate) async fn run(bin_dir: &Path, idle: Duration, collections: usize) -> a
             .context("a telemetry result without a snapshot")?;
         sections = snapshot.keys().cloned().collect();
     }
+    // Collected only when named, so never part of the full collections above.
+    sections.extend(PERSONAL_TELEMETRY_SECTIONS.iter().map(|s| (*s).to_owned()));
     let after_rss = status_kib(pid, "VmRSS:")?;
     let peak_rss = status_kib(pid, "VmHWM:")?;
     // tokio retires idle blocking threads after 10 s; see what memory they hand back.

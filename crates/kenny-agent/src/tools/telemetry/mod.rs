@@ -13,6 +13,8 @@ mod command;
 mod cpu;
 mod defender;
 mod disk_smart;
+#[cfg(test)]
+mod documented;
 mod files;
 mod firewall;
 mod format;
@@ -24,8 +26,6 @@ mod peripherals;
 mod ports;
 mod power;
 mod printers;
-#[cfg(test)]
-mod documented;
 #[cfg(test)]
 mod recorded;
 mod reliability;
