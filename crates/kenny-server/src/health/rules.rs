@@ -500,10 +500,21 @@ fn defender(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
 }
 
 fn win_update(s: &Map<String, Value>, ctx: &Context<'_>) -> Judgement {
-    let failed: Vec<String> = list(s, "recent")
+    let recent: Vec<&Map<String, Value>> = list(s, "recent").iter().filter_map(Value::as_object).collect();
+    // A failure that a later try of the same update fixed is history, not a problem.
+    let fixed_later = |failed: &Map<String, Value>| {
+        let (Some(kb), Some(at)) = (text(failed, "kb"), text(failed, "installed_at")) else {
+            return false;
+        };
+        recent.iter().any(|u| {
+            text(u, "kb") == Some(kb)
+                && text(u, "result") == Some("succeeded")
+                && text(u, "installed_at").is_some_and(|later| later > at)
+        })
+    };
+    let failed: Vec<String> = recent
         .iter()
-        .filter_map(Value::as_object)
-        .filter(|u| text(u, "result") == Some("failed"))
+        .filter(|u| text(u, "result") == Some("failed") && !fixed_later(u))
         .map(|u| clean(text(u, "kb").or(text(u, "title")).unwrap_or("an update"), 40))
         .collect();
     if !failed.is_empty() {

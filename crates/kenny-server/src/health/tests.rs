@@ -248,6 +248,15 @@ fn every_rule_speaks_for_its_section() {
             "",
         ),
         (
+            "win_update",
+            json!({"recent": [
+                {"kb": "KB5039211", "result": "failed", "installed_at": "2026-06-01T04:00:00Z"},
+                {"kb": "KB5039211", "result": "succeeded", "installed_at": "2026-06-02T04:00:00Z"},
+            ]}),
+            Status::Ok,
+            "",
+        ),
+        (
             "av_thirdparty",
             json!({"products": [], "any_active": false}),
             Status::Crit,
