@@ -72,7 +72,7 @@ ConvertTo-Json -InputObject $result -Compress -Depth 4
 "#;
 
 pub(super) async fn section() -> Outcome {
-    tokio::task::spawn_blocking(linux::collect)
+    super::off_thread("backup_status", linux::collect)
         .await
         .map_err(|e| format!("probing backup tools failed: {e}"))
 }

@@ -19,7 +19,7 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use self::browsers::{Family, Profile, capped};
-use super::files::read_text;
+use super::files::read_user_text as read_text;
 use super::{Outcome, Section, Status};
 
 const MAX_LISTED: usize = 200;
@@ -46,7 +46,7 @@ struct Extension {
 }
 
 pub(super) async fn section() -> Outcome {
-    tokio::task::spawn_blocking(collect)
+    super::off_thread("browser_extensions", collect)
         .await
         .map_err(|e| format!("reading browser profiles failed: {e}"))
 }
@@ -230,6 +230,11 @@ fn chromium_enabled(entry: &Value) -> bool {
     }
 }
 
+/// A Chromium extension id: 32 letters a to p.
+fn is_chromium_id(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| (b'a'..=b'p').contains(&b))
+}
+
 fn installed_ids(extensions_dir: &Path) -> Vec<String> {
     let Ok(entries) = fs::read_dir(extensions_dir) else {
         return Vec::new();
@@ -237,7 +242,7 @@ fn installed_ids(extensions_dir: &Path) -> Vec<String> {
     let mut ids: Vec<String> = entries
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|name| name.len() == 32 && name.bytes().all(|b| (b'a'..=b'p').contains(&b)))
+        .filter(|name| is_chromium_id(name))
         .collect();
     ids.sort();
     ids
@@ -246,9 +251,15 @@ fn installed_ids(extensions_dir: &Path) -> Vec<String> {
 /// Name and version from the installed manifest: the version folder the preferences
 /// name (`<id>/<version>`), else the highest one present.
 fn from_manifest(extensions_dir: &Path, id: &str, stored_path: Option<&str>) -> (Option<String>, Option<String>) {
+    // The id and the version come from the user's preferences file: only a real
+    // extension id and a plain folder name may become part of a path.
+    if !is_chromium_id(id) {
+        return (None, None);
+    }
     let id_dir = extensions_dir.join(id);
     let version_dir = stored_path
         .and_then(|p| p.rsplit(['/', '\\']).next())
+        .filter(|v| !v.is_empty() && v != &".." && v != &"." && !v.contains(':'))
         .map(|v| id_dir.join(v))
         .filter(|d| d.is_dir())
         .or_else(|| newest_version_dir(&id_dir));

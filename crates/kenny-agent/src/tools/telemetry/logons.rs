@@ -66,7 +66,7 @@ pub(super) async fn logon_failures_section() -> Outcome {
     }
     let now = OffsetDateTime::now_utc();
     let since = now.unix_timestamp() - WINDOW_HOURS * 3600;
-    let found = match tokio::task::spawn_blocking(move || from_files(now))
+    let found = match super::off_thread("logon_failures", move || from_files(now))
         .await
         .map_err(|e| format!("reading login records failed: {e}"))?
     {
@@ -206,6 +206,9 @@ fn timestamp(line: &str, now: OffsetDateTime) -> Option<(i64, &str)> {
 }
 
 /// rsyslog folds repeats: "message repeated 3 times: [ Failed password for ...]".
+/// The most one "message repeated N times" line counts for.
+const MAX_REPEAT: u32 = 1000;
+
 fn repeated(message: &str) -> (u32, &str) {
     let Some(at) = message.find("message repeated ") else {
         return (1, message);
@@ -214,7 +217,9 @@ fn repeated(message: &str) -> (u32, &str) {
     let Some((count, inner)) = tail.split_once(" times: [") else {
         return (1, message);
     };
-    (count.trim().parse().unwrap_or(1), inner.trim_end_matches(']').trim())
+    // Anyone can write to syslog: a huge count must not become that many records.
+    let count = count.trim().parse::<u32>().unwrap_or(1).clamp(1, MAX_REPEAT);
+    (count, inner.trim_end_matches(']').trim())
 }
 
 /// The user name of a failed login message, and whether it came over the network.

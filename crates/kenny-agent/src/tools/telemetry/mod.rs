@@ -262,8 +262,7 @@ async fn run_collectors(jobs: Vec<(&'static str, Collector)>, limit: Duration) -
         // read); starting it again each interval would pile up threads until the pool
         // is gone. While its last run is still stuck, say so instead.
         let Some(slot) = Busy::claim(name, limit) else {
-            let reason = "its previous run has not finished yet (stuck in the system); not started again";
-            snapshot.insert(name.to_owned(), Value::Object(failed_section(reason)));
+            snapshot.insert(name.to_owned(), Value::Object(failed_section(STUCK)));
             continue;
         };
         let handle = match run {
@@ -336,8 +335,41 @@ impl Drop for Busy {
     }
 }
 
+/// Runs the blocking part of an `Async` collector on a blocking thread, registered like a
+/// `Blocking` collector: cancelling the task at the deadline cannot stop the thread
+/// (a read stuck on a hung mount or a user's FIFO), so while it is stuck the section
+/// says so instead of leaving one more stuck thread each interval.
+pub(super) async fn off_thread<T: Send + 'static>(
+    section: &'static str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    off_thread_within(section, COLLECT_TIME, work).await
+}
+
+async fn off_thread_within<T: Send + 'static>(
+    section: &'static str,
+    limit: Duration,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let Some(slot) = Busy::claim(section, limit) else {
+        return Err(STUCK.to_owned());
+    };
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(join_error_message)
+}
+
+const STUCK: &str = "its previous run has not finished yet (stuck in the system); not started again";
+
 fn failed_section(reason: &str) -> Section {
-    section(Status::Crit, format!("collector failed: {reason}"), json!({}))
+    section(
+        Status::Crit,
+        format!("collector failed: {}", format::clip(reason, 300)),
+        json!({}),
+    )
 }
 
 /// A section object: `fields` plus the `status` and `summary` every section has.
@@ -538,6 +570,17 @@ mod tests {
 
     fn quick() -> Outcome {
         Ok(section(Status::Warn, "fine".into(), json!({"x": 1})))
+    }
+
+    #[tokio::test]
+    async fn a_stuck_thread_under_an_async_collector_is_not_joined_by_another() {
+        let limit = Duration::from_millis(100);
+        let first = off_thread_within("stuck_inner", limit, || std::thread::sleep(Duration::from_secs(2)));
+        assert!(tokio::time::timeout(Duration::from_millis(50), first).await.is_err());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let again = off_thread_within("stuck_inner", limit, || 1).await;
+        assert_eq!(again, Err(STUCK.to_owned()));
+        assert_eq!(off_thread_within("fine_inner", limit, || 2).await, Ok(2));
     }
 
     #[tokio::test]

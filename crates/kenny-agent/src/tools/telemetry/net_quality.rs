@@ -56,7 +56,7 @@ if ($spec) {
         }
     }
 } else {
-    $route = @(Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue |
+    $route = @(Get-NetRoute -DestinationPrefix '0.0.0.0/0' -PolicyStore ActiveStore -ErrorAction SilentlyContinue |
         Where-Object { $_.NextHop -and $_.NextHop -ne '0.0.0.0' } |
         Sort-Object { $_.RouteMetric + $_.InterfaceMetric }) | Select-Object -First 1
     if ($route) {

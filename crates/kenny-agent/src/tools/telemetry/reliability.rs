@@ -82,7 +82,7 @@ $groups = @($all | Select-Object -First 50 | ForEach-Object {
     Count = $_.Count
     LastSeen = $newest.TimeCreated
     Sample = $message
-    Days = @($_.Group | Group-Object { $_.TimeCreated.ToUniversalTime().ToString('yyyy-MM-dd') } |
+    Days = @($_.Group | Group-Object { $_.TimeCreated.ToUniversalTime().ToString('yyyy-MM-dd', [Globalization.CultureInfo]::InvariantCulture) } |
       ForEach-Object { [pscustomobject]@{ Day = $_.Name; Count = $_.Count } })
   }
 })

@@ -34,7 +34,7 @@ const SYSTEMCTL_TIMEOUT: Duration = Duration::from_secs(6);
 const MAX_NOTES: usize = 10;
 /// SCHED_S_TASK_READY .. SCHED_S_*: informational results (running, has not run, no
 /// more runs, terminated by the user), not failures.
-const SCHED_S_CODES: std::ops::RangeInclusive<i64> = 0x0004_1300..=0x0004_131F;
+const SCHED_S_CODES: std::ops::RangeInclusive<i64> = 0x0004_1300..=0x0004_1325;
 /// Task Scheduler's "never ran" LastRunTime is 1999-11-30; anything before 2000 is that.
 const YEAR_2000: i64 = 946_684_800;
 

@@ -76,7 +76,7 @@ ConvertTo-Json -InputObject $rows -Compress -Depth 3
 "#;
 
 pub(super) async fn section() -> Outcome {
-    tokio::task::spawn_blocking(linux::collect)
+    super::off_thread("screen_time", linux::collect)
         .await
         .map_err(|e| format!("reading login records failed: {e}"))
 }

@@ -42,7 +42,7 @@ pub(super) async fn installed_software_section() -> Outcome {
         return Ok(not_collected_here());
     }
     if Path::new(DPKG_STATUS).exists() {
-        return tokio::task::spawn_blocking(dpkg_section)
+        return super::off_thread("installed_software", dpkg_section)
             .await
             .map_err(|e| format!("reading the dpkg database failed: {e}"))?;
     }

@@ -49,7 +49,8 @@ pub(super) async fn time_sync_section() -> Outcome {
             json!({ "synchronized": true, "source": "systemd-timesyncd" }),
         ));
     }
-    match command::run("chronyc", &["tracking"], TOOL_TIMEOUT).await {
+    // -n: numeric addresses, so asking chrony never makes a DNS lookup.
+    match command::run("chronyc", &["-n", "tracking"], TOOL_TIMEOUT).await {
         Ok(out) if out.success => {
             if let Some(tracking) = parse_chrony(&out.stdout) {
                 return Ok(from_chrony(&tracking));

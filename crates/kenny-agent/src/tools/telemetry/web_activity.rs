@@ -68,18 +68,19 @@ pub(super) async fn section() -> Outcome {
     let now = OffsetDateTime::now_utc();
     let since = now.unix_timestamp() - WINDOW_HOURS * 3600;
     // Both sources at once: together they must fit in the collection's 15 s.
-    let histories = tokio::task::spawn_blocking(move || {
+    let histories = super::off_thread("web_activity", move || {
         let (profiles, errors) = browsers::profiles();
         from_histories(&profiles, errors, since, Instant::now() + HISTORY_TIME)
     });
-    let dns = if cfg!(windows) {
-        Some(super::windows::output(&DNS_QUERY).await.and_then(|out| dns_names(&out)))
-    } else {
-        None
+    let dns = async {
+        if cfg!(windows) {
+            Some(super::windows::output(&DNS_QUERY).await.and_then(|out| dns_names(&out)))
+        } else {
+            None
+        }
     };
-    let mut gathered = histories
-        .await
-        .map_err(|e| format!("reading browser history failed: {e}"))?;
+    let (histories, dns) = tokio::join!(histories, dns);
+    let mut gathered = histories.map_err(|e| format!("reading browser history failed: {e}"))?;
     match dns {
         Some(Ok(names)) => gathered.add_dns(names, now),
         Some(Err(why)) => gathered.errors.push(format!("DNS cache: {why}")),

@@ -75,7 +75,7 @@ try {
   }
 }
 $ErrorActionPreference = 'Continue'
-$net = @(& net.exe accounts 2>&1 | ForEach-Object { [string]$_ })
+$net = @(& "$env:SystemRoot\System32\net.exe" accounts 2>&1 | ForEach-Object { [string]$_ })
 $netExit = $LASTEXITCODE
 $ErrorActionPreference = 'Stop'
 [pscustomobject]@{
@@ -208,7 +208,14 @@ fn build(
         };
         let sid = psjson::text(user, "Sid").unwrap_or_default();
         let enabled = user.get("Enabled").and_then(Value::as_bool);
-        let password_required = user.get("PasswordRequired").and_then(Value::as_bool);
+        // PasswordRequired is UF_PASSWD_NOTREQD: "policy need not require one". Windows
+        // sets it on many accounts that do have a password, so it means "none" only
+        // when no password was ever set either.
+        let password_last_set = time_of(user.get("PasswordLastSet"));
+        let password_required = match user.get("PasswordRequired").and_then(Value::as_bool) {
+            Some(false) if password_last_set.is_some() => None,
+            flag => flag,
+        };
         let is_admin = admin_sids.as_ref().map(|sids| sids.contains(sid.as_str()));
         let builtin_guest = sid.ends_with("-501");
         // A disabled account cannot use its rights; counting the built-in Administrator,
@@ -230,7 +237,7 @@ fn build(
             "is_admin": is_admin,
             "password_required": password_required,
             "password_locked": null,
-            "password_last_set": time_of(user.get("PasswordLastSet")),
+            "password_last_set": password_last_set,
             "last_logon": time_of(user.get("LastLogon")),
             "builtin_admin": sid.ends_with("-500"),
             "builtin_guest": builtin_guest,
@@ -378,6 +385,37 @@ mod tests {
     }
 
     #[test]
+    fn the_not_required_flag_means_no_password_only_when_none_was_ever_set() {
+        let users = serde_json::json!([
+            {"Name": "papa", "Sid": "S-1-5-21-1-1001", "Enabled": true, "PasswordRequired": false,
+             "PasswordLastSet": "/Date(1768467600000)/"},
+            {"Name": "kid", "Sid": "S-1-5-21-1-1002", "Enabled": true, "PasswordRequired": false,
+             "PasswordLastSet": null},
+        ]);
+        let root = serde_json::json!({"Users": users, "Admins": []}).to_string();
+        let out = Output {
+            stdout: root,
+            stderr: String::new(),
+            success: true,
+            truncated: false,
+        };
+        let section = parse(&out, recorded_now()).unwrap();
+        let accounts = section["accounts"].as_array().unwrap();
+        let flag = |name: &str| accounts.iter().find(|a| a["name"] == name).unwrap()["password_required"].clone();
+        assert_eq!(
+            flag("papa"),
+            Value::Null,
+            "a password was set: the flag alone says nothing"
+        );
+        assert_eq!(flag("kid"), Value::Bool(false));
+        assert!(section["summary"].as_str().unwrap().contains("kid"), "{section:?}");
+    }
+
+    fn recorded_now() -> OffsetDateTime {
+        time::macros::datetime!(2026-06-05 00:00:00 UTC)
+    }
+
+    #[test]
     fn the_query_reads_local_users_administrators_by_sid_and_net_accounts() {
         let query = super::super::windows_query().expect("local_accounts has a Windows query");
         assert!(std::ptr::eq(query, &QUERY));
@@ -387,7 +425,7 @@ mod tests {
             "'S-1-5-32-544'",
             "[ADSI]\"WinNT://./$groupName,group\"",
             "Translate([System.Security.Principal.NTAccount])",
-            "net.exe accounts",
+            "System32\\net.exe\" accounts",
             "[string]$_.PrincipalSource",
             "ConvertTo-Json -Compress -Depth 4",
         ] {

@@ -9,7 +9,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::tools::telemetry::files::{read_text, root_from_env};
+use crate::tools::telemetry::files::{read_user_text as read_text, root_from_env};
 
 const MAX_USERS: usize = 100;
 pub(in crate::tools::telemetry) const MAX_PROFILES: usize = 60;

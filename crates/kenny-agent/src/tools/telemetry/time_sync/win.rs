@@ -42,7 +42,7 @@ $svc = Get-Service -Name W32Time -ErrorAction SilentlyContinue
 if ($svc) { $service = [pscustomobject]@{ Status = [string]$svc.Status; StartType = [string]$svc.StartType } }
 $params = Get-ItemProperty -LiteralPath 'HKLM:\SYSTEM\CurrentControlSet\Services\W32Time\Parameters' -ErrorAction SilentlyContinue
 $ErrorActionPreference = 'Continue'
-$lines = @(& w32tm.exe /query /status /verbose 2>&1 | ForEach-Object { [string]$_ })
+$lines = @(& "$env:SystemRoot\System32\w32tm.exe" /query /status /verbose 2>&1 | ForEach-Object { [string]$_ })
 $exit = $LASTEXITCODE
 $ErrorActionPreference = 'Stop'
 [pscustomobject]@{
@@ -302,7 +302,7 @@ mod tests {
             r"'HKLM:\SYSTEM\CurrentControlSet\Services\W32Time\Parameters'",
             "$params.Type",
             "$params.NtpServer",
-            "w32tm.exe /query /status /verbose",
+            "System32\\w32tm.exe\" /query /status /verbose",
             "$LASTEXITCODE",
         ] {
             assert!(SCRIPT.contains(needle), "the script lacks {needle}");

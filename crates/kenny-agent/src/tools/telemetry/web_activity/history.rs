@@ -13,6 +13,7 @@ use std::time::Instant;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::tools::telemetry::browser_extensions::browsers::{Family, Profile};
+use crate::tools::telemetry::files::open_user_file;
 
 /// Per profile: a day of very busy browsing is a few thousand visits.
 pub(super) const MAX_VISITS: usize = 20_000;
@@ -59,27 +60,70 @@ pub(super) fn read_profile(profile: &Profile, since: i64, deadline: Instant) -> 
         ),
     };
     let source = profile.dir.join(file);
-    let size = match fs::metadata(&source) {
-        Ok(meta) => meta.len(),
+    let database = match open_user_file(&source) {
+        Ok(opened) => opened,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Read::default()),
         Err(e) => return Err(format!("cannot read {file} ({e})")),
     };
-    if size > MAX_DB_BYTES {
-        return Err(format!(
-            "{file} is {size} bytes, more than the {MAX_DB_BYTES} the agent copies"
-        ));
-    }
-    let copy = PrivateCopy::of(&source)?;
+    let copy = PrivateCopy::of(&source, database)?;
     let conn = Connection::open_with_flags(
         copy.path(),
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(|e| format!("cannot open the copy of {file} ({e})"))?;
+    let tables: &[&str] = match profile.family {
+        Family::Chromium => &["urls", "visits"],
+        Family::Firefox => &["moz_places", "moz_historyvisits"],
+    };
+    harden(&conn, tables).map_err(|e| format!("{file} is not a browser history the agent reads ({e})"))?;
     let from_micros: fn(i64) -> i64 = match profile.family {
         Family::Chromium => |micros| micros / 1_000_000 - CHROMIUM_EPOCH_OFFSET,
         Family::Firefox => |micros| micros / 1_000_000,
     };
     select(&conn, query, to_micros(since), from_micros, deadline).map_err(|e| format!("reading {file} failed ({e})"))
+}
+
+/// The database is the user's: it could define `visits` as a view that never ends, or
+/// call functions through its schema. Only plain tables are read, no schema function
+/// runs, temporary data stays in memory, and a query still running at the deadline is
+/// interrupted.
+fn harden(conn: &Connection, tables: &[&str]) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "trusted_schema", "OFF")?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    for table in tables {
+        let plain: bool = conn.query_row(
+            "SELECT count(*) = 1 FROM sqlite_master WHERE type = 'table' AND name = ?1 \
+             AND sql NOT LIKE 'CREATE VIRTUAL%'",
+            [table],
+            |row| row.get(0),
+        )?;
+        if !plain {
+            return Err(rusqlite::Error::InvalidParameterName(format!(
+                "`{table}` is not a plain table"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Interrupts whatever `conn` runs once `deadline` passes, until dropped (dropping the
+/// sender wakes the watching thread, which then ends without interrupting).
+struct Watchdog {
+    _done: std::sync::mpsc::Sender<()>,
+}
+
+impl Watchdog {
+    fn start(conn: &Connection, deadline: Instant) -> Watchdog {
+        let handle = conn.get_interrupt_handle();
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(left) {
+                handle.interrupt();
+            }
+        });
+        Watchdog { _done: done }
+    }
 }
 
 /// Runs the visit query, keeping only domains. The queries walk the visit-time index
@@ -91,12 +135,27 @@ fn select(
     from_micros: fn(i64) -> i64,
     deadline: Instant,
 ) -> rusqlite::Result<Read> {
+    let mut read = Read::default();
+    if Instant::now() > deadline {
+        read.cut = true;
+        return Ok(read);
+    }
+    let _watchdog = Watchdog::start(conn, deadline);
     let mut statement = conn.prepare(query)?;
     let limit = i64::try_from(MAX_VISITS).unwrap_or(i64::MAX);
     let mut rows = statement.query(rusqlite::params![since_micros, limit])?;
-    let mut read = Read::default();
     let mut seen = 0;
-    while let Some(row) = rows.next()? {
+    loop {
+        let row = match rows.next() {
+            Ok(Some(row)) => row,
+            Ok(None) => break,
+            // The watchdog stopped a query that ran past the deadline: what was read stays.
+            Err(rusqlite::Error::SqliteFailure(e, _)) if e.code == rusqlite::ErrorCode::OperationInterrupted => {
+                read.cut = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         seen += 1;
         if Instant::now() > deadline {
             read.cut = true;
@@ -152,9 +211,12 @@ struct PrivateCopy {
 }
 
 impl PrivateCopy {
-    fn of(source: &Path) -> Result<PrivateCopy, String> {
+    /// Copies `database` (already opened from `source`) and the `-wal` beside it, each
+    /// from the file opened, never by path again, and each cut off at the size limit.
+    fn of(source: &Path, database: fs::File) -> Result<PrivateCopy, String> {
+        // Random, so no user can take the name first and block the copy.
         let n = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("kenny-history-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("kenny-history-{n}-{:016x}", rand::random::<u64>()));
         private_dir_builder()
             .create(&dir)
             .map_err(|e| format!("cannot make a temporary folder in {} ({e})", dir.display()))?;
@@ -162,11 +224,13 @@ impl PrivateCopy {
             file: dir.join("history.sqlite"),
             dir,
         };
-        fs::copy(source, &copy.file).map_err(|e| format!("cannot copy {} ({e})", source.display()))?;
+        copy_bounded(database, &copy.file).map_err(|e| format!("cannot copy {} ({e})", source.display()))?;
         let wal = with_suffix(source, "-wal");
-        if wal.is_file() {
-            fs::copy(&wal, with_suffix(&copy.file, "-wal"))
-                .map_err(|e| format!("cannot copy {} ({e})", wal.display()))?;
+        match open_user_file(&wal) {
+            Ok(opened) => copy_bounded(opened, &with_suffix(&copy.file, "-wal"))
+                .map_err(|e| format!("cannot copy {} ({e})", wal.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot read {} ({e})", wal.display())),
         }
         Ok(copy)
     }
@@ -195,6 +259,23 @@ fn private_dir_builder() -> fs::DirBuilder {
     }
     #[cfg(not(unix))]
     fs::DirBuilder::new()
+}
+
+/// Writes `from` into a new file at `to` that only the agent can read, refusing a source
+/// over [`MAX_DB_BYTES`] (checked while copying: the file may grow, or be sparse).
+fn copy_bounded(from: fs::File, to: &Path) -> std::io::Result<()> {
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut out = options.open(to)?;
+    let copied = std::io::copy(&mut std::io::Read::take(from, MAX_DB_BYTES + 1), &mut out)?;
+    if copied > MAX_DB_BYTES {
+        return Err(std::io::Error::other(format!(
+            "more than the {MAX_DB_BYTES} bytes the agent copies"
+        )));
+    }
+    Ok(())
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
@@ -350,7 +431,7 @@ mod tests {
         let source = dir.path().join("places.sqlite");
         fs::write(&source, b"db").unwrap();
         fs::write(dir.path().join("places.sqlite-wal"), b"wal").unwrap();
-        let copy = PrivateCopy::of(&source).unwrap();
+        let copy = PrivateCopy::of(&source, fs::File::open(&source).unwrap()).unwrap();
         let folder = copy.dir.clone();
         assert_eq!(fs::read(copy.path()).unwrap(), b"db");
         assert_eq!(fs::read(with_suffix(copy.path(), "-wal")).unwrap(), b"wal");
@@ -361,6 +442,35 @@ mod tests {
         }
         drop(copy);
         assert!(!folder.exists());
+    }
+
+    #[test]
+    fn a_history_that_is_not_plain_tables_is_not_queried() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("History")).unwrap();
+        // A `visits` that never ends: read as root, it would spin forever.
+        conn.execute_batch(
+            "CREATE TABLE urls (id INTEGER PRIMARY KEY, url TEXT); \
+             CREATE VIEW visits AS WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) \
+             SELECT x AS url, x AS visit_time FROM n;",
+        )
+        .unwrap();
+        drop(conn);
+        let err = read_profile(&profile(Family::Chromium, dir.path()), 0, later()).unwrap_err();
+        assert!(err.contains("`visits` is not a plain table"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_history_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        chromium_history(&elsewhere, &[("https://secret.example.com/", 1_780_531_260)]).unwrap();
+        let profile_dir = dir.path().join("Default");
+        fs::create_dir(&profile_dir).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, profile_dir.join("History")).unwrap();
+        let err = read_profile(&profile(Family::Chromium, &profile_dir), 0, later()).unwrap_err();
+        assert!(err.starts_with("cannot read History"), "{err}");
     }
 
     #[test]
@@ -394,7 +504,9 @@ mod tests {
         fs::write(dir.path().join("places.sqlite"), b"not a database at all, just text").unwrap();
         let err = read_profile(&profile(Family::Firefox, dir.path()), 0, later()).unwrap_err();
         assert!(
-            err.starts_with("reading places.sqlite failed") || err.starts_with("cannot open"),
+            err.starts_with("reading places.sqlite failed")
+                || err.starts_with("cannot open")
+                || err.starts_with("places.sqlite is not a browser history"),
             "{err}"
         );
     }
