@@ -139,7 +139,7 @@ fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
         let display = user.gecos.split(',').next().unwrap_or_default().trim();
         accounts.push(json!({
             "name": user.name,
-            "display": if display.is_empty() { user.name.as_str() } else { display },
+            "display": super::format::clip(if display.is_empty() { &user.name } else { display }, 200),
             "kind": "local",
             "enabled": enabled,
             "is_admin": is_admin,

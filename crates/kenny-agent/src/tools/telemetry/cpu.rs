@@ -114,12 +114,16 @@ fn processes_from(mut rows: Vec<Row>) -> super::Section {
     {
         summary += &format!(
             "; busiest {} ({}% CPU)",
-            busiest.name,
+            super::format::clip(&busiest.name, 64),
             one_decimal(f64::from(busiest.cpu_percent))
         );
     }
     if let Some(biggest) = top_memory.first() {
-        summary += &format!("; biggest {} ({})", biggest.name, human_bytes(biggest.memory_bytes));
+        summary += &format!(
+            "; biggest {} ({})",
+            super::format::clip(&biggest.name, 64),
+            human_bytes(biggest.memory_bytes)
+        );
     }
     section(
         Status::Ok,
@@ -136,7 +140,7 @@ fn processes_from(mut rows: Vec<Row>) -> super::Section {
 fn process_json(row: &Row) -> Value {
     json!({
         "pid": row.pid,
-        "name": row.name,
+        "name": super::format::clip(&row.name, 200),
         "cpu_percent": one_decimal(f64::from(row.cpu_percent)),
         "memory_bytes": row.memory_bytes,
     })

@@ -104,7 +104,9 @@ pub(super) async fn section() -> Outcome {
     if !cfg!(target_os = "linux") {
         return Ok(not_collected_here());
     }
-    let mut disks = sysfs_disks(&sys_root());
+    // sysfs reads of a disk's hwmon send the drive a command: a hung controller must
+    // block a blocking thread, never the runtime.
+    let mut disks = super::off_thread("disk_smart", || sysfs_disks(&sys_root())).await?;
     if disks.is_empty() {
         return Ok(build(&disks, "sysfs", None));
     }

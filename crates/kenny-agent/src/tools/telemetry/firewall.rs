@@ -414,11 +414,24 @@ fn nft_rules(text: &str) -> Result<Rules, String> {
         })
         .collect();
     let rules: Vec<&Value> = items.iter().filter_map(|item| item.get("rule")).collect();
+    // Rules that only accept (libvirt's, Tailscale's, "established, accept") filter
+    // nothing: the input hook filters when its policy drops, or when one of its rules
+    // drops or rejects, or jumps into a table that has such a rule.
+    let verdict_in = |r: &Value, words: &[&str]| {
+        r.get("expr")
+            .and_then(Value::as_array)
+            .is_some_and(|exprs| exprs.iter().any(|e| words.iter().any(|w| e.get(*w).is_some())))
+    };
     let filters_input = input_chains.iter().any(|(table, name, drops)| {
+        let table_blocks = rules
+            .iter()
+            .any(|r| key(r) == *table && verdict_in(r, &["drop", "reject"]));
         *drops
-            || rules
-                .iter()
-                .any(|r| key(r) == *table && r.get("chain").and_then(Value::as_str) == Some(name))
+            || rules.iter().any(|r| {
+                key(r) == *table
+                    && r.get("chain").and_then(Value::as_str) == Some(name)
+                    && (verdict_in(r, &["drop", "reject"]) || (table_blocks && verdict_in(r, &["jump", "goto"])))
+            })
     });
     Ok(Rules {
         backend: "nftables",
@@ -431,17 +444,30 @@ fn nft_rules(text: &str) -> Result<Rules, String> {
 fn iptables_rules(text: &str) -> Rules {
     let mut table = "";
     let mut count = 0;
-    let mut filters_input = false;
+    let mut input_drops = false;
+    let mut input_jumps = false;
+    let mut filter_blocks = false;
     for line in text.lines().map(str::trim) {
         if let Some(name) = line.strip_prefix('*') {
             table = name;
         } else if let Some(rule) = line.strip_prefix("-A ") {
             count += 1;
-            filters_input |= table == "filter" && rule.split_whitespace().next() == Some("INPUT");
+            if table != "filter" {
+                continue;
+            }
+            let target = rule.split(" -j ").nth(1).and_then(|t| t.split_whitespace().next());
+            let blocks = matches!(target, Some("DROP" | "REJECT"));
+            filter_blocks |= blocks;
+            if rule.split_whitespace().next() == Some("INPUT") {
+                // Only accepting (libvirt's, Tailscale's) filters nothing.
+                input_drops |= blocks;
+                input_jumps |= target.is_some_and(|t| !matches!(t, "ACCEPT" | "RETURN" | "LOG" | "DROP" | "REJECT"));
+            }
         } else if let Some(chain) = line.strip_prefix(":INPUT ") {
-            filters_input |= table == "filter" && chain.split_whitespace().next() == Some("DROP");
+            input_drops |= table == "filter" && chain.split_whitespace().next() == Some("DROP");
         }
     }
+    let filters_input = input_drops || (input_jumps && filter_blocks);
     Rules {
         backend: "iptables",
         count,
@@ -730,6 +756,11 @@ LOGLEVEL=low
             .replace("\"policy\": \"drop\"", "\"policy\": \"accept\"")
             .replace("\"chain\": \"input\"", "\"chain\": \"other\"");
         assert!(!nft_rules(&elsewhere).unwrap().filters_input);
+        // Accepting rules under an accept policy filter nothing; a drop verdict does.
+        let accepting = NFT_FILTERING.replace("\"policy\": \"drop\"", "\"policy\": \"accept\"");
+        assert!(!nft_rules(&accepting).unwrap().filters_input);
+        let dropping = accepting.replacen("{\"accept\": null}", "{\"drop\": null}", 1);
+        assert!(nft_rules(&dropping).unwrap().filters_input);
         assert!(nft_rules("Error: Could not process rule").is_err());
         assert!(nft_rules("{}").is_err());
     }
@@ -763,8 +794,16 @@ COMMIT
         );
         let filtering = IPTABLES_DOCKER.replace(":INPUT ACCEPT", ":INPUT DROP");
         assert!(iptables_rules(&filtering).filters_input);
-        let rule = IPTABLES_DOCKER.replace("-A FORWARD -j DOCKER", "-A INPUT -p tcp --dport 22 -j ACCEPT");
-        assert!(iptables_rules(&rule).filters_input);
+        // Accepting alone (libvirt's, Tailscale's rules) filters nothing.
+        let accepts = IPTABLES_DOCKER.replace("-A FORWARD -j DOCKER", "-A INPUT -i virbr0 -p udp --dport 53 -j ACCEPT");
+        assert!(!iptables_rules(&accepts).filters_input);
+        let rejects = IPTABLES_DOCKER.replace("-A FORWARD -j DOCKER", "-A INPUT -p tcp --dport 23 -j REJECT");
+        assert!(iptables_rules(&rejects).filters_input);
+        let jumps = IPTABLES_DOCKER.replace(
+            "-A FORWARD -j DOCKER",
+            "-A INPUT -j ufw-before-input\n-A ufw-before-input -p tcp --dport 25 -j DROP",
+        );
+        assert!(iptables_rules(&jumps).filters_input);
         // INPUT in the nat table is not filtering.
         let nat = IPTABLES_DOCKER.replace(":PREROUTING ACCEPT [0:0]", ":INPUT DROP [0:0]\n-A INPUT -j ACCEPT");
         assert!(!iptables_rules(&nat).filters_input);

@@ -184,7 +184,7 @@ fn socket_owners(proc_root: &Path, wanted: &HashSet<u64>, budget: Duration) -> H
                 continue;
             };
             if wanted.contains(&inode) && !owners.contains_key(&inode) {
-                let process = read_small(&dir.join("comm")).unwrap_or_default();
+                let process = super::format::clip(&read_small(&dir.join("comm")).unwrap_or_default(), 64);
                 owners.insert(inode, Owner { pid, process });
             }
         }

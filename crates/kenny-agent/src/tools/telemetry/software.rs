@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::command::{self, RunError, first_line};
 use super::files::read_text;
-use super::format::rfc3339;
+use super::format::{clip, rfc3339};
 use super::{Outcome, Status, not_collected_here, section};
 
 mod win;
@@ -174,9 +174,9 @@ fn build(apps: Vec<App>, source: &str, cut: bool) -> super::Section {
         .take(MAX_LISTED)
         .map(|a| {
             json!({
-                "name": a.name,
-                "version": a.version,
-                "publisher": a.publisher,
+                "name": clip(&a.name, 200),
+                "version": clip(&a.version, 100),
+                "publisher": a.publisher.as_deref().map(|p| clip(p, 200)),
                 "install_date": a.install_date,
             })
         })
