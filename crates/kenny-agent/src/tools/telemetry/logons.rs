@@ -104,19 +104,18 @@ fn from_files(now: OffsetDateTime) -> Option<Found> {
 
 async fn from_journal(now: OffsetDateTime) -> Option<Found> {
     let since = format!("--since=-{WINDOW_HOURS}h");
-    // OpenSSH 9.8 and later log authentication as `sshd-session`.
+    // OpenSSH 9.8 and later log authentication as `sshd-session`. Matched on `_COMM`,
+    // which journald takes from the process itself: any user can log under the name
+    // `sshd` (`logger -t sshd`), none can be a process named so without running one.
     let args = [
         "-q",
         "--no-pager",
         "-o",
         "short-iso",
         &since,
-        "-t",
-        "sshd",
-        "-t",
-        "sshd-session",
-        "-t",
-        "login",
+        "_COMM=sshd",
+        "_COMM=sshd-session",
+        "_COMM=login",
     ];
     let output = command::run("journalctl", &args, JOURNAL_TIMEOUT).await.ok()?;
     output.success.then(|| Found {

@@ -254,7 +254,7 @@ async fn journal(since: i64) -> Result<Option<(String, bool)>, String> {
         "--priority=0..3",
         since_arg.as_str(),
         lines_arg.as_str(),
-        "--output-fields=MESSAGE,PRIORITY,SYSLOG_IDENTIFIER,_SYSTEMD_UNIT,UNIT,_COMM,COREDUMP_EXE,COREDUMP_COMM",
+        "--output-fields=MESSAGE,PRIORITY,SYSLOG_IDENTIFIER,_SYSTEMD_UNIT,UNIT,_COMM,_TRANSPORT,COREDUMP_EXE,COREDUMP_COMM",
     ];
     let output = match command::run("journalctl", &args, JOURNAL_TIMEOUT).await {
         Ok(output) => output,
@@ -271,15 +271,19 @@ async fn journal(since: i64) -> Result<Option<(String, bool)>, String> {
 fn add_journal_entry(groups: &mut HashMap<String, Group>, fields: &Map<String, Value>) {
     let entry = journal_entry(fields);
     let Some(time) = entry.time else { return };
-    let identifier = journal_field(fields, "SYSLOG_IDENTIFIER");
-    let coredump = identifier.as_deref() == Some("systemd-coredump") && entry.message.contains("dumped core");
-    let kernel_crash = identifier.as_deref() == Some("kernel") && is_kernel_crash(&entry.message);
+    // Any user can log with any SYSLOG_IDENTIFIER (`logger -t kernel`); journald's own
+    // fields say who really wrote the line: the coredump helper's process name (cut to
+    // 15 characters by the kernel), or the kernel transport.
+    let from_coredump = journal_field(fields, "_COMM").is_some_and(|c| c.starts_with("systemd-coredum"));
+    let from_kernel = journal_field(fields, "_TRANSPORT").as_deref() == Some("kernel");
+    let coredump = from_coredump && entry.message.contains("dumped core");
+    let kernel_crash = from_kernel && is_kernel_crash(&entry.message);
     let source = if coredump {
         // Grouped by the program that crashed, not by the coredump helper's instance.
         journal_field(fields, "COREDUMP_EXE")
             .or_else(|| journal_field(fields, "COREDUMP_COMM"))
             .unwrap_or_else(|| "unknown program".to_owned())
-    } else if identifier.as_deref() == Some("kernel") {
+    } else if from_kernel {
         "kernel".to_owned()
     } else {
         entry.unit.clone().unwrap_or_else(|| "unknown".to_owned())
@@ -465,7 +469,7 @@ mod tests {
     const JOURNAL: &str = r#"{"__REALTIME_TIMESTAMP":"1780480000000000","PRIORITY":"2","SYSLOG_IDENTIFIER":"systemd-coredump","_SYSTEMD_UNIT":"systemd-coredump@0-4242-0.service","_COMM":"systemd-coredum","COREDUMP_EXE":"/usr/bin/gnome-shell","COREDUMP_COMM":"gnome-shell","MESSAGE":"Process 4242 (gnome-shell) of user 1000 dumped core.\n\nStack trace of thread 4242:\n#0  0x00007f g_assertion_message (libglib-2.0.so.0)"}
 {"__REALTIME_TIMESTAMP":"1780500000000000","PRIORITY":"3","SYSLOG_IDENTIFIER":"systemd","_SYSTEMD_UNIT":"init.scope","UNIT":"backup.service","_COMM":"systemd","MESSAGE":"Failed to start backup.service - Nightly backup."}
 {"__REALTIME_TIMESTAMP":"1780590000000000","PRIORITY":"3","SYSLOG_IDENTIFIER":"systemd","_SYSTEMD_UNIT":"init.scope","UNIT":"backup.service","_COMM":"systemd","MESSAGE":"Failed to start backup.service - Nightly backup (again)."}
-{"__REALTIME_TIMESTAMP":"1780595000000000","PRIORITY":"0","SYSLOG_IDENTIFIER":"kernel","MESSAGE":"Oops: 0000 [#1] PREEMPT SMP NOPTI"}
+{"__REALTIME_TIMESTAMP":"1780595000000000","PRIORITY":"0","SYSLOG_IDENTIFIER":"kernel","_TRANSPORT":"kernel","MESSAGE":"Oops: 0000 [#1] PREEMPT SMP NOPTI"}
 {"__REALTIME_TIMESTAMP":"178059"#;
 
     fn grouped(text: &str) -> Vec<Group> {
@@ -477,6 +481,16 @@ mod tests {
             add_journal_entry(&mut groups, &fields);
         }
         groups.into_values().collect()
+    }
+
+    #[test]
+    fn crashes_a_user_logs_under_a_borrowed_name_are_not_crashes() {
+        // `logger -t kernel "Oops"` and `logger -t systemd-coredump "... dumped core"`.
+        const FORGED: &str = r#"{"__REALTIME_TIMESTAMP":"1780596000000000","PRIORITY":"0","SYSLOG_IDENTIFIER":"kernel","_TRANSPORT":"syslog","_COMM":"logger","MESSAGE":"Oops: 0000 [#2] forged"}
+{"__REALTIME_TIMESTAMP":"1780597000000000","PRIORITY":"2","SYSLOG_IDENTIFIER":"systemd-coredump","_TRANSPORT":"syslog","_COMM":"logger","MESSAGE":"Process 1 (forged) of user 1000 dumped core."}"#;
+        let groups = grouped(FORGED);
+        assert_eq!(groups.iter().map(|g| g.count).sum::<u64>(), 2, "still error events");
+        assert!(groups.iter().all(|g| !g.crash), "but not crashes");
     }
 
     #[test]
