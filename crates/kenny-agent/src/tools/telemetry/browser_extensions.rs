@@ -51,15 +51,26 @@ pub(super) async fn section() -> Outcome {
         .map_err(|e| format!("reading browser profiles failed: {e}"))
 }
 
+/// Reading every profile may take this long; the profiles left are named in `errors`.
+const READ_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn collect() -> Section {
     let (profiles, errors) = browsers::profiles();
-    build(&profiles, errors)
+    build(&profiles, errors, std::time::Instant::now() + READ_TIME)
 }
 
-fn build(profiles: &[Profile], mut errors: Vec<String>) -> Section {
+fn build(profiles: &[Profile], mut errors: Vec<String>, deadline: std::time::Instant) -> Section {
     let mut listed = Vec::new();
     let mut read = 0;
-    for profile in profiles {
+    for (at, profile) in profiles.iter().enumerate() {
+        if std::time::Instant::now() > deadline {
+            errors.push(format!(
+                "stopped after {}s; {} profiles not read",
+                READ_TIME.as_secs(),
+                profiles.len() - at
+            ));
+            break;
+        }
         let found = match profile.family {
             Family::Chromium => chromium_extensions(&profile.dir),
             Family::Firefox => firefox_extensions(&profile.dir),
@@ -354,6 +365,10 @@ mod tests {
     use super::browsers::{profiles_of, user_homes};
     use super::*;
 
+    fn later() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(60)
+    }
+
     fn testdata() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/browsers")
     }
@@ -362,7 +377,7 @@ mod tests {
     fn recorded_linux_profiles_give_every_installed_extension() {
         let homes = user_homes(&testdata().join("linux"));
         let (profiles, errors) = profiles_of(&homes, false);
-        let got = Value::Object(build(&profiles, errors));
+        let got = Value::Object(build(&profiles, errors, later()));
         let expected = json!({
             "status": "ok",
             "summary": "5 extensions across 3 browsers",
@@ -391,7 +406,7 @@ mod tests {
     fn recorded_windows_profiles_read_secure_preferences_and_the_extensions_folder() {
         let homes = user_homes(&testdata().join("windows"));
         let (profiles, errors) = profiles_of(&homes, true);
-        let got = Value::Object(build(&profiles, errors));
+        let got = Value::Object(build(&profiles, errors, later()));
         assert_eq!(
             got["summary"], "2 extensions across 1 browser; 1 profile unreadable",
             "{got:#}"
@@ -438,7 +453,10 @@ mod tests {
         )
         .unwrap();
         let (profiles, errors) = profiles_of(&user_homes(root.path()), false);
-        let got = build(&profiles, errors);
+        let late = build(&profiles, errors.clone(), std::time::Instant::now());
+        assert_eq!(late["count"], 0, "past the deadline nothing more is read");
+        assert!(late["errors"].to_string().contains("1 profiles not read"), "{late:?}");
+        let got = build(&profiles, errors, later());
         assert_eq!(got["count"], MAX_LISTED + 5);
         assert_eq!(got["truncated"], true);
         let listed = got["extensions"].as_array().unwrap();
@@ -448,7 +466,7 @@ mod tests {
 
     #[test]
     fn no_profiles_is_said_plainly() {
-        let got = build(&[], Vec::new());
+        let got = build(&[], Vec::new(), later());
         assert_eq!(got["summary"], "no browser profiles found");
         assert_eq!(got["status"], "ok");
         assert_eq!(got["count"], 0);
