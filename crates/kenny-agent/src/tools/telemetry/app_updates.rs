@@ -406,12 +406,11 @@ firefox/jammy-updates 1:1snap1-0ubuntu2 amd64 [upgradable from: 1:1snap1-0ubuntu
 
     #[test]
     fn apt_errors_skip_its_cli_warning() {
-        let output = Output {
-            stdout: String::new(),
-            stderr: "\nWARNING: apt does not have a stable CLI interface. Use with caution in scripts.\n\nE: Could not open file /var/lib/apt/lists/x_Packages - open (13: Permission denied)\n".into(),
-            success: false,
-            truncated: false,
-        };
+        let output = Output::printed(
+            "",
+            "\nWARNING: apt does not have a stable CLI interface. Use with caution in scripts.\n\nE: Could not open file /var/lib/apt/lists/x_Packages - open (13: Permission denied)\n",
+            false,
+        );
         assert_eq!(
             apt_error(&output),
             "E: Could not open file /var/lib/apt/lists/x_Packages - open (13: Permission denied)"

@@ -227,12 +227,7 @@ mod tests {
     }
 
     fn out(stdout: &str) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: String::new(),
-            success: true,
-            truncated: false,
-        }
+        Output::printed(stdout, "", true)
     }
 
     #[test]

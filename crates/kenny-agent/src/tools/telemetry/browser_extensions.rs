@@ -361,9 +361,9 @@ fn firefox_addon(addon: &Value) -> Option<Extension> {
 
 #[cfg(test)]
 mod tests {
-    use super::browsers::put;
     use super::browsers::{profiles_of, user_homes};
     use super::*;
+    use crate::tools::telemetry::files::put;
 
     fn later() -> std::time::Instant {
         std::time::Instant::now() + std::time::Duration::from_secs(60)

@@ -66,6 +66,19 @@ pub(super) async fn run(program: &str, args: &[&str], limit: Duration) -> Result
     })
 }
 
+#[cfg(test)]
+impl Output {
+    /// What a program or query printed, as tests record it.
+    pub(super) fn printed(stdout: &str, stderr: &str, success: bool) -> Output {
+        Output {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            success,
+            truncated: false,
+        }
+    }
+}
+
 /// First line of a failed command's stderr (or stdout), for a section's reason.
 pub(super) fn first_line(output: &Output) -> String {
     let text = if output.stderr.trim().is_empty() {

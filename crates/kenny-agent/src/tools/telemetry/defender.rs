@@ -728,12 +728,7 @@ mod tests {
     use super::*;
 
     fn out(stdout: &str) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: String::new(),
-            success: true,
-            truncated: false,
-        }
+        Output::printed(stdout, "", true)
     }
 
     fn at(text: &str) -> OffsetDateTime {

@@ -652,17 +652,11 @@ mod tests {
 
     #[cfg(unix)]
     fn write(path: &Path, text: &str) {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::tools::telemetry::files::put_file(path, text.as_bytes()).unwrap();
     }
 
     fn out(stdout: &str, success: bool) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: String::new(),
-            success,
-            truncated: false,
-        }
+        Output::printed(stdout, "", success)
     }
 
     fn smart(fixture: &str, name: &str) -> Disk {

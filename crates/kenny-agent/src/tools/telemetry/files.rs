@@ -96,6 +96,21 @@ pub(super) fn read_tail(path: &Path, cap: u64, align: u64) -> io::Result<(Vec<u8
     Ok((bytes, start > 0))
 }
 
+/// Writes a test fixture at `path`, creating its folders.
+#[cfg(test)]
+pub(super) fn put_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::write(path, contents)
+}
+
+/// Writes a test fixture at `root/relative`, creating the folders.
+#[cfg(test)]
+pub(super) fn put(root: &Path, relative: &str, contents: &[u8]) -> io::Result<()> {
+    put_file(&root.join(relative), contents)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -490,15 +490,6 @@ PING 10.0.0.2 (10.0.0.2) 56(84) bytes of data.
 round-trip min/avg/max = 0.512/0.733/1.010 ms
 ";
 
-    fn out(stdout: &str, stderr: &str, success: bool) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            success,
-            truncated: false,
-        }
-    }
-
     #[test]
     fn iputils_statistics_are_read() {
         assert_eq!(
@@ -518,7 +509,7 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
         let silent = parse_iputils(IPUTILS_SILENT).unwrap();
         assert_eq!((silent.avg_ms, silent.loss_percent()), (None, 100.0));
         assert_eq!(parse_iputils(BUSYBOX).unwrap().avg_ms, Some(0.7));
-        let unreachable = out("", "ping: connect: Network is unreachable\n", false);
+        let unreachable = Output::printed("", "ping: connect: Network is unreachable\n", false);
         assert_eq!(
             stats_of_linux(&unreachable),
             Err("ping printed no statistics: ping: connect: Network is unreachable".to_owned())
@@ -529,7 +520,7 @@ round-trip min/avg/max = 0.512/0.733/1.010 ms
         Measured {
             role,
             host: host.into(),
-            result: stats_of_linux(&out(text, "", true)),
+            result: stats_of_linux(&Output::printed(text, "", true)),
         }
     }
 

@@ -353,15 +353,6 @@ fn build(mut printers: Vec<Printer>, source: &str) -> Section {
 mod tests {
     use super::*;
 
-    fn out(stdout: &str, stderr: &str, success: bool) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            success,
-            truncated: false,
-        }
-    }
-
     const LPSTAT: &str = "\
 printer Office_Color now printing Office_Color-41.  enabled since Tue 01 Dec 2026 09:12:03 AM UTC
 \tRendering completed
@@ -376,7 +367,7 @@ Label_Printer-7         root               2048   Mon 30 Nov 2026 08:01:50 AM UT
 
     #[test]
     fn lpstat_printers_jobs_default_and_a_stopped_queue() {
-        let s = from_lpstat(&out(LPSTAT, "", true)).unwrap();
+        let s = from_lpstat(&Output::printed(LPSTAT, "", true)).unwrap();
         assert_eq!(s["status"], "warn");
         assert_eq!(
             s["summary"],
@@ -401,7 +392,7 @@ Label_Printer-7         root               2048   Mon 30 Nov 2026 08:01:50 AM UT
     fn a_queue_paused_by_an_admin_is_not_an_error() {
         let text =
             "printer Lab disabled since Mon 30 Nov 2026 08:01:55 AM UTC -\n\tPaused\nno system default destination\n";
-        let s = from_lpstat(&out(text, "", true)).unwrap();
+        let s = from_lpstat(&Output::printed(text, "", true)).unwrap();
         assert_eq!(
             (s["status"].as_str(), s["summary"].as_str()),
             (Some("ok"), Some("1 printer"))
@@ -411,16 +402,16 @@ Label_Printer-7         root               2048   Mon 30 Nov 2026 08:01:50 AM UT
 
     #[test]
     fn no_scheduler_or_no_printers_is_ok_and_other_failures_say_why() {
-        let down = from_lpstat(&out("", "lpstat: Scheduler is not running.\n", false)).unwrap();
+        let down = from_lpstat(&Output::printed("", "lpstat: Scheduler is not running.\n", false)).unwrap();
         assert_eq!(
             (down["status"].as_str(), down["summary"].as_str()),
             (Some("ok"), Some("no printers: the CUPS scheduler is not running"))
         );
-        let none = from_lpstat(&out("", "lpstat: No destinations added.\n", false)).unwrap();
+        let none = from_lpstat(&Output::printed("", "lpstat: No destinations added.\n", false)).unwrap();
         assert_eq!(none["summary"], "no printers are set up in CUPS");
         assert_eq!(none["count"], 0);
         assert_eq!(
-            from_lpstat(&out("", "lpstat: Forbidden\n", false)),
+            from_lpstat(&Output::printed("", "lpstat: Forbidden\n", false)),
             Err("lpstat failed: lpstat: Forbidden".to_owned())
         );
     }

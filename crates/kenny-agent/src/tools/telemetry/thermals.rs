@@ -242,9 +242,7 @@ mod tests {
     use super::*;
 
     fn write(root: &Path, rel: &str, text: &str) {
-        let path = root.join(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::tools::telemetry::files::put(root, rel, text.as_bytes()).unwrap();
     }
 
     /// A laptop's sysfs as recorded: two thermal zones, coretemp with labels, an NVMe

@@ -214,10 +214,10 @@ fn build(gathered: Gathered) -> Section {
 
 #[cfg(test)]
 mod tests {
-    use super::browsers::put;
     use super::browsers::{profiles_of, user_homes};
     use super::history::fixtures::{chromium_history, firefox_places};
     use super::*;
+    use crate::tools::telemetry::files::put;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-06-05 00:00 UTC);

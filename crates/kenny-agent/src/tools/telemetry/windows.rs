@@ -153,29 +153,24 @@ pub(super) fn json_of(output: &Output) -> Result<Value, String> {
 mod tests {
     use super::*;
 
-    fn out(stdout: &str, stderr: &str, success: bool) -> Output {
-        Output {
-            stdout: stdout.into(),
-            stderr: stderr.into(),
-            success,
-            truncated: false,
-        }
-    }
-
     #[test]
     fn the_last_line_is_the_value_and_failures_say_why() {
         assert_eq!(
-            json_of(&out("\u{feff}WARNING: x\r\n{\"a\":1}\r\n\r\n", "", true)),
+            json_of(&Output::printed("\u{feff}WARNING: x\r\n{\"a\":1}\r\n\r\n", "", true)),
             Ok(serde_json::json!({"a": 1}))
         );
-        assert_eq!(json_of(&out("  \r\n", "", true)), Ok(Value::Null));
+        assert_eq!(json_of(&Output::printed("  \r\n", "", true)), Ok(Value::Null));
         assert_eq!(
-            json_of(&out("", "Get-Thing : Access is denied.\r\nAt line:1 char:1\r\n", false)),
+            json_of(&Output::printed(
+                "",
+                "Get-Thing : Access is denied.\r\nAt line:1 char:1\r\n",
+                false
+            )),
             Err("PowerShell failed: Get-Thing : Access is denied.".to_owned())
         );
-        let err = json_of(&out("Fehler beim Laden", "", true)).unwrap_err();
+        let err = json_of(&Output::printed("Fehler beim Laden", "", true)).unwrap_err();
         assert!(err.contains("not JSON") && err.ends_with("Fehler beim Laden"), "{err}");
-        let mut cut = out("[{\"a\":1}", "", true);
+        let mut cut = Output::printed("[{\"a\":1}", "", true);
         cut.truncated = true;
         assert!(json_of(&cut).unwrap_err().contains("cut"));
     }

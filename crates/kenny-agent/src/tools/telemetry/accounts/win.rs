@@ -393,12 +393,7 @@ mod tests {
              "PasswordLastSet": null},
         ]);
         let root = serde_json::json!({"Users": users, "Admins": []}).to_string();
-        let out = Output {
-            stdout: root,
-            stderr: String::new(),
-            success: true,
-            truncated: false,
-        };
+        let out = Output::printed(&root, "", true);
         let section = parse(&out, recorded_now()).unwrap();
         let accounts = section["accounts"].as_array().unwrap();
         let flag = |name: &str| accounts.iter().find(|a| a["name"] == name).unwrap()["password_required"].clone();

@@ -348,8 +348,8 @@ fn build(found: Found, now: OffsetDateTime) -> Section {
 
 #[cfg(test)]
 mod tests {
-    use super::super::super::browser_extensions::browsers::put;
     use super::*;
+    use crate::tools::telemetry::files::put;
     use time::macros::datetime;
 
     const NOW: OffsetDateTime = datetime!(2026-06-05 00:00 UTC);

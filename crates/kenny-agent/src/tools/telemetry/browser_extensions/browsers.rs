@@ -221,19 +221,10 @@ pub(in crate::tools::telemetry) fn capped(text: &str) -> String {
     super::super::format::clip(text, MAX_TEXT)
 }
 
-/// Writes a test fixture `contents` at `root/relative`, creating the folders.
-#[cfg(test)]
-pub(in crate::tools::telemetry) fn put(root: &Path, relative: &str, contents: &[u8]) -> std::io::Result<()> {
-    let path = root.join(relative);
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    fs::write(path, contents)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::telemetry::files::put;
 
     #[test]
     fn profiles_ini_lists_relative_and_absolute_profiles() {

@@ -255,8 +255,7 @@ mod tests {
     use super::*;
 
     fn write(path: &Path, text: &str) {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::tools::telemetry::files::put_file(path, text.as_bytes()).unwrap();
     }
 
     #[test]
@@ -312,12 +311,7 @@ mod tests {
     #[test]
     fn windows_batteries_pair_the_wmi_classes_by_instance() {
         let stdout = r#"{"Batteries":[{"DeviceID":"1","Name":"Main","EstimatedChargeRemaining":50,"BatteryStatus":6},{"DeviceID":"2","Name":"Bay","EstimatedChargeRemaining":null,"BatteryStatus":10}],"StaticData":[{"InstanceName":"ACPI\\PNP0C0A\\1_0","DesignedCapacity":50000},{"InstanceName":"ACPI\\PNP0C0A\\2_0","DesignedCapacity":20000}],"FullChargedCapacity":[{"InstanceName":"ACPI\\PNP0C0A\\2_0","FullChargedCapacity":10000},{"InstanceName":"ACPI\\PNP0C0A\\1_0","FullChargedCapacity":45000}],"CycleCount":{"InstanceName":"ACPI\\PNP0C0A\\1_0","CycleCount":300},"Unavailable":[]}"#;
-        let output = Output {
-            stdout: stdout.into(),
-            stderr: String::new(),
-            success: true,
-            truncated: false,
-        };
+        let output = Output::printed(stdout, "", true);
         let s = parse_windows(&output, OffsetDateTime::UNIX_EPOCH).unwrap();
         assert_eq!(s["batteries"][0]["health_percent"], 90.0);
         assert_eq!(s["batteries"][0]["cycles"], 300);

@@ -439,8 +439,7 @@ mod tests {
 
     #[cfg(unix)]
     fn write(path: &Path, text: &str) {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::tools::telemetry::files::put_file(path, text.as_bytes()).unwrap();
     }
 
     #[cfg(unix)]

@@ -469,8 +469,7 @@ mod tests {
     use super::*;
 
     fn write(path: &Path, text: &str) {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, text).unwrap();
+        crate::tools::telemetry::files::put_file(path, text.as_bytes()).unwrap();
     }
 
     struct Tree {

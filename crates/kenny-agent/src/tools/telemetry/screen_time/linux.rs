@@ -234,7 +234,7 @@ fn logind_session(text: &str) -> Option<(String, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::telemetry::browser_extensions::browsers::put;
+    use crate::tools::telemetry::files::put;
     use serde_json::{Value, json};
     use time::macros::datetime;
 
