@@ -241,24 +241,8 @@ impl Scan {
         }
     }
 
-    /// Regular files in `dir`, sorted; a missing directory is simply empty.
     fn files_in(&mut self, dir: &Path) -> Vec<PathBuf> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-            Err(e) => {
-                self.notes.push(format!("cannot list {}: {e}", dir.display()));
-                return Vec::new();
-            }
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .take(MAX_DIR_ENTRIES)
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && !file_name(p).is_some_and(|n| n.starts_with('.')))
-            .collect();
-        files.sort();
-        files
+        visible_files_in(dir, MAX_DIR_ENTRIES, &mut self.notes)
     }
 
     fn read(&mut self, file: &Path) -> Option<String> {
@@ -310,7 +294,28 @@ fn homes(root: &Path, notes: &mut Vec<String>) -> Vec<(String, PathBuf)> {
     homes
 }
 
-fn file_name(path: &Path) -> Option<String> {
+/// Regular, not hidden files among the first `max` entries of `dir`, sorted; a missing
+/// directory is simply empty, one that cannot be listed says so in `notes`.
+pub(crate) fn visible_files_in(dir: &Path, max: usize, notes: &mut Vec<String>) -> Vec<PathBuf> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            notes.push(format!("cannot list {}: {e}", dir.display()));
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .take(max)
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && !file_name(p).is_some_and(|n| n.starts_with('.')))
+        .collect();
+    files.sort();
+    files
+}
+
+pub(crate) fn file_name(path: &Path) -> Option<String> {
     path.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 

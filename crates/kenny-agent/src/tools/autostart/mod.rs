@@ -13,6 +13,7 @@ use super::bounded::blocking;
 const MAX_ENTRIES: usize = 2000;
 const BACKSTOP: Duration = Duration::from_secs(50);
 
+pub(crate) use linux::{file_name, visible_files_in};
 pub(crate) use windows::{SCRIPT as WINDOWS_SCRIPT, parse as parse_windows};
 
 /// One thing that starts by itself.

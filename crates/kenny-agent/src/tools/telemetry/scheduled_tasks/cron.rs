@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Task;
+use crate::tools::autostart::{file_name, visible_files_in};
 use crate::tools::telemetry::files::read_text;
 
 /// A crontab is a few lines; this is for a hostile or broken file.
@@ -74,29 +75,9 @@ impl Scan {
         }
     }
 
-    /// Regular files in `dir`, sorted; a missing folder is simply empty.
     fn files_in(&mut self, dir: &Path) -> Vec<PathBuf> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-            Err(e) => {
-                self.notes.push(format!("cannot list {}: {e}", dir.display()));
-                return Vec::new();
-            }
-        };
-        let mut files: Vec<PathBuf> = entries
-            .flatten()
-            .take(MAX_FILES)
-            .map(|e| e.path())
-            .filter(|p| p.is_file() && !file_name(p).is_some_and(|n| n.starts_with('.')))
-            .collect();
-        files.sort();
-        files
+        visible_files_in(dir, MAX_FILES, &mut self.notes)
     }
-}
-
-fn file_name(path: &Path) -> Option<String> {
-    path.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
 /// Names run-parts (and cron for /etc/cron.d) accept: letters, digits, `_` and `-`.
