@@ -6,7 +6,7 @@ use kenny_proto::error::ErrorCode;
 use tokio::process::Command;
 
 use crate::tools::bounded::BoundedBuf;
-use crate::tools::process::run_captured_into;
+use crate::tools::process::{Captured, run_captured_into};
 
 /// Per stream; the biggest caller is `rpm -qa` on a large install (~2 MB).
 const OUTPUT_CAP: usize = 8 * 1024 * 1024;
@@ -57,13 +57,19 @@ pub(super) async fn run(program: &str, args: &[&str], limit: Duration) -> Result
         )),
         _ => RunError::Failed(e.message),
     })?;
-    let truncated = captured.stdout.truncated() || captured.stderr.truncated();
-    Ok(Output {
-        success: captured.status.success(),
-        stdout: captured.stdout.into_text(),
-        stderr: captured.stderr.into_text(),
-        truncated,
-    })
+    Ok(Output::from(captured))
+}
+
+impl From<Captured> for Output {
+    fn from(captured: Captured) -> Output {
+        let truncated = captured.stdout.truncated() || captured.stderr.truncated();
+        Output {
+            success: captured.status.success(),
+            stdout: captured.stdout.into_text(),
+            stderr: captured.stderr.into_text(),
+            truncated,
+        }
+    }
 }
 
 #[cfg(test)]

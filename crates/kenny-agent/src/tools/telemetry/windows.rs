@@ -110,13 +110,7 @@ async fn run(script: &str, limit: Duration) -> Result<Output, String> {
             ErrorCode::Timeout => format!("PowerShell gave no answer within {}s and was stopped", limit.as_secs()),
             _ => e.message,
         })?;
-    let truncated = captured.stdout.truncated() || captured.stderr.truncated();
-    Ok(Output {
-        success: captured.status.success(),
-        stdout: captured.stdout.into_text(),
-        stderr: captured.stderr.into_text(),
-        truncated,
-    })
+    Ok(Output::from(captured))
 }
 
 #[cfg(not(windows))]
