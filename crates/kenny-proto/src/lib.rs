@@ -17,6 +17,7 @@ pub mod args;
 pub mod auth;
 pub mod catalog;
 pub mod dialect;
+pub mod domains;
 pub mod error;
 pub mod frame;
 pub mod outputs;

@@ -303,7 +303,16 @@ pub fn output_schema(tool: Tool) -> Value {
             &[
                 ("entry_count", integer("Domains blocked.")),
                 ("hosts_file", string("The hosts file used.")),
-                ("list_hash", nullable(string("Hash of the list in force."))),
+                (
+                    "list_hash",
+                    nullable(string("Hash of the list in force, as given when it was applied.")),
+                ),
+                (
+                    "content_hash",
+                    nullable(string(
+                        "Hash of the domains the block holds now; differs from list_hash when the file was edited.",
+                    )),
+                ),
                 ("applied_at", nullable(string("When it was applied."))),
                 ("doh_policy", item(&[])),
             ],

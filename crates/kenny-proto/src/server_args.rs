@@ -198,6 +198,217 @@ pub struct AlertSilenceClearArgs {
 
 impl ServerArgs for AlertSilenceClearArgs {}
 
+/// What a PC's web filter does when it is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum FilterMode {
+    /// Block the list in the PC's hosts file.
+    Block,
+    /// Block nothing; only flag visits (needs record_activity).
+    Monitor,
+}
+
+/// What a custom entry does with a domain and every name under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum EntryKind {
+    /// Blocked (the name and its `www.` form go into the hosts file).
+    Block,
+    /// Never blocked, whatever a category lists; wins over block.
+    Allow,
+    /// Not blocked, but visits are flagged.
+    Watch,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Block => "block",
+            EntryKind::Allow => "allow",
+            EntryKind::Watch => "watch",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+pub struct FilterEntry {
+    /// A domain such as `example.com`; it also covers every name under it.
+    #[schemars(length(min = 1, max = 253))]
+    pub domain: String,
+    /// block, allow or watch.
+    pub kind: EntryKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum Weekday {
+    Mon,
+    Tue,
+    Wed,
+    Thu,
+    Fri,
+    Sat,
+    Sun,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// A weekly window during which categories, or the whole filter, are switched on or off.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+pub struct ScheduleWindow {
+    /// A short name, shown in the panel and the audit trail, e.g. `school nights`.
+    #[schemars(length(min = 1, max = 60))]
+    pub name: String,
+    /// The days the window starts on (mon ... sun).
+    #[schemars(length(min = 1, max = 7))]
+    pub days: Vec<Weekday>,
+    /// Start, `HH:MM` in the time zone.
+    #[schemars(length(min = 5, max = 5))]
+    pub start: String,
+    /// End, `HH:MM`; an end at or before the start ends the next day (21:00 to 07:00).
+    #[schemars(length(min = 5, max = 5))]
+    pub end: String,
+    /// IANA time zone, e.g. `Europe/London`.
+    #[schemars(length(min = 1, max = 64))]
+    pub time_zone: String,
+    /// The categories it switches; omit to switch the whole filter.
+    #[schemars(length(min = 1, max = 32))]
+    pub categories: Option<Vec<String>>,
+    /// on or off during the window.
+    pub set: Switch,
+}
+
+/// Most custom entries a PC's filter keeps.
+pub const FILTER_ENTRIES_MAX: usize = 2000;
+/// Most schedule windows a PC's filter keeps.
+pub const FILTER_WINDOWS_MAX: usize = 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebfilterGetArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// Also ask the PC (when online) what its hosts file holds now, to show drift.
+    pub check: Option<bool>,
+}
+
+impl ServerArgs for WebfilterGetArgs {}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebfilterSetArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// Turn the filter on or off.
+    pub enabled: Option<bool>,
+    /// block (default) or monitor (flag only).
+    pub mode: Option<FilterMode>,
+    /// The categories on, replacing the current set (see webfilter_get for the ones there are).
+    #[schemars(length(max = 32))]
+    pub categories: Option<Vec<String>>,
+    /// Custom entries to add (or change the kind of).
+    #[schemars(length(max = 500))]
+    pub add_entries: Option<Vec<FilterEntry>>,
+    /// Domains whose custom entries to remove.
+    #[schemars(length(max = 500))]
+    pub remove_entries: Option<Vec<String>>,
+    /// Turn browsers' DNS-over-HTTPS off on the PC, so it cannot go around the filter.
+    pub doh_lockdown: Option<bool>,
+    /// Collect and keep the domains the PC visits (its web_activity), flagging matches.
+    pub record_activity: Option<bool>,
+    /// The schedule windows, replacing the current ones (an empty list removes them).
+    #[schemars(length(max = 20))]
+    pub schedules: Option<Vec<ScheduleWindow>>,
+}
+
+impl ServerArgs for WebfilterSetArgs {
+    fn check(&self) -> Result<(), String> {
+        let long = |n: Option<usize>, max: usize| n.is_some_and(|n| n > max);
+        if long(self.categories.as_ref().map(Vec::len), 32) {
+            return Err("categories takes at most 32 names".into());
+        }
+        if long(self.add_entries.as_ref().map(Vec::len), 500) || long(self.remove_entries.as_ref().map(Vec::len), 500) {
+            return Err("add_entries and remove_entries take at most 500 each; send more in several calls".into());
+        }
+        if long(self.schedules.as_ref().map(Vec::len), FILTER_WINDOWS_MAX) {
+            return Err(format!("schedules takes at most {FILTER_WINDOWS_MAX} windows"));
+        }
+        let nothing = self.enabled.is_none()
+            && self.mode.is_none()
+            && self.categories.is_none()
+            && self.add_entries.is_none()
+            && self.remove_entries.is_none()
+            && self.doh_lockdown.is_none()
+            && self.record_activity.is_none()
+            && self.schedules.is_none();
+        if nothing {
+            return Err("nothing to change: give at least one of enabled, mode, categories, add_entries, remove_entries, doh_lockdown, record_activity, schedules".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebfilterPushArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+}
+
+impl ServerArgs for WebfilterPushArgs {}
+
+/// Most hours `web_activity_query` looks back.
+pub const ACTIVITY_HOURS_MAX: u32 = 720;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebActivityQueryArgs {
+    /// Id of the PC (see list_agents). Required; nothing is remembered between calls.
+    #[schemars(length(min = 1))]
+    pub agent_id: String,
+    /// How far back, 1 to 720 hours (24 if omitted).
+    #[schemars(range(min = 1, max = 720))]
+    pub hours: Option<u32>,
+    /// Only domains flagged by a category or a watch or block entry.
+    pub flagged_only: Option<bool>,
+    /// Most domains to return, 1 to 500 (100 if omitted), most recent first.
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<u32>,
+}
+
+impl ServerArgs for WebActivityQueryArgs {
+    fn check(&self) -> Result<(), String> {
+        if let Some(h) = self.hours
+            && !(1..=ACTIVITY_HOURS_MAX).contains(&h)
+        {
+            return Err(format!("hours must be 1 to {ACTIVITY_HOURS_MAX}, not {h}"));
+        }
+        if let Some(l) = self.limit
+            && !(1..=500).contains(&l)
+        {
+            return Err(format!("limit must be 1 to 500, not {l}"));
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

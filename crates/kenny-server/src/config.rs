@@ -32,6 +32,8 @@ pub struct ServeConfig {
     pub oauth: OAuthSettings,
     /// The dashboard chat's model API.
     pub chat: ChatSettings,
+    /// Most names a PC's web filter may block; a longer list is refused, never cut.
+    pub webfilter_max_domains: usize,
 }
 
 impl ServeConfig {
@@ -49,6 +51,7 @@ impl ServeConfig {
             agent_handshake_timeout: Duration::from_secs(10),
             oauth: Default::default(),
             chat: Default::default(),
+            webfilter_max_domains: crate::webfilter::MAX_DOMAINS_ON_THE_WIRE,
         }
     }
 }

@@ -41,6 +41,8 @@ pub struct Fleet {
     pub alerts: Alerts,
     /// The stored agents, read again only when they change.
     pub directory: Arc<AgentDirectory>,
+    /// Each PC's web filter, kept in force by the server.
+    pub webfilter: crate::webfilter::WebFilter,
 }
 
 /// The agent list, cached: listing 10,000 PCs many times a minute should not read
@@ -100,6 +102,9 @@ impl Fleet {
         snapshot_json: String,
     ) -> Arc<Assessment> {
         let now = self.clock.now();
+        if let Some(section) = snapshot.get("web_activity") {
+            self.webfilter.take_activity(agent_id, section);
+        }
         // Not a time: the server's own, so ages and lists stay sound.
         let collected_at = if crate::clock::parse(&collected_at).is_some() {
             collected_at

@@ -335,7 +335,8 @@ pub(crate) fn audit_row(clock: &Clock, who: &Principal, tool: &str, failure: Opt
     AuditRow {
         call_id: None,
         at: clock.now(),
-        user_id: Some(who.user_id),
+        // The server's own actions belong to no user.
+        user_id: (who.credential_kind != crate::principal::CredentialKind::Server).then_some(who.user_id),
         username: Some(who.username.clone()),
         credential_kind: Some(who.credential_kind.as_str().to_owned()),
         credential_id: Some(who.credential_id.clone()),

@@ -39,6 +39,7 @@ pub(crate) mod totp;
 pub(crate) mod tunnel;
 pub(crate) mod updates;
 pub(crate) mod web;
+pub(crate) mod webfilter;
 
 pub use config::ServeConfig;
 pub use server::{RunningServer, start};

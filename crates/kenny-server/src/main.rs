@@ -84,6 +84,10 @@ enum Command {
         /// Days daily points are kept; older ones are deleted.
         #[arg(long, env = "KENNY_HISTORY_DAILY_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=36500))]
         history_daily_days: u64,
+        /// Most names one PC's web filter may block (at most 10000, what agents accept);
+        /// a longer list is refused with the reason, never cut short.
+        #[arg(long, env = "KENNY_WEBFILTER_MAX_DOMAINS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        webfilter_max_domains: u64,
         /// Most connections open at once, agent tunnels included; one more is closed at
         /// once (agents retry). Keep it above the number of agents.
         #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
@@ -173,6 +177,7 @@ fn main() -> anyhow::Result<()> {
             history_raw_hours,
             history_hourly_days,
             history_daily_days,
+            webfilter_max_domains,
             max_connections,
             http_header_timeout_secs,
             agent_handshake_timeout_secs,
@@ -192,6 +197,7 @@ fn main() -> anyhow::Result<()> {
             config.allow_token_auth = !disable_token_auth;
             config.audit_retention =
                 (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
+            config.webfilter_max_domains = usize::try_from(webfilter_max_domains).unwrap_or(10_000);
             config.history = kenny_server::history::Retention {
                 raw: Duration::from_secs(history_raw_hours * 3600),
                 hourly: Duration::from_secs(history_hourly_days * 86_400),

@@ -38,6 +38,8 @@ pub enum CredentialKind {
     Session,
     /// OAuth 2.1 access token issued by kenny for the MCP resource.
     OAuth,
+    /// The server acting on its own (a web filter schedule): no person, no token.
+    Server,
 }
 
 impl CredentialKind {
@@ -46,6 +48,7 @@ impl CredentialKind {
             CredentialKind::Pat => "pat",
             CredentialKind::Session => "session",
             CredentialKind::OAuth => "oauth",
+            CredentialKind::Server => "server",
         }
     }
 }
@@ -63,7 +66,24 @@ pub struct Principal {
     pub client_addr: Option<String>,
 }
 
+/// The name the server's own actions carry in the audit trail.
+pub const SERVER_NAME: &str = "kenny";
+
 impl Principal {
+    /// The server acting on its own, for `rule` (what made it act; the audit trail
+    /// keeps it as the credential). It reaches every PC and holds no user id.
+    pub fn server(rule: impl Into<String>) -> Principal {
+        Principal {
+            user_id: 0,
+            username: SERVER_NAME.to_owned(),
+            role: Role::Superuser,
+            hosts: None,
+            credential_kind: CredentialKind::Server,
+            credential_id: rule.into(),
+            client_addr: None,
+        }
+    }
+
     /// The PCs this principal is limited to, as a JSON array for a store query;
     /// `None` when it may reach every PC.
     pub fn hosts_json(&self) -> Option<String> {

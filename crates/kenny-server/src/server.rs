@@ -124,6 +124,26 @@ pub async fn start_with_clock(
         crate::oauth::resource_url(&base_url),
         clock.clone(),
     ));
+    let forwarder = Arc::new(Forwarder::new(
+        registry.clone(),
+        store.clone(),
+        audit.clone(),
+        digest,
+        config.call_timeout,
+        updates,
+        clock.clone(),
+    ));
+    let webfilter = crate::webfilter::WebFilter::load(
+        store.clone(),
+        clock.clone(),
+        registry.clone(),
+        forwarder.clone(),
+        &base_url,
+        &config.data_dir,
+        config.webfilter_max_domains,
+    )
+    .context("loading the web filters")?;
+    webfilter.start(shutdown.clone());
     let base_url: Arc<str> = base_url.into();
     let state = Arc::new(AppState {
         accounts: Accounts {
@@ -134,15 +154,8 @@ pub async fn start_with_clock(
             device_key,
         },
         fleet: Fleet {
-            forwarder: Arc::new(Forwarder::new(
-                registry.clone(),
-                store.clone(),
-                audit.clone(),
-                digest,
-                config.call_timeout,
-                updates,
-                clock.clone(),
-            )),
+            forwarder: forwarder.clone(),
+            webfilter: webfilter.clone(),
             store: store.clone(),
             clock: clock.clone(),
             registry,

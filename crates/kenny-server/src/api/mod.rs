@@ -12,6 +12,7 @@ mod hosts;
 mod me;
 mod policy;
 mod users;
+mod webfilter;
 
 use std::sync::Arc;
 
@@ -38,6 +39,15 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents/{id}/update", post(hosts::update))
         .route("/api/agents/{id}/updates", get(hosts::updates))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
+        .route("/api/agent/{id}/webfilter", get(webfilter::show).put(webfilter::change))
+        .route("/api/agent/{id}/webfilter/push", post(webfilter::push))
+        .route("/api/agent/{id}/web-activity", get(webfilter::activity))
+        .route(
+            "/api/webfilter/sources",
+            get(webfilter::sources).post(webfilter::add_source),
+        )
+        .route("/api/webfilter/sources/{id}", delete(webfilter::remove_source))
+        .route("/api/webfilter/sources/{id}/refresh", post(webfilter::refresh_source))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/health/thresholds", get(health::show).put(health::change))
         .route("/api/alerts", get(alerts::list))

@@ -287,7 +287,7 @@ async fn propose(
     // the read-only ones (a steered model must not silence alerts), and one about a PC
     // other than the conversation's waits for the operator like any call there.
     if let Some(server_tool) = server_tools::find(&tool) {
-        if !server_tool.read_only {
+        if !server_tool.in_chat {
             let failure = CallFailure::new(
                 ErrorCode::Unsupported,
                 format!("{tool} changes what the server alerts on; the chat does not offer it"),
@@ -301,15 +301,36 @@ async fn propose(
             Ok(agent_id) => agent_id,
             Err(failure) => return refuse(conversations, call, failure, events).await,
         };
-        let other = session.selected_agent.as_deref() != Some(agent_id.as_str());
-        call.agent_id = Some(agent_id);
-        if !other {
-            return store_and_run(conversations, fleet, who, call, events).await;
+        if !who.may_reach(&agent_id) {
+            let failure = CallFailure::new(
+                ErrorCode::Forbidden,
+                format!("{} may not reach {agent_id}", who.username),
+            );
+            return refuse(conversations, call, failure, events).await;
         }
-        call.hold_reason = Some(
-            "It reads what kenny stored about a PC other than this conversation's (its snapshot, health or changes)."
-                .into(),
-        );
+        let other = session.selected_agent.as_deref() != Some(agent_id.as_str());
+        let reason = if !server_tool.read_only {
+            call.class = "normal_change".into();
+            Some(format!(
+                "It changes the web filter kenny keeps on {agent_id} (and the server applies it there)."
+            ))
+        } else if server_tool.privacy_sensitive {
+            Some(format!(
+                "It reads personal data: the web domains visited on {agent_id}."
+            ))
+        } else if other {
+            Some(
+                "It reads what kenny stored about a PC other than this conversation's (its snapshot, health or changes)."
+                    .into(),
+            )
+        } else {
+            None
+        };
+        call.agent_id = Some(agent_id);
+        let Some(reason) = reason else {
+            return store_and_run(conversations, fleet, who, call, events).await;
+        };
+        call.hold_reason = Some(reason);
         return hold(conversations, call, events).await;
     }
     let spec = catalog::find(&tool);

@@ -13,10 +13,11 @@ use crate::server_tools;
 pub const MAX_RESULT_CHARS: usize = 20_000;
 
 pub fn definitions() -> Vec<Value> {
-    // Changes the server makes (silences) are for people, not for the model.
+    // Silencing alerts is for people, not for the model; the web filter's changes are
+    // offered, and wait for approval.
     let mut tools: Vec<Value> = server_tools::TOOLS
         .iter()
-        .filter(|t| t.read_only)
+        .filter(|t| t.in_chat)
         .map(server_definition)
         .collect();
     tools.extend(TOOLS.iter().map(definition));
@@ -41,7 +42,14 @@ fn server_definition(t: &server_tools::ServerTool) -> Value {
             "About the conversation's selected PC unless agent_id names another.",
         );
     }
-    json!({"name": t.name, "description": format!("{description} Reads what the server stored; runs at once."), "input_schema": schema})
+    let gate = if !t.read_only {
+        "Changes what the server keeps and applies to the PC: held until the operator approves it."
+    } else if t.privacy_sensitive {
+        "Reads personal data the server stored: held until the operator approves it."
+    } else {
+        "Reads what the server stored; runs at once."
+    };
+    json!({"name": t.name, "description": format!("{description} {gate}"), "input_schema": schema})
 }
 
 fn definition(spec: &ToolSpec) -> Value {
@@ -163,8 +171,12 @@ mod tests {
     #[test]
     fn every_catalog_tool_is_offered_with_an_optional_agent_id() {
         let defs = definitions();
-        let read_only = server_tools::TOOLS.iter().filter(|t| t.read_only).count();
-        assert_eq!(defs.len(), TOOLS.len() + read_only);
+        let offered = server_tools::TOOLS.iter().filter(|t| t.in_chat).count();
+        assert_eq!(defs.len(), TOOLS.len() + offered);
+        assert!(
+            !defs.iter().any(|d| d["name"] == "alert_silence_set"),
+            "silences are for people"
+        );
         assert!(!defs.iter().any(|d| d["name"] == "alert_silence_set"));
         let fleet_wide = ["list_agents", "fleet_overview", "alert_silence_list"];
         for d in defs.iter().filter(|d| !fleet_wide.iter().any(|n| d["name"] == *n)) {

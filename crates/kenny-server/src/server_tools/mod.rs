@@ -9,6 +9,7 @@ mod listing;
 mod one_pc;
 mod outputs;
 mod silence;
+mod webfilter;
 
 use serde_json::{Map, Value};
 
@@ -18,7 +19,8 @@ use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
 use kenny_proto::server_args::{
     AgentChangesArgs, AgentHealthArgs, AgentSnapshotArgs, AlertSilenceClearArgs, AlertSilenceListArgs,
-    AlertSilenceSetArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs,
+    AlertSilenceSetArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs, WebActivityQueryArgs, WebfilterGetArgs,
+    WebfilterPushArgs, WebfilterSetArgs,
 };
 
 pub(crate) const LIST_AGENTS: &str = "list_agents";
@@ -29,6 +31,10 @@ pub(crate) const AGENT_CHANGES: &str = "agent_changes";
 pub(crate) const ALERT_SILENCE_SET: &str = "alert_silence_set";
 pub(crate) const ALERT_SILENCE_LIST: &str = "alert_silence_list";
 pub(crate) const ALERT_SILENCE_CLEAR: &str = "alert_silence_clear";
+pub(crate) const WEBFILTER_GET: &str = "webfilter_get";
+pub(crate) const WEBFILTER_SET: &str = "webfilter_set";
+pub(crate) const WEBFILTER_PUSH: &str = "webfilter_push";
+pub(crate) const WEB_ACTIVITY_QUERY: &str = "web_activity_query";
 
 /// How a server tool presents itself.
 pub(crate) struct ServerTool {
@@ -39,6 +45,10 @@ pub(crate) struct ServerTool {
     pub one_pc: bool,
     /// Whether it only reads; the others change the server's state (and are audited).
     pub read_only: bool,
+    /// Whether what it returns is personal (browsing): the chat holds it for approval.
+    pub privacy_sensitive: bool,
+    /// Whether the chat offers it. A change it offers waits for approval.
+    pub in_chat: bool,
     pub input_schema: fn() -> Value,
     pub output_schema: fn() -> Value,
 }
@@ -52,6 +62,8 @@ hostname, version, last_seen, health and its top reason. Filter by online, healt
 counts every match and `next_cursor` fetches the next page. Use an agent_id from here on every other call.",
         one_pc: false,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<ListAgentsArgs>,
         output_schema: outputs::list_agents,
     },
@@ -63,6 +75,8 @@ online and offline, how many are ok, warn, crit, unknown or not yet reported, th
 their top reason (worst first), and the mix of operating systems and agent versions.",
         one_pc: false,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<FleetOverviewArgs>,
         output_schema: outputs::fleet_overview,
     },
@@ -74,6 +88,8 @@ and for every section its status, summary, reason and what to do. Works for offl
 PC (from list_agents); it is never inferred.",
         one_pc: true,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<AgentHealthArgs>,
         output_schema: outputs::agent_health,
     },
@@ -85,6 +101,8 @@ software, ports, ...), whole or one section; works for offline PCs (see collecte
 agent_id: the PC (from list_agents); it is never inferred. For a fresh one, use telemetry_collect.",
         one_pc: true,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<AgentSnapshotArgs>,
         output_schema: outputs::agent_snapshot,
     },
@@ -96,6 +114,8 @@ installed software, listening ports, autostart entries, services. A new local ad
 Works for offline PCs. Requires agent_id: the PC (from list_agents); it is never inferred.",
         one_pc: true,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<AgentChangesArgs>,
         output_schema: outputs::agent_changes,
     },
@@ -107,6 +127,8 @@ Alerts are still recorded; nothing is sent until it ends. Operators and superuse
 agent_id: the PC (from list_agents); it is never inferred.",
         one_pc: true,
         read_only: false,
+        privacy_sensitive: false,
+        in_chat: false,
         input_schema: kenny_proto::args::schema_of::<AlertSilenceSetArgs>,
         output_schema: outputs::silence,
     },
@@ -117,6 +139,8 @@ agent_id: the PC (from list_agents); it is never inferred.",
 section, until when, why and who set them.",
         one_pc: false,
         read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
         input_schema: kenny_proto::args::schema_of::<AlertSilenceListArgs>,
         output_schema: outputs::silences,
     },
@@ -127,8 +151,69 @@ section, until when, why and who set them.",
 superusers only; audited. Requires agent_id: the PC (from list_agents); it is never inferred.",
         one_pc: true,
         read_only: false,
+        privacy_sensitive: false,
+        in_chat: false,
         input_schema: kenny_proto::args::schema_of::<AlertSilenceClearArgs>,
         output_schema: outputs::silences,
+    },
+    ServerTool {
+        name: WEBFILTER_GET,
+        title: "Web filter settings",
+        description: "One PC's web filter as the server keeps it: on or off, mode, categories (and the ones there \
+are), custom block/allow/watch entries, DNS-over-HTTPS lockdown, schedule windows, and its state: what it should \
+block now, what was last applied (hash, when, by whom, why), drift from what the PC holds, over the cap, the next \
+schedule change. `check: true` also asks the PC (if online) what its hosts file holds. Requires agent_id: the PC \
+(from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: true,
+        privacy_sensitive: false,
+        in_chat: true,
+        input_schema: kenny_proto::args::schema_of::<WebfilterGetArgs>,
+        output_schema: outputs::webfilter,
+    },
+    ServerTool {
+        name: WEBFILTER_SET,
+        title: "Change a web filter",
+        description: "Change one PC's web filter: turn it on or off, mode (block, or monitor: flag only), the \
+categories on, custom entries to add or remove (block, allow, watch; each covers the names under it, allow wins), \
+DNS-over-HTTPS lockdown, activity recording, and weekly schedule windows (days, HH:MM start and end, IANA time \
+zone) that switch categories or the whole filter on or off. The server then keeps the PC at that state (pushing at \
+each schedule edge and when it comes online). Operators and superusers only; audited. Requires agent_id: the PC \
+(from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: false,
+        privacy_sensitive: false,
+        in_chat: true,
+        input_schema: kenny_proto::args::schema_of::<WebfilterSetArgs>,
+        output_schema: outputs::webfilter,
+    },
+    ServerTool {
+        name: WEBFILTER_PUSH,
+        title: "Apply a web filter now",
+        description: "Send one PC the list its web filter should block now (its categories and block entries, allow \
+entries taken out, as the schedule has it) through webfilter_apply, or clear it when nothing should be blocked; \
+records the applied hash. A list over the server's cap is refused with the reason and nothing is sent. Operators and \
+superusers only; audited. Requires agent_id: the PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: false,
+        privacy_sensitive: false,
+        in_chat: true,
+        input_schema: kenny_proto::args::schema_of::<WebfilterPushArgs>,
+        output_schema: outputs::webfilter,
+    },
+    ServerTool {
+        name: WEB_ACTIVITY_QUERY,
+        title: "Web activity",
+        description: "The web domains one PC visited (never URLs or page contents), as kept by the server for PCs \
+whose filter records activity: first and last seen, visits, and why a domain is flagged (a category of its filter, a \
+watch or block entry). `hours` looks back (24 by default), `flagged_only` keeps the flagged ones. Personal data: \
+audited, and held for approval in the chat. Requires agent_id: the PC (from list_agents); it is never inferred.",
+        one_pc: true,
+        read_only: true,
+        privacy_sensitive: true,
+        in_chat: true,
+        input_schema: kenny_proto::args::schema_of::<WebActivityQueryArgs>,
+        output_schema: outputs::web_activity,
     },
 ];
 
@@ -174,6 +259,22 @@ pub(crate) async fn call(
         },
         ALERT_SILENCE_CLEAR => match decode::<AlertSilenceClearArgs>(name, &args) {
             Ok(a) => silence::clear(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        WEBFILTER_GET => match decode::<WebfilterGetArgs>(name, &args) {
+            Ok(a) => webfilter::get(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        WEBFILTER_SET => match decode::<WebfilterSetArgs>(name, &args) {
+            Ok(a) => webfilter::set(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        WEBFILTER_PUSH => match decode::<WebfilterPushArgs>(name, &args) {
+            Ok(a) => webfilter::push(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        WEB_ACTIVITY_QUERY => match decode::<WebActivityQueryArgs>(name, &args) {
+            Ok(a) => webfilter::activity(fleet, who, a).await,
             Err(f) => Err(f),
         },
         _ => return None,

@@ -212,3 +212,76 @@ pub(super) fn silence() -> Value {
 pub(super) fn silences() -> Value {
     object(&[("silences", array(silence_row()))], &[])
 }
+
+fn loose(description: &str) -> Value {
+    json!({"description": description})
+}
+
+pub(super) fn webfilter() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("configured", boolean("Whether a web filter is set up for it.")),
+            (
+                "config",
+                json!({"type": "object", "description": "enabled, mode, categories, entries [{domain, kind}], doh_lockdown, record_activity, schedules."}),
+            ),
+            (
+                "categories_available",
+                array(object(
+                    &[
+                        ("name", string("The category.")),
+                        ("domains", integer("Names it lists.")),
+                    ],
+                    &[
+                        ("description", string("What it covers.")),
+                        ("origins", array(string("kenny, or the list sources' URLs."))),
+                    ],
+                )),
+            ),
+            (
+                "state",
+                json!({"type": "object", "description": "summary; effective (apply with list_hash, clear with why, or refused); effective_count; over_cap; enabled_now; categories_now; open_windows; next_change {at, window}; applied {list_hash, count, at, by, rule}; observed {active, hash, at}; drift; pending; problem {message, at}; cap."}),
+            ),
+        ],
+        &[
+            ("updated_at", string("When the configuration last changed.")),
+            ("updated_by", string("Who changed it.")),
+            (
+                "checked",
+                loose("true when the PC was asked just now, or why it could not be."),
+            ),
+            ("changed", array(string("What this call changed, in words."))),
+            ("note", string("What happens next.")),
+            (
+                "pushed",
+                json!({"type": "object", "description": "What the push did: action applied (count, list_hash) or cleared (why)."}),
+            ),
+        ],
+    )
+}
+
+pub(super) fn web_activity() -> Value {
+    object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("hours", integer("How far back.")),
+            ("flagged_only", boolean("Only flagged domains.")),
+            ("recording", boolean("Whether this PC's filter records activity now.")),
+            (
+                "domains",
+                array(object(
+                    &[
+                        ("domain", string("The domain visited.")),
+                        ("first_seen", string("RFC 3339.")),
+                        ("last_seen", string("RFC 3339.")),
+                        ("hits", integer("Visits in the day before it was last reported.")),
+                    ],
+                    &[("flag", nullable(string("Why it is flagged.")))],
+                )),
+            ),
+            ("count", integer("Domains listed.")),
+        ],
+        &[],
+    )
+}

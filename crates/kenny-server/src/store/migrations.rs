@@ -319,6 +319,53 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER agents_inserted AFTER INSERT ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;
     CREATE TRIGGER agents_updated AFTER UPDATE ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;
     CREATE TRIGGER agents_deleted AFTER DELETE ON agents BEGIN UPDATE agents_version SET v = v + 1 WHERE id = 1; END;",
+    // 21: the web filter run by the server: each PC's configuration, what was applied
+    // and seen there, list sources with their last good copy, and kept web activity.
+    "CREATE TABLE webfilter_configs (
+        agent_id TEXT PRIMARY KEY,
+        config TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        updated_by TEXT NOT NULL
+    );
+    CREATE TABLE webfilter_state (
+        agent_id TEXT PRIMARY KEY,
+        applied_hash TEXT,
+        applied_count INTEGER NOT NULL DEFAULT 0,
+        applied_at TEXT,
+        applied_by TEXT,
+        applied_rule TEXT,
+        observed_hash TEXT,
+        observed_active INTEGER,
+        observed_at TEXT,
+        problem TEXT,
+        problem_at TEXT
+    );
+    CREATE TABLE webfilter_sources (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        category TEXT NOT NULL,
+        url TEXT NOT NULL UNIQUE,
+        refresh_minutes INTEGER NOT NULL,
+        etag TEXT,
+        last_modified TEXT,
+        domains TEXT,
+        domain_count INTEGER NOT NULL DEFAULT 0,
+        fetched_at TEXT,
+        checked_at TEXT,
+        error TEXT,
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE web_activity (
+        agent_id TEXT NOT NULL,
+        domain TEXT NOT NULL,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        hits INTEGER NOT NULL,
+        flag TEXT,
+        recorded_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, domain)
+    ) WITHOUT ROWID;
+    CREATE INDEX web_activity_recent ON web_activity (agent_id, last_seen);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -13,6 +13,7 @@ mod oauth;
 mod policy;
 mod screenshots;
 mod updates;
+mod webfilter;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use alerts::{AlertRow, ChannelRow, DeliveryRow, SilenceRow};
@@ -24,6 +25,7 @@ pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, Ref
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;
 pub use updates::{MAX_UPDATE_DETAIL, UpdateRecord};
+pub use webfilter::{ActivityRow, FilterConfigRow, FilterStateRow, SourceFetch, SourceRow};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};

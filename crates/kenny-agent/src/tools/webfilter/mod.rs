@@ -50,19 +50,21 @@ pub(super) async fn status(ctx: &ToolContext) -> ToolResult {
     })
     .await?;
     let doh = doh::status(ctx).await?;
-    let (active, count, hash, at) = match &block {
+    let (active, count, hash, content, at) = match &block {
         Some(b) => (
             true,
             b.domains.len(),
             non_empty(&b.meta.list_hash),
+            Value::from(content_hash(&b.domains)),
             non_empty(&b.meta.applied_at),
         ),
-        None => (false, 0, Value::Null, Value::Null),
+        None => (false, 0, Value::Null, Value::Null, Value::Null),
     };
     Ok(json!({
         "active": active,
         "entry_count": count,
         "list_hash": hash,
+        "content_hash": content,
         "applied_at": at,
         "doh_policy": doh.to_json(),
         "supported": true,
@@ -172,6 +174,15 @@ pub(super) async fn clear(ctx: &ToolContext) -> ToolResult {
         result["note"] = Value::from(note);
     }
     Ok(result)
+}
+
+/// The hash of what the block holds now, computed as a list's hash is, so a server can
+/// tell a hand-edited block from the list it sent even when the header still names it.
+fn content_hash(in_file: &[String]) -> String {
+    let mut names: Vec<String> = in_file.iter().map(|d| d.to_ascii_lowercase()).collect();
+    names.sort();
+    names.dedup();
+    webfilter_list_hash(&names)
 }
 
 fn non_empty(text: &str) -> Value {

@@ -86,7 +86,10 @@
     card.append(what);
     const reason = call.reason || call.hold_reason;
     if (reason) card.append(el("div", "held-reason", "Held because " + reason + "."));
-    card.append(el("pre", "held-args", JSON.stringify(call.args, null, 2)));
+    // The whole change is shown, except a password's characters.
+    const masked = JSON.stringify(call.args, (key, value) =>
+      key === "password" && typeof value === "string" ? "\u2022".repeat(8) + " (" + value.length + " characters)" : value, 2);
+    card.append(el("pre", "held-args", masked));
     const approve = el("button", "approve", "Approve");
     const deny = el("button", "deny danger", "Deny");
     approve.type = deny.type = "button";

@@ -1,0 +1,331 @@
+//! The web filter's tables: each PC's configuration, what the server last applied and
+//! last saw there, the list sources with their last good copies, and the web activity
+//! kept from PCs that record it.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store};
+
+/// A PC's stored configuration (JSON, read by `webfilter::config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterConfigRow {
+    pub agent_id: String,
+    pub config: String,
+    pub updated_at: String,
+    pub updated_by: String,
+}
+
+/// What the server applied to a PC and what it last saw there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct FilterStateRow {
+    pub agent_id: String,
+    /// The hash of the list in force; `None` after a clear (or before any push).
+    pub applied_hash: Option<String>,
+    pub applied_count: i64,
+    /// When the last push (apply or clear) succeeded; `None`: never pushed.
+    pub applied_at: Option<String>,
+    /// Who pushed it: a user name, or `kenny` for the server's own pushes.
+    pub applied_by: Option<String>,
+    /// Why: the call, or the rule that made the server push.
+    pub applied_rule: Option<String>,
+    pub observed_hash: Option<String>,
+    pub observed_active: Option<bool>,
+    pub observed_at: Option<String>,
+    /// The last push that failed or was refused (over the cap), and when.
+    pub problem: Option<String>,
+    pub problem_at: Option<String>,
+}
+
+/// A list source as stored, without its list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceRow {
+    pub id: i64,
+    pub category: String,
+    pub url: String,
+    pub refresh_minutes: i64,
+    #[serde(skip)]
+    pub etag: Option<String>,
+    #[serde(skip)]
+    pub last_modified: Option<String>,
+    pub domain_count: i64,
+    /// When the list in use arrived.
+    pub fetched_at: Option<String>,
+    /// The last attempt, good or not.
+    pub checked_at: Option<String>,
+    /// Why the last attempt failed; `None` when it went well.
+    pub error: Option<String>,
+    pub created_by: String,
+    pub created_at: String,
+}
+
+/// How a fetch ended, to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceFetch {
+    /// A new list: it replaces the last good one.
+    Fresh {
+        domains: Vec<String>,
+        etag: Option<String>,
+        last_modified: Option<String>,
+    },
+    /// The server said the list has not changed.
+    Unchanged,
+    /// The attempt failed; the last good list stays.
+    Failed(String),
+}
+
+/// One domain of a PC's web activity.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ActivityRow {
+    pub domain: String,
+    pub first_seen: String,
+    pub last_seen: String,
+    pub hits: i64,
+    /// Why it is flagged (`category social`, `watch entry example.com`), if it is.
+    pub flag: Option<String>,
+}
+
+const SOURCE_COLUMNS: &str = "id, category, url, refresh_minutes, etag, last_modified, domain_count, fetched_at, \
+     checked_at, error, created_by, created_at";
+
+fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
+    Ok(SourceRow {
+        id: r.get(0)?,
+        category: r.get(1)?,
+        url: r.get(2)?,
+        refresh_minutes: r.get(3)?,
+        etag: r.get(4)?,
+        last_modified: r.get(5)?,
+        domain_count: r.get(6)?,
+        fetched_at: r.get(7)?,
+        checked_at: r.get(8)?,
+        error: r.get(9)?,
+        created_by: r.get(10)?,
+        created_at: r.get(11)?,
+    })
+}
+
+impl Store {
+    pub fn filter_configs(&self) -> Result<Vec<FilterConfigRow>> {
+        self.read(|c| {
+            let mut stmt =
+                c.prepare("SELECT agent_id, config, updated_at, updated_by FROM webfilter_configs ORDER BY agent_id")?;
+            let rows = stmt.query_map([], |r| {
+                Ok(FilterConfigRow {
+                    agent_id: r.get(0)?,
+                    config: r.get(1)?,
+                    updated_at: r.get(2)?,
+                    updated_by: r.get(3)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    pub fn put_filter_config(&self, row: &FilterConfigRow) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO webfilter_configs (agent_id, config, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (agent_id) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at,
+                 updated_by = excluded.updated_by",
+                params![row.agent_id, row.config, row.updated_at, row.updated_by],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn filter_states(&self) -> Result<Vec<FilterStateRow>> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule, observed_hash,
+                        observed_active, observed_at, problem, problem_at FROM webfilter_state",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok(FilterStateRow {
+                    agent_id: r.get(0)?,
+                    applied_hash: r.get(1)?,
+                    applied_count: r.get(2)?,
+                    applied_at: r.get(3)?,
+                    applied_by: r.get(4)?,
+                    applied_rule: r.get(5)?,
+                    observed_hash: r.get(6)?,
+                    observed_active: r.get(7)?,
+                    observed_at: r.get(8)?,
+                    problem: r.get(9)?,
+                    problem_at: r.get(10)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    pub fn put_filter_state(&self, s: &FilterStateRow) -> Result<()> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO webfilter_state (agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule,
+                     observed_hash, observed_active, observed_at, problem, problem_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (agent_id) DO UPDATE SET applied_hash = excluded.applied_hash,
+                     applied_count = excluded.applied_count, applied_at = excluded.applied_at,
+                     applied_by = excluded.applied_by, applied_rule = excluded.applied_rule,
+                     observed_hash = excluded.observed_hash, observed_active = excluded.observed_active,
+                     observed_at = excluded.observed_at, problem = excluded.problem, problem_at = excluded.problem_at",
+                params![
+                    s.agent_id,
+                    s.applied_hash,
+                    s.applied_count,
+                    s.applied_at,
+                    s.applied_by,
+                    s.applied_rule,
+                    s.observed_hash,
+                    s.observed_active,
+                    s.observed_at,
+                    s.problem,
+                    s.problem_at
+                ],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn list_sources(&self) -> Result<Vec<SourceRow>> {
+        self.read(|c| {
+            let mut stmt = c.prepare(&format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources ORDER BY id"))?;
+            let rows = stmt.query_map([], source_row)?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// Every source's last good list: (category, url, domains).
+    pub fn source_lists(&self) -> Result<Vec<(String, String, Vec<String>)>> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT category, url, domains FROM webfilter_sources WHERE domains IS NOT NULL ORDER BY id",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                let text: String = r.get(2)?;
+                Ok((r.get(0)?, r.get(1)?, text.lines().map(str::to_owned).collect()))
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    pub fn add_source(&self, category: &str, url: &str, refresh_minutes: i64, by: &str, at: &str) -> Result<SourceRow> {
+        self.with(|c| {
+            let inserted = c.execute(
+                "INSERT INTO webfilter_sources (category, url, refresh_minutes, created_by, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (url) DO NOTHING",
+                params![category, url, refresh_minutes, by, at],
+            )?;
+            if inserted == 0 {
+                return Err(super::StoreError::Conflict(format!(
+                    "{url} is already a list source; remove it first to change it"
+                )));
+            }
+            let id = c.last_insert_rowid();
+            Ok(c.query_row(
+                &format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources WHERE id = ?1"),
+                [id],
+                source_row,
+            )?)
+        })
+    }
+
+    pub fn source(&self, id: i64) -> Result<Option<SourceRow>> {
+        self.read(|c| {
+            Ok(c.query_row(
+                &format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources WHERE id = ?1"),
+                [id],
+                source_row,
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn remove_source(&self, id: i64) -> Result<bool> {
+        self.with(|c| Ok(c.execute("DELETE FROM webfilter_sources WHERE id = ?1", [id])? > 0))
+    }
+
+    /// Records a fetch: a fresh list replaces the last good one; a failure keeps it and
+    /// says why.
+    pub fn record_fetch(&self, id: i64, at: &str, fetch: &SourceFetch) -> Result<()> {
+        self.with(|c| {
+            match fetch {
+                SourceFetch::Fresh {
+                    domains,
+                    etag,
+                    last_modified,
+                } => c.execute(
+                    "UPDATE webfilter_sources SET domains = ?2, domain_count = ?3, etag = ?4, last_modified = ?5,
+                         fetched_at = ?6, checked_at = ?6, error = NULL WHERE id = ?1",
+                    params![id, domains.join("\n"), domains.len() as i64, etag, last_modified, at],
+                )?,
+                SourceFetch::Unchanged => c.execute(
+                    "UPDATE webfilter_sources SET checked_at = ?2, error = NULL WHERE id = ?1",
+                    params![id, at],
+                )?,
+                SourceFetch::Failed(why) => c.execute(
+                    "UPDATE webfilter_sources SET checked_at = ?2, error = ?3 WHERE id = ?1",
+                    params![id, at, why],
+                )?,
+            };
+            Ok(())
+        })
+    }
+
+    /// Keeps a report's domains: a domain seen again widens its first and last sight
+    /// and takes the newer report's visit count (each report covers the day before it).
+    pub fn record_activity(&self, agent_id: &str, at: &str, rows: &[ActivityRow]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            {
+                let mut stmt = tx.prepare(
+                    "INSERT INTO web_activity (agent_id, domain, first_seen, last_seen, hits, flag, recorded_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (agent_id, domain) DO UPDATE SET
+                         first_seen = MIN(first_seen, excluded.first_seen),
+                         last_seen = MAX(last_seen, excluded.last_seen),
+                         hits = excluded.hits, flag = excluded.flag, recorded_at = excluded.recorded_at",
+                )?;
+                for r in rows {
+                    stmt.execute(params![
+                        agent_id,
+                        r.domain,
+                        r.first_seen,
+                        r.last_seen,
+                        r.hits,
+                        r.flag,
+                        at
+                    ])?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// A PC's domains last seen at or after `since`, most recent first.
+    pub fn activity(&self, agent_id: &str, since: &str, flagged_only: bool, limit: u32) -> Result<Vec<ActivityRow>> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT domain, first_seen, last_seen, hits, flag FROM web_activity
+                 WHERE agent_id = ?1 AND last_seen >= ?2 AND (?3 = 0 OR flag IS NOT NULL)
+                 ORDER BY last_seen DESC, domain LIMIT ?4",
+            )?;
+            let rows = stmt.query_map(params![agent_id, since, flagged_only, limit], |r| {
+                Ok(ActivityRow {
+                    domain: r.get(0)?,
+                    first_seen: r.get(1)?,
+                    last_seen: r.get(2)?,
+                    hits: r.get(3)?,
+                    flag: r.get(4)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// Drops activity last seen before `before`; how many rows went.
+    pub fn prune_activity(&self, before: &str) -> Result<usize> {
+        self.with(|c| Ok(c.execute("DELETE FROM web_activity WHERE last_seen < ?1", [before])?))
+    }
+}

@@ -1,0 +1,321 @@
+//! Keeping every PC's filter in force without anyone asking: once a second the
+//! enforcer looks at each configured PC that is online and pushes when what it should
+//! hold differs from what was applied (a schedule edge, a changed configuration or
+//! list) or when it has just come online; hourly, and when it comes online, it asks
+//! the PC what its hosts file holds and puts back a block that was edited away. Each
+//! push is audited under the server's principal, naming the rule.
+
+use std::time::Duration;
+
+use kenny_proto::AgentId;
+use time::OffsetDateTime;
+use tokio_util::sync::CancellationToken;
+
+use super::effective::{Desired, Phase};
+use super::{PcFilter, Pushed, WebFilter};
+use crate::principal::Principal;
+
+const TICK: Duration = Duration::from_secs(1);
+/// How often an online PC's hosts file is checked for drift.
+const CHECK_EVERY: time::Duration = time::Duration::hours(1);
+/// How often list sources are looked at (each is fetched on its own schedule).
+const SOURCES_TICK: Duration = Duration::from_secs(30);
+/// The longest wait before pushing again after a failure.
+const MAX_BACKOFF_SECS: i64 = 30 * 60;
+
+/// What the enforcer will do for one PC this tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Act {
+    Push(String),
+    Check,
+}
+
+pub(super) async fn run(filter: WebFilter, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        for (agent, act) in filter.due() {
+            let filter = filter.clone();
+            tokio::spawn(async move { filter.act(agent, act).await });
+        }
+    }
+}
+
+pub(super) async fn refresh_sources(filter: WebFilter, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(SOURCES_TICK);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        let sources = match filter.sources() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot read the web filter list sources: {e}");
+                continue;
+            }
+        };
+        let now = filter.inner.clock.now_utc();
+        for source in sources {
+            let due = source
+                .checked_at
+                .as_deref()
+                .and_then(crate::clock::parse)
+                .is_none_or(|at| at + time::Duration::minutes(source.refresh_minutes) <= now);
+            if due {
+                filter.refresh_source(&source).await;
+            }
+        }
+    }
+}
+
+/// The rule behind a push at a phase change: which windows opened or closed.
+fn edge_rule(before: &Phase, after: &Phase) -> String {
+    let opened: Vec<&str> = after
+        .open_windows
+        .iter()
+        .filter(|w| !before.open_windows.contains(w))
+        .map(String::as_str)
+        .collect();
+    let closed: Vec<&str> = before
+        .open_windows
+        .iter()
+        .filter(|w| !after.open_windows.contains(w))
+        .map(String::as_str)
+        .collect();
+    let mut parts = Vec::new();
+    if !opened.is_empty() {
+        parts.push(format!("{} started", opened.join(", ")));
+    }
+    if !closed.is_empty() {
+        parts.push(format!("{} ended", closed.join(", ")));
+    }
+    format!("web filter schedule: {}", parts.join("; "))
+}
+
+impl WebFilter {
+    /// Every PC the enforcer acts for this tick, and what it does.
+    fn due(&self) -> Vec<(AgentId, Act)> {
+        let (now, t) = self.now();
+        let agents: Vec<String> = self.pcs().keys().cloned().collect();
+        let mut acts = Vec::new();
+        for agent in agents {
+            let Ok(id) = AgentId::parse(&agent) else { continue };
+            let conn = self.inner.registry.get(&agent).map(|l| l.conn_id);
+            let Some((phase, desired)) = self.desired(&agent, t) else {
+                continue;
+            };
+            let busy = self.push_lock(&agent).try_lock().is_err();
+            let mut pcs = self.pcs();
+            let Some(pc) = pcs.get_mut(&agent) else { continue };
+            if let Some(act) = decide(pc, conn, &phase, &desired, now, busy) {
+                acts.push((id, act));
+            }
+        }
+        acts
+    }
+
+    async fn act(&self, agent: AgentId, act: Act) {
+        let outcome = match &act {
+            Act::Push(rule) => self
+                .push(&Principal::server(rule.clone()), &agent, rule)
+                .await
+                .map(|p| {
+                    if let Pushed::Applied { count, .. } = p {
+                        tracing::info!(agent = %agent, names = count, rule = %rule, "web filter pushed");
+                    } else {
+                        tracing::info!(agent = %agent, rule = %rule, "web filter cleared");
+                    }
+                }),
+            Act::Check => self.check(&Principal::server("web filter drift check"), &agent).await,
+        };
+        let now = self.inner.clock.now_utc();
+        let mut pcs = self.pcs();
+        let Some(pc) = pcs.get_mut(agent.as_str()) else { return };
+        match outcome {
+            Ok(()) => {
+                pc.retries = 0;
+                pc.retry_at = None;
+            }
+            Err(f) => {
+                pc.retries = pc.retries.saturating_add(1);
+                let wait = (30i64 << pc.retries.min(10)).min(MAX_BACKOFF_SECS);
+                pc.retry_at = Some(now + time::Duration::seconds(wait));
+                tracing::warn!(agent = %agent, "web filter {act:?} failed, trying again in {wait} s: {}: {}", f.code, f.message);
+            }
+        }
+    }
+}
+
+/// The enforcer's decision for one PC; it records what it saw.
+fn decide(
+    pc: &mut PcFilter,
+    conn: Option<u64>,
+    phase: &Phase,
+    desired: &Desired,
+    now: OffsetDateTime,
+    busy: bool,
+) -> Option<Act> {
+    let Some(conn) = conn else {
+        pc.seen_conn = None;
+        return None;
+    };
+    if busy || pc.retry_at.is_some_and(|at| at > now) {
+        return None;
+    }
+    let came_online = pc.seen_conn != Some(conn);
+    let edge = pc
+        .seen_phase
+        .as_ref()
+        .filter(|seen| *seen != phase)
+        .map(|seen| edge_rule(seen, phase));
+    pc.seen_conn = Some(conn);
+    pc.seen_phase = Some(phase.clone());
+    let s = &pc.state;
+    let differs = match desired {
+        // Refused already recorded; nothing to send until the inputs change.
+        Desired::OverCap { .. } => false,
+        // Never pushed and nothing to block: there is nothing to clear.
+        Desired::Clear { .. } => s.applied_at.is_some() && s.applied_hash.is_some(),
+        Desired::Apply { hash, .. } => s.applied_hash.as_deref() != Some(hash.as_str()),
+    };
+    if let Desired::OverCap { count, cap } = desired
+        && s.problem.is_none()
+    {
+        return Some(Act::Push(format!(
+            "web filter: the list grew to {count} names, over the cap of {cap}"
+        )));
+    }
+    if differs {
+        let rule = edge.unwrap_or_else(|| {
+            if came_online {
+                "web filter: the PC came online".to_owned()
+            } else {
+                format!(
+                    "web filter: keeping the configuration in force (changed by {})",
+                    pc.updated_by
+                )
+            }
+        });
+        return Some(Act::Push(rule));
+    }
+    let drifted = s.observed_at.is_some()
+        && s.applied_at.is_some()
+        && (s.observed_hash != s.applied_hash || s.observed_active != Some(s.applied_hash.is_some()));
+    if drifted && !came_online {
+        return Some(Act::Push(
+            "web filter: the PC's hosts file was changed; putting kenny's block back".to_owned(),
+        ));
+    }
+    let check_due = s.applied_at.is_some()
+        && (came_online
+            || s.observed_at
+                .as_deref()
+                .and_then(crate::clock::parse)
+                .is_none_or(|at| at + CHECK_EVERY <= now));
+    check_due.then_some(Act::Check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    fn phase(windows: &[&str]) -> Phase {
+        Phase {
+            enabled: true,
+            categories: BTreeSet::new(),
+            open_windows: windows.iter().map(|w| w.to_string()).collect(),
+        }
+    }
+
+    fn apply(hash: &str) -> Desired {
+        Desired::Apply {
+            domains: std::sync::Arc::new(vec!["a.example".into()]),
+            hash: hash.into(),
+            doh_lockdown: false,
+        }
+    }
+
+    fn now() -> OffsetDateTime {
+        crate::clock::parse("2026-12-01T12:00:00Z").unwrap()
+    }
+
+    #[test]
+    fn an_edge_pushes_naming_the_window_and_then_rests() {
+        let mut pc = PcFilter::default();
+        pc.state.applied_hash = Some("old".into());
+        pc.state.applied_at = Some("2026-12-01T11:00:00Z".into());
+        pc.state.observed_at = Some("2026-12-01T11:59:00Z".into());
+        pc.state.observed_hash = Some("old".into());
+        pc.state.observed_active = Some(true);
+        assert_eq!(
+            decide(&mut pc, Some(1), &phase(&[]), &apply("old"), now(), false),
+            Some(Act::Check)
+        );
+        pc.state.observed_at = Some("2026-12-01T12:00:00Z".into());
+        assert_eq!(decide(&mut pc, Some(1), &phase(&[]), &apply("old"), now(), false), None);
+        let act = decide(
+            &mut pc,
+            Some(1),
+            &phase(&["school nights"]),
+            &apply("new"),
+            now(),
+            false,
+        );
+        assert_eq!(
+            act,
+            Some(Act::Push("web filter schedule: school nights started".into()))
+        );
+        pc.state.applied_hash = Some("new".into());
+        pc.state.observed_hash = Some("new".into());
+        assert_eq!(
+            decide(
+                &mut pc,
+                Some(1),
+                &phase(&["school nights"]),
+                &apply("new"),
+                now(),
+                false
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn offline_busy_and_backing_off_pcs_are_left_alone() {
+        let mut pc = PcFilter::default();
+        assert_eq!(decide(&mut pc, None, &phase(&[]), &apply("h"), now(), false), None);
+        assert_eq!(decide(&mut pc, Some(2), &phase(&[]), &apply("h"), now(), true), None);
+        pc.retry_at = Some(now() + time::Duration::seconds(5));
+        assert_eq!(decide(&mut pc, Some(2), &phase(&[]), &apply("h"), now(), false), None);
+        pc.retry_at = None;
+        let act = decide(&mut pc, Some(3), &phase(&[]), &apply("h"), now(), false);
+        assert_eq!(act, Some(Act::Push("web filter: the PC came online".into())));
+    }
+
+    #[test]
+    fn a_drifted_block_is_put_back_and_over_cap_is_recorded_once() {
+        let mut pc = PcFilter::default();
+        pc.seen_conn = Some(1);
+        pc.state.applied_hash = Some("h".into());
+        pc.state.applied_at = Some("2026-12-01T11:00:00Z".into());
+        pc.state.observed_at = Some("2026-12-01T11:59:00Z".into());
+        pc.state.observed_hash = Some("edited".into());
+        pc.state.observed_active = Some(true);
+        let act = decide(&mut pc, Some(1), &phase(&[]), &apply("h"), now(), false);
+        assert!(matches!(act, Some(Act::Push(rule)) if rule.contains("hosts file was changed")));
+        let over = Desired::OverCap { count: 20, cap: 10 };
+        assert!(matches!(
+            decide(&mut pc, Some(1), &phase(&[]), &over, now(), false),
+            Some(Act::Push(_))
+        ));
+        pc.state.problem = Some("blocked: over the cap".into());
+        pc.state.observed_hash = Some("h".into());
+        assert_eq!(decide(&mut pc, Some(1), &phase(&[]), &over, now(), false), None);
+    }
+}
