@@ -20,6 +20,7 @@ NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
 SERVER_TOOLS = (
     "list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot", "agent_changes",
     "alert_silence_set", "alert_silence_list", "alert_silence_clear",
+    "webfilter_get", "webfilter_set", "webfilter_push", "web_activity_query",
 )
 
 
@@ -139,6 +140,12 @@ async def test_every_tool_declares_what_it_returns(kenny, tmp_path, netns, xvfb)
         expect_ok(await call(client, "alert_silence_set", {"agent_id": "pc-a", "duration": "1h", "reason": "schema check"}))
         expect_ok(await call(client, "alert_silence_list", {}))
         expect_ok(await call(client, "alert_silence_clear", {"agent_id": "pc-a"}))
+        # The web filter's server tools (test_webfilter_server.py covers them in depth).
+        expect_ok(await call(client, "webfilter_get", {"agent_id": "pc-a"}))
+        expect_ok(await call(client, "webfilter_set", {"agent_id": "pc-a", "enabled": True, "add_entries": [{"domain": "blocked.example", "kind": "block"}]}))
+        expect_ok(await call(client, "webfilter_push", {"agent_id": "pc-a"}))
+        expect_ok(await call(client, "webfilter_get", {"agent_id": "pc-a", "check": True}))
+        expect_ok(await call(client, "web_activity_query", {"agent_id": "pc-a", "flagged_only": True}))
         assert ok >= 20, ok
         # The check is real: the same SDK refuses a result that does not match.
         from mcp import types

@@ -18,6 +18,8 @@ use crate::principal::Principal;
 const TICK: Duration = Duration::from_secs(1);
 /// How often an online PC's hosts file is checked for drift.
 const CHECK_EVERY: time::Duration = time::Duration::hours(1);
+/// How often a PC that records activity is asked for it (each report covers a day).
+const ACTIVITY_EVERY: time::Duration = time::Duration::minutes(30);
 /// How often list sources are looked at (each is fetched on its own schedule).
 const SOURCES_TICK: Duration = Duration::from_secs(30);
 /// The longest wait before pushing again after a failure.
@@ -28,6 +30,8 @@ const MAX_BACKOFF_SECS: i64 = 30 * 60;
 enum Act {
     Push(String),
     Check,
+    /// Collect the PC's `web_activity` (its filter records activity).
+    Activity,
 }
 
 pub(super) async fn run(filter: WebFilter, shutdown: CancellationToken) {
@@ -98,6 +102,22 @@ fn edge_rule(before: &Phase, after: &Phase) -> String {
 }
 
 impl WebFilter {
+    /// Asks the PC for its web activity, as its filter's configuration says to.
+    async fn collect_activity(&self, agent: &AgentId) -> Result<(), crate::forward::CallFailure> {
+        let who = Principal::server("web filter: recording web activity");
+        let mut args = serde_json::Map::new();
+        args.insert("sections".into(), serde_json::json!(["web_activity"]));
+        let result = self
+            .inner
+            .forwarder
+            .forward(&who, agent, "telemetry_collect", args)
+            .await?;
+        if let Some(section) = result.get("snapshot").and_then(|s| s.get("web_activity")) {
+            self.take_activity(agent.as_str(), section);
+        }
+        Ok(())
+    }
+
     /// Every PC the enforcer acts for this tick, and what it does.
     fn due(&self) -> Vec<(AgentId, Act)> {
         let (now, t) = self.now();
@@ -132,6 +152,7 @@ impl WebFilter {
                     }
                 }),
             Act::Check => self.check(&Principal::server("web filter drift check"), &agent).await,
+            Act::Activity => self.collect_activity(&agent).await,
         };
         let now = self.inner.clock.now_utc();
         let mut pcs = self.pcs();
@@ -217,7 +238,16 @@ fn decide(
                 .as_deref()
                 .and_then(crate::clock::parse)
                 .is_none_or(|at| at + CHECK_EVERY <= now));
-    check_due.then_some(Act::Check)
+    if check_due {
+        return Some(Act::Check);
+    }
+    let activity_due = pc.config.record_activity && pc.activity_at.is_none_or(|at| at + ACTIVITY_EVERY <= now);
+    if activity_due {
+        // Counted from the attempt, so a PC that cannot answer is not asked every second.
+        pc.activity_at = Some(now);
+        return Some(Act::Activity);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -300,8 +330,10 @@ mod tests {
 
     #[test]
     fn a_drifted_block_is_put_back_and_over_cap_is_recorded_once() {
-        let mut pc = PcFilter::default();
-        pc.seen_conn = Some(1);
+        let mut pc = PcFilter {
+            seen_conn: Some(1),
+            ..Default::default()
+        };
         pc.state.applied_hash = Some("h".into());
         pc.state.applied_at = Some("2026-12-01T11:00:00Z".into());
         pc.state.observed_at = Some("2026-12-01T11:59:00Z".into());

@@ -54,6 +54,8 @@ struct PcFilter {
     /// Not before then: a push failed.
     retry_at: Option<OffsetDateTime>,
     retries: u32,
+    /// When the PC's web activity was last asked for.
+    activity_at: Option<OffsetDateTime>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
