@@ -10,8 +10,7 @@ use kenny_proto::server_args::EntryKind;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::effective::suffixes;
-use super::lists::Catalog;
+use super::lists::{Catalog, suffixes};
 use crate::clock::Clock;
 use crate::store::{ActivityRow, Store};
 

@@ -11,14 +11,8 @@ use kenny_proto::results::webfilter_list_hash;
 use kenny_proto::server_args::{EntryKind, FilterMode, Switch};
 
 use super::config::FilterConfig;
-use super::lists::Catalog;
+use super::lists::{Catalog, suffixes};
 use super::schedule::Timed;
-
-/// The names a domain is under, itself first: `a.b.example` → `a.b.example`,
-/// `b.example`, `example`.
-pub(crate) fn suffixes(domain: &str) -> impl Iterator<Item = &str> {
-    std::iter::successors(Some(domain), |d| d.split_once('.').map(|(_, rest)| rest))
-}
 
 /// The configuration as the schedule has it at one instant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -288,14 +282,6 @@ mod tests {
             Desired::Clear {
                 why: "the filter is off".into()
             }
-        );
-    }
-
-    #[test]
-    fn suffixes_walk_up_the_name() {
-        assert_eq!(
-            suffixes("a.b.example").collect::<Vec<_>>(),
-            ["a.b.example", "b.example", "example"]
         );
     }
 }

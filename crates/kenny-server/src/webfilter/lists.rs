@@ -100,6 +100,12 @@ pub(crate) fn parse_list(text: &str) -> Result<Parsed, String> {
     Ok(Parsed { domains, rejected })
 }
 
+/// The names a domain is under, itself first: `a.b.example` → `a.b.example`,
+/// `b.example`, `example`.
+pub(crate) fn suffixes(domain: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(domain), |d| d.split_once('.').map(|(_, rest)| rest))
+}
+
 /// Whether `name` may name a category: lower-case letters, digits and `-`.
 pub(crate) fn check_category_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
@@ -188,7 +194,7 @@ impl Catalog {
         let mut found = Vec::new();
         for name in among {
             if let Some(c) = self.categories.get(name)
-                && super::effective::suffixes(domain).any(|s| c.domains.contains(s))
+                && suffixes(domain).any(|s| c.domains.contains(s))
             {
                 found.push(name.as_str());
             }
@@ -259,6 +265,14 @@ mod tests {
         let on = ["adult".to_owned(), "social".to_owned()];
         assert_eq!(catalog.categories_of("cdn.one.example", on.iter()), ["adult"]);
         assert!(catalog.categories_of("two.example", on.iter()).is_empty());
+    }
+
+    #[test]
+    fn suffixes_walk_up_the_name() {
+        assert_eq!(
+            suffixes("a.b.example").collect::<Vec<_>>(),
+            ["a.b.example", "b.example", "example"]
+        );
     }
 
     #[test]
