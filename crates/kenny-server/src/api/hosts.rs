@@ -71,6 +71,63 @@ pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
     ApiError::new(status, code.as_str(), f.message.clone())
 }
 
+/// The HTTP answer for a refused or failed call by `who`: a role floor on a PC the
+/// caller can see is a plain 403 naming the role, not "unknown PC".
+pub(super) fn refusal_for(who: &Principal, agent_id: &str, f: &CallFailure) -> ApiError {
+    if f.code == ErrorCode::Forbidden.as_str() && who.may_reach(agent_id) {
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden", f.message.clone());
+    }
+    call_error(agent_id, f)
+}
+
+/// The account tools the host page's accounts card sends.
+const ACCOUNT_TOOLS: &[&str] = &[
+    "account_create",
+    "account_delete",
+    "account_set_enabled",
+    "account_set_admin",
+    "account_set_logon_rights",
+    "account_session_action",
+    "password_policy_set",
+];
+
+/// One account tool's arguments, as the card sends them.
+#[derive(Debug, serde::Deserialize)]
+#[serde(transparent)]
+pub(super) struct AccountArgs(Map<String, Value>);
+
+impl super::BodyShape for AccountArgs {
+    const SHAPE: &'static str = r#"{"principal": "kid", "enabled": false} with the tool's arguments (docs/agent.md)"#;
+}
+
+/// `POST /api/agent/{id}/accounts/{tool}`: one local account change, forwarded like an
+/// MCP call (scope, the operator floor, argument checks, audit).
+pub(super) async fn account_action(
+    State(fleet): State<Fleet>,
+    SignedIn(who): SignedIn,
+    Path((agent_id, tool)): Path<(String, String)>,
+    super::JsonBody(AccountArgs(args)): super::JsonBody<AccountArgs>,
+) -> Result<Json<Value>, ApiError> {
+    if !ACCOUNT_TOOLS.contains(&tool.as_str()) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "there is no account action {:?}; the actions are {}",
+                tool.chars().take(40).collect::<String>(),
+                ACCOUNT_TOOLS.join(", ")
+            ),
+        ));
+    }
+    let target = AgentId::parse(&agent_id).map_err(|_| not_found(&agent_id))?;
+    let result = fleet
+        .forwarder
+        .forward(&who, &target, &tool, args)
+        .await
+        .map_err(|f| refusal_for(&who, &agent_id, &f))?;
+    Ok(Json(json!({"agent_id": agent_id, "tool": tool, "result": result})))
+}
+
 /// Runs `tool` (no arguments) on `agent_id` for `who`, through the forwarder.
 async fn run(fleet: &Fleet, who: &Principal, agent_id: &str, tool: &str) -> Result<Value, ApiError> {
     let target = AgentId::parse(agent_id).map_err(|_| not_found(agent_id))?;

@@ -41,6 +41,7 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
         .route("/api/agent/{id}/webfilter", get(webfilter::show).put(webfilter::change))
         .route("/api/agent/{id}/webfilter/push", post(webfilter::push))
+        .route("/api/agent/{id}/accounts/{tool}", post(hosts::account_action))
         .route("/api/agent/{id}/web-activity", get(webfilter::activity))
         .route(
             "/api/webfilter/sources",

@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use kenny_proto::error::ErrorCode;
 use serde_json::{Map, Value, json};
 
-use super::hosts::call_error;
+use super::hosts::{call_error, refusal_for};
 use super::{ApiError, BodyShape, JsonBody, SignedIn, Superuser};
 use crate::forward::CallFailure;
 use crate::principal::Principal;
@@ -29,11 +29,7 @@ async fn tool(
     args.insert("agent_id".into(), Value::from(agent_id));
     match server_tools::call(fleet, who, name, args).await {
         Some(Ok(v)) => Ok(Json(v)),
-        // A role floor on a PC the caller can see is a plain refusal, not "unknown".
-        Some(Err(f)) if f.code == ErrorCode::Forbidden.as_str() && who.may_reach(agent_id) => {
-            Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", f.message))
-        }
-        Some(Err(f)) => Err(call_error(agent_id, &f)),
+        Some(Err(f)) => Err(refusal_for(who, agent_id, &f)),
         None => Err(call_error(
             agent_id,
             &CallFailure::new(ErrorCode::Internal, format!("{name} is not a server tool")),

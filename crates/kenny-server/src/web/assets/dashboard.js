@@ -600,6 +600,115 @@
     });
   }
 
+  // ---- host page: web filter and local accounts ---------------------------------------
+
+  function setupHousehold() {
+    const card = $('#webfilter');
+    if (!card) return;
+    const id = card.dataset.agent;
+    const main = $('main');
+    const wfStatus = () => $('#wf-status');
+    const acctStatus = () => $('#acct-status');
+    const zone = (() => { try { return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'; } catch { return 'UTC'; } })();
+    const fillZone = () => { for (const i of $$('input[data-default-zone]')) if (!i.value) i.value = zone; };
+    fillZone();
+    const schedules = () => { try { return JSON.parse($('#webfilter').dataset.schedules || '[]') || []; } catch { return []; } };
+    const checked = (form, name) => $$(`input[name="${name}"]:checked`, form).map((i) => i.value);
+
+    async function afterFilter(text) {
+      await refreshSections(['webfilter', 'recent']);
+      fillZone();
+      showStatus(wfStatus(), text, 'ok');
+    }
+    async function setFilter(body, doneText) {
+      showStatus(wfStatus(), 'Saving…');
+      const r = await api('PUT', `/api/agent/${enc(id)}/webfilter`, body);
+      if (!r.ok) return showStatus(wfStatus(), errorText(r.error), 'error');
+      await afterFilter(doneText);
+    }
+    async function account(tool, body, doneText) {
+      showStatus(acctStatus(), 'Asking the PC…');
+      const r = await api('POST', `/api/agent/${enc(id)}/accounts/${enc(tool)}`, body);
+      if (!r.ok) return showStatus(acctStatus(), errorText(r.error), 'error');
+      // The list comes from the latest snapshot: take a fresh one.
+      await api('POST', `/api/agent/${enc(id)}/refresh`);
+      await refreshSections(['accounts', 'telemetry', 'recent']);
+      showStatus(acctStatus(), doneText, 'ok');
+      return true;
+    }
+
+    const forms = formHandlers(main);
+    forms['wf-settings'] = (f) => setFilter({
+      enabled: f.elements.enabled.checked,
+      mode: f.elements.mode.value,
+      categories: checked(f, 'category'),
+      doh_lockdown: f.elements.doh_lockdown.checked,
+      record_activity: f.elements.record_activity.checked,
+    }, 'Saved: the server applies it to the PC now and keeps it there.');
+    forms['wf-entry'] = (f) => {
+      const domain = f.elements.domain.value.trim();
+      setFilter({ add_entries: [{ domain, kind: f.elements.kind.value }] }, `${domain}: ${f.elements.kind.value} entry added.`);
+    };
+    forms['wf-window'] = (f) => {
+      const days = checked(f, 'day');
+      if (!days.length) return showStatus(wfStatus(), 'Pick the days the window starts on.', 'error');
+      const w = {
+        name: f.elements.name.value.trim(), days,
+        start: f.elements.start.value, end: f.elements.end.value,
+        time_zone: f.elements.time_zone.value.trim() || zone, set: f.elements.set.value,
+      };
+      const cats = checked(f, 'window-category');
+      if (cats.length) w.categories = cats;
+      setFilter({ schedules: [...schedules(), w] }, `Window "${w.name}" added.`);
+    };
+    forms['acct-create'] = async (f) => {
+      const body = { name: f.elements.name.value.trim(), password: f.elements.password.value, admin: f.elements.admin.checked };
+      const display = f.elements.display_name.value.trim();
+      if (display) body.display_name = display;
+      f.elements.password.value = '';
+      await account('account_create', body, `Account ${body.name} created.`);
+    };
+    forms['acct-policy'] = (f) => account('password_policy_set', formJson(f), 'Password policy set.');
+
+    main.addEventListener('click', async (ev) => {
+      const b = ev.target.closest('button[data-wf], button[data-wf-remove], button[data-wf-window], button[data-acct]');
+      if (!b) return;
+      if (b.dataset.wf === 'push') {
+        showStatus(wfStatus(), 'Applying…');
+        const r = await api('POST', `/api/agent/${enc(id)}/webfilter/push`);
+        if (!r.ok) return showStatus(wfStatus(), errorText(r.error), 'error');
+        const p = r.data.pushed;
+        await afterFilter(p.action === 'applied' ? `Applied: ${plural(p.count, 'name')} blocked.` : `Cleared: ${p.why}.`);
+      } else if (b.dataset.wf === 'check') {
+        showStatus(wfStatus(), 'Asking the PC…');
+        const r = await api('GET', `/api/agent/${enc(id)}/webfilter?check=true`);
+        if (!r.ok) return showStatus(wfStatus(), errorText(r.error), 'error');
+        await afterFilter(r.data.checked === true ? `Checked: ${r.data.state.summary}.` : `Not checked: ${r.data.checked || 'no filter set up'}.`);
+      } else if (b.dataset.wfRemove) {
+        setFilter({ remove_entries: [b.dataset.wfRemove] }, `${b.dataset.wfRemove} removed.`);
+      } else if (b.dataset.wfWindow !== undefined) {
+        const list = schedules();
+        const [gone] = list.splice(Number(b.dataset.wfWindow), 1);
+        setFilter({ schedules: list }, `Window "${gone ? gone.name : ''}" removed.`);
+      } else if (b.dataset.acct) {
+        const principal = b.dataset.principal;
+        const tool = b.dataset.acct;
+        const value = b.dataset.value;
+        if (tool === 'account_set_enabled') await account(tool, { principal, enabled: value === 'true' }, `${principal} ${value === 'true' ? 'enabled' : 'disabled'}.`);
+        else if (tool === 'account_set_admin') await account(tool, { principal, admin: value === 'true' }, `${principal} ${value === 'true' ? 'is now an administrator' : 'is no longer an administrator'}.`);
+        else if (tool === 'account_session_action') await account(tool, { principal, action: value, warn_seconds: 30 }, `${principal}: ${value === 'lock' ? 'locked' : 'signed out'} after a 30 s warning.`);
+        else if (tool === 'account_delete') {
+          const answer = await confirmDialog({
+            title: `Delete ${principal}?`,
+            text: [`The account ${principal} is removed from ${id}; it can no longer sign in.`],
+            option: 'Also delete its files (the home folder or profile)', confirm: 'Delete', danger: true,
+          });
+          if (answer.ok) await account(tool, { principal, remove_profile: answer.checked }, `${principal} deleted.`);
+        }
+      }
+    });
+  }
+
   window.kenny = Object.freeze({ api, csrf, el, refreshSections, localTimes });
 
   document.addEventListener('DOMContentLoaded', () => {
@@ -610,6 +719,7 @@
     setupAdmin();
     setupAlerts();
     setupAccount();
+    setupHousehold();
     document.dispatchEvent(new CustomEvent('kenny:ready', { detail: window.kenny }));
   });
 })();

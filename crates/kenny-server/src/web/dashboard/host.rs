@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::charts;
+use super::household;
 use super::{Nav, badge, chat_panel, layout, message_page, short_time, state_badge, time_el, viewer};
 use crate::fleet::AgentSummary;
 use crate::health::{Assessment, Status, assess};
@@ -34,6 +35,12 @@ struct Extras {
     changes: Vec<ChangeRow>,
     /// History points since the chart's range or a week back, whichever is longer.
     history: Vec<MetricRow>,
+    /// The web filter as `webfilter_get` shows it.
+    webfilter: Value,
+    /// Recent web activity (operators only: it is personal).
+    activity: Vec<crate::store::ActivityRow>,
+    /// Whether the viewer may change the filter and the accounts.
+    can_change: bool,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -102,6 +109,9 @@ pub(super) async fn page(
                 last_update: s.agent_updates(&id, 1)?.into_iter().next(),
                 changes: s.changes_of(&id, &week_ago, CHANGES_SHOWN)?,
                 history: s.metrics(&id, &history_from)?,
+                webfilter: Value::Null,
+                activity: Vec::new(),
+                can_change: false,
             })
         })
         .await;
@@ -117,9 +127,21 @@ pub(super) async fn page(
                 last_update: None,
                 changes: Vec::new(),
                 history: Vec::new(),
+                webfilter: Value::Null,
+                activity: Vec::new(),
+                can_change: false,
             }
         }
     };
+    extras.can_change = who.role >= Role::Operator;
+    extras.webfilter = fleet.webfilter.describe(&agent_id);
+    if extras.can_change {
+        extras.activity = fleet
+            .webfilter
+            .activity(&agent_id, 24 * 7, false, household::ACTIVITY_SHOWN)
+            .await
+            .unwrap_or_default();
+    }
     extras.health = fleet.health.get(&agent_id).or_else(|| {
         // Stored before the server judged health (an older version): judge it now.
         let (collected_at, _, Value::Object(snapshot)) = extras.telemetry.as_ref()? else {
@@ -178,6 +200,12 @@ fn render(a: &AgentSummary, x: &Extras, h: &History) -> Markup {
                 (telemetry(x.telemetry.as_ref(), x.health.as_deref()))
                 (charts::card(id, h.range, &in_range, &h.forecasts, h.now))
                 (super::changes::card(&x.changes))
+                (household::webfilter_card(id, &x.webfilter, &x.activity, x.can_change))
+                (household::accounts_card(
+                    id,
+                    x.telemetry.as_ref().and_then(|(_, _, snap)| snap.get("local_accounts")),
+                    x.can_change,
+                ))
                 (screen(id, x.screenshot.as_ref()))
                 (recent(id, &x.recent))
             }

@@ -13,6 +13,7 @@ mod changes;
 mod charts;
 mod fleet;
 mod host;
+mod household;
 mod today;
 
 use std::sync::Arc;
