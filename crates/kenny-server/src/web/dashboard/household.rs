@@ -112,7 +112,7 @@ pub(super) fn webfilter_card(agent_id: &str, filter: &Value, activity: &[Activit
             }
             @if can_change {
                 form id="wf-settings" class="stack-form" {
-                    label { input type="checkbox" name="enabled" checked[flag(config, "enabled")]; " Filter on" }
+                    label class="check" { input type="checkbox" name="enabled" checked[flag(config, "enabled")]; " Filter on" }
                     label { "Mode "
                         select name="mode" {
                             option value="block" selected[text(config, "mode") != "monitor"] { "Block" }
@@ -129,8 +129,8 @@ pub(super) fn webfilter_card(agent_id: &str, filter: &Value, activity: &[Activit
                             }
                         }
                     }
-                    label { input type="checkbox" name="doh_lockdown" checked[flag(config, "doh_lockdown")]; " Turn browsers' DNS-over-HTTPS off" }
-                    label { input type="checkbox" name="record_activity" checked[flag(config, "record_activity")]; " Record web activity" }
+                    label class="check" { input type="checkbox" name="doh_lockdown" checked[flag(config, "doh_lockdown")]; " Turn browsers' DNS-over-HTTPS off" }
+                    label class="check" { input type="checkbox" name="record_activity" checked[flag(config, "record_activity")]; " Record web activity" }
                     div class="actions" {
                         button type="submit" { "Save" }
                         button type="button" class="secondary" data-wf="push" { "Apply now" }
@@ -288,7 +288,7 @@ pub(super) fn accounts_card(agent_id: &str, section: Option<&Value>, can_change:
                     input name="name" placeholder="name" required aria-label="Account name" autocomplete="off";
                     input name="display_name" placeholder="display name" aria-label="Display name";
                     input type="password" name="password" placeholder="password" required aria-label="Password" autocomplete="new-password";
-                    label { input type="checkbox" name="admin" data-type="bool"; " administrator" }
+                    label class="check" { input type="checkbox" name="admin" data-type="bool"; " administrator" }
                     button type="submit" { "Create" }
                 }
                 h3 { "Password policy" }
