@@ -1166,3 +1166,76 @@ async fn the_servers_own_tools_run_on_this_pc_wait_for_another_and_never_silence
         .unwrap();
     assert_eq!(silences.body["silences"], json!([]), "{silences:?}");
 }
+
+#[tokio::test]
+async fn web_filter_changes_and_web_activity_wait_for_approval_showing_the_whole_change() {
+    let (server, model) = chat_server().await;
+    let _pc = server.agent("pc-kid").await.unwrap();
+    let chat = Chat::of(&server, server.admin_token());
+    let session = chat.open(Some("pc-kid")).await;
+    let api = server.api(server.admin_token());
+
+    // Browsing is personal: held even on the conversation's own PC.
+    model.queue(Say::tool("web_activity_query", json!({"hours": 24})));
+    let held = chat.say(&session, "Where has the kid been?").await.only("held").clone();
+    assert_eq!(
+        (&held["tool"], &held["agent_id"]),
+        (&json!("web_activity_query"), &json!("pc-kid"))
+    );
+    assert!(held["reason"].as_str().unwrap().contains("personal data"), "{held}");
+    model.queue(Say::text("Nothing recorded."));
+    let events = chat.approve(held["id"].as_str().unwrap()).await;
+    assert_eq!(events.only("tool_result")["ok"], true);
+
+    // A change to the filter: held, with the PC and every argument on the card.
+    let change = json!({
+        "enabled": true,
+        "categories": ["games"],
+        "add_entries": [{"domain": "bad.example", "kind": "block"}],
+        "schedules": [{"name": "school nights", "days": ["sun", "mon"], "start": "21:00", "end": "07:00",
+                       "time_zone": "Europe/London", "categories": ["social"], "set": "on"}],
+    });
+    model.queue(Say::tool("webfilter_set", change.clone()));
+    let held = chat
+        .say(&session, "Block games on school nights")
+        .await
+        .only("held")
+        .clone();
+    assert_eq!(
+        (&held["tool"], &held["agent_id"], &held["class"], &held["args"]),
+        (
+            &json!("webfilter_set"),
+            &json!("pc-kid"),
+            &json!("normal_change"),
+            &change
+        ),
+        "{held}"
+    );
+    assert!(
+        held["reason"].as_str().unwrap().contains("changes the web filter"),
+        "{held}"
+    );
+    let before = api.get("/api/agent/pc-kid/webfilter").await.unwrap();
+    assert_eq!(
+        before.body["configured"], false,
+        "nothing is stored before approval: {before:?}"
+    );
+    model.queue(Say::text("Done."));
+    let events = chat.approve(held["id"].as_str().unwrap()).await;
+    assert_eq!(events.only("tool_result")["ok"], true, "{:?}", events.kinds());
+    let after = api.get("/api/agent/pc-kid/webfilter").await.unwrap();
+    assert_eq!(
+        after.body["config"]["entries"],
+        json!([{"domain": "bad.example", "kind": "block"}])
+    );
+    assert_eq!(after.body["config"]["schedules"][0]["name"], "school nights");
+
+    // Pushing waits too; denied, nothing is pushed by the chat.
+    model.queue(Say::tool("webfilter_push", json!({})));
+    let held = chat.say(&session, "Apply it now").await.only("held").clone();
+    assert_eq!(held["tool"], "webfilter_push");
+    model.queue(Say::text("Left as it is."));
+    chat.deny(held["id"].as_str().unwrap()).await;
+    let audit = api.get("/api/audit?tool=webfilter_push").await.unwrap();
+    assert_eq!(audit.body["entries"], json!([]), "{audit:?}");
+}
