@@ -138,6 +138,7 @@ pub async fn start_with_clock(
         clock.clone(),
         registry.clone(),
         forwarder.clone(),
+        alerts.clone(),
         &base_url,
         &config.data_dir,
         config.webfilter_max_domains,

@@ -274,9 +274,23 @@ impl Store {
 
     /// Keeps a report's domains: a domain seen again widens its first and last sight
     /// and takes the newer report's visit count (each report covers the day before it).
-    pub fn record_activity(&self, agent_id: &str, at: &str, rows: &[ActivityRow]) -> Result<()> {
+    /// Returns the rows flagged now that were not flagged before (to alert on once).
+    pub fn record_activity(&self, agent_id: &str, at: &str, rows: &[ActivityRow]) -> Result<Vec<ActivityRow>> {
         self.with(|c| {
             let tx = c.transaction()?;
+            let mut newly = Vec::new();
+            {
+                let mut known =
+                    tx.prepare("SELECT flag IS NOT NULL FROM web_activity WHERE agent_id = ?1 AND domain = ?2")?;
+                for r in rows.iter().filter(|r| r.flag.is_some()) {
+                    let flagged_before: Option<bool> = known
+                        .query_row(params![agent_id, r.domain], |row| row.get(0))
+                        .optional()?;
+                    if flagged_before != Some(true) {
+                        newly.push(r.clone());
+                    }
+                }
+            }
             {
                 let mut stmt = tx.prepare(
                     "INSERT INTO web_activity (agent_id, domain, first_seen, last_seen, hits, flag, recorded_at)
@@ -299,7 +313,7 @@ impl Store {
                 }
             }
             tx.commit()?;
-            Ok(())
+            Ok(newly)
         })
     }
 
@@ -327,5 +341,55 @@ impl Store {
     /// Drops activity last seen before `before`; how many rows went.
     pub fn prune_activity(&self, before: &str) -> Result<usize> {
         self.with(|c| Ok(c.execute("DELETE FROM web_activity WHERE last_seen < ?1", [before])?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(domain: &str, last_seen: &str, flag: Option<&str>) -> ActivityRow {
+        ActivityRow {
+            domain: domain.into(),
+            first_seen: "2026-12-01T08:00:00.000Z".into(),
+            last_seen: last_seen.into(),
+            hits: 2,
+            flag: flag.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn activity_widens_its_times_and_a_flag_is_new_only_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let at = "2026-12-01T12:00:00.000Z";
+        let first = [
+            row("casino.example", "2026-12-01T09:00:00.000Z", Some("category gambling")),
+            row("plain.example", "2026-12-01T09:00:00.000Z", None),
+        ];
+        let newly = store.record_activity("pc", at, &first).unwrap();
+        assert_eq!(
+            newly.iter().map(|r| r.domain.as_str()).collect::<Vec<_>>(),
+            ["casino.example"]
+        );
+        // The next report repeats it: nothing new to alert on, the last sight moves on.
+        let again = [row(
+            "casino.example",
+            "2026-12-01T11:00:00.000Z",
+            Some("category gambling"),
+        )];
+        assert!(store.record_activity("pc", at, &again).unwrap().is_empty());
+        let kept = store.activity("pc", "2026-12-01T00:00:00.000Z", true, 10).unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].last_seen, "2026-12-01T11:00:00.000Z");
+        assert_eq!(kept[0].first_seen, "2026-12-01T08:00:00.000Z");
+        // Another PC's activity is its own.
+        assert!(
+            store
+                .activity("other", "2026-12-01T00:00:00.000Z", false, 10)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.prune_activity("2026-12-01T10:00:00.000Z").unwrap(), 1);
     }
 }

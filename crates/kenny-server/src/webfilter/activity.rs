@@ -11,8 +11,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::lists::{Catalog, suffixes};
+use crate::alerts::Alerts;
 use crate::clock::Clock;
-use crate::store::{ActivityRow, Store};
+use crate::store::{ActivityRow, ChangeRow, Store};
 
 /// Sections waiting to be written; beyond this a section is dropped (and logged),
 /// never waited for.
@@ -74,19 +75,39 @@ pub(crate) fn rows(section: &Value, flagger: &Flagger) -> Vec<ActivityRow> {
         .collect()
 }
 
+/// A domain flagged for the first time is a high-priority change of the PC: it alerts
+/// (through the channels and silences of section `web_activity`) once, not at every
+/// report that repeats it.
+fn flag_changes(agent: &str, at: &str, newly: &[ActivityRow]) -> Vec<ChangeRow> {
+    newly
+        .iter()
+        .map(|r| ChangeRow {
+            id: 0,
+            agent_id: agent.to_owned(),
+            at: at.to_owned(),
+            section: "web_activity".to_owned(),
+            kind: "flagged".to_owned(),
+            item: r.domain.clone(),
+            detail: format!("visited {} ({})", r.domain, r.flag.as_deref().unwrap_or("flagged")),
+            priority: "high".to_owned(),
+        })
+        .collect()
+}
+
 pub(super) struct Queue {
     tx: mpsc::Sender<(String, Vec<ActivityRow>)>,
 }
 
 impl Queue {
-    pub(super) fn new(store: Arc<Store>, clock: Clock) -> Queue {
+    pub(super) fn new(store: Arc<Store>, clock: Clock, alerts: Alerts) -> Queue {
         let (tx, mut rx) = mpsc::channel::<(String, Vec<ActivityRow>)>(QUEUE);
         tokio::spawn(async move {
             while let Some((agent, rows)) = rx.recv().await {
                 let at = clock.now();
-                let shown = agent.clone();
-                if let Err(e) = store.blocking(move |s| s.record_activity(&agent, &at, &rows)).await {
-                    tracing::warn!(agent = %shown, "could not keep web activity: {e}");
+                let (id, when) = (agent.clone(), at.clone());
+                match store.blocking(move |s| s.record_activity(&id, &when, &rows)).await {
+                    Ok(newly) => alerts.changes(&agent, &flag_changes(&agent, &at, &newly)),
+                    Err(e) => tracing::warn!(agent = %agent, "could not keep web activity: {e}"),
                 }
             }
         });

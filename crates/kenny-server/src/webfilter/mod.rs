@@ -102,6 +102,7 @@ impl WebFilter {
         clock: Clock,
         registry: Arc<Registry>,
         forwarder: Arc<Forwarder>,
+        alerts: crate::alerts::Alerts,
         public_url: &str,
         data_dir: &std::path::Path,
         cap: usize,
@@ -142,7 +143,7 @@ impl WebFilter {
         }
         let filter = WebFilter {
             inner: Arc::new(Inner {
-                activity: activity::Queue::new(store.clone(), clock.clone()),
+                activity: activity::Queue::new(store.clone(), clock.clone(), alerts),
                 store,
                 clock,
                 registry,
