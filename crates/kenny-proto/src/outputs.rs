@@ -413,7 +413,10 @@ pub fn output_schema(tool: Tool) -> Value {
             &[
                 ("ok", boolean("Always true on success.")),
                 ("principal", string("The account deleted.")),
-                ("profile_removed", boolean("Whether its home directory or profile was deleted too.")),
+                (
+                    "profile_removed",
+                    boolean("Whether its home directory or profile was deleted too."),
+                ),
             ],
             &[("note", string("Anything the caller should know."))],
         ),
@@ -438,7 +441,10 @@ pub fn output_schema(tool: Tool) -> Value {
             ],
             &[
                 ("changed", boolean("Whether anything had to change.")),
-                ("groups", array(string("The administrators' groups it was added to or removed from."))),
+                (
+                    "groups",
+                    array(string("The administrators' groups it was added to or removed from.")),
+                ),
             ],
         ),
         Tool::AccountSetLogonRights => object(
@@ -446,12 +452,21 @@ pub fn output_schema(tool: Tool) -> Value {
                 ("ok", boolean("Always true on success.")),
                 ("principal", string("The account.")),
                 ("kind", string("local, microsoft, azure_ad or domain.")),
-                ("deny", array(string("The ways in now refused: network, remote_interactive."))),
+                (
+                    "deny",
+                    array(string("The ways in now refused: network, remote_interactive.")),
+                ),
             ],
             &[
-                ("mechanism", string("How it is enforced: `sshd DenyUsers` or `user rights`.")),
+                (
+                    "mechanism",
+                    string("How it is enforced: `sshd DenyUsers` or `user rights`."),
+                ),
                 ("config_file", string("Linux: kenny's sshd drop-in.")),
-                ("sshd_reloaded", boolean("Linux: whether a running sshd was told to reload.")),
+                (
+                    "sshd_reloaded",
+                    boolean("Linux: whether a running sshd was told to reload."),
+                ),
                 ("note", string("Anything the caller should know.")),
             ],
         ),
@@ -464,7 +479,10 @@ pub fn output_schema(tool: Tool) -> Value {
                     "sessions",
                     array(item(&[
                         ("session_id", integer("The session's number.")),
-                        ("state", string("Its state before the action (active, online, closing, disc...).")),
+                        (
+                            "state",
+                            string("Its state before the action (active, online, closing, disc...)."),
+                        ),
                         ("acted", boolean("Whether the action was carried out on it.")),
                     ])),
                 ),
@@ -477,19 +495,28 @@ pub fn output_schema(tool: Tool) -> Value {
         Tool::PasswordPolicySet => object(
             &[
                 ("ok", boolean("Always true on success.")),
-                ("applies_to", string("`local_only`: local accounts, not a domain's or Microsoft's.")),
+                (
+                    "applies_to",
+                    string("`local_only`: local accounts, not a domain's or Microsoft's."),
+                ),
                 (
                     "policy",
                     item(&[
                         ("min_length", integer("Shortest password allowed.")),
                         ("max_age_days", integer("Days before a change is due; 0 never.")),
-                        ("lockout_threshold", integer("Wrong passwords before a lockout; 0 never.")),
+                        (
+                            "lockout_threshold",
+                            integer("Wrong passwords before a lockout; 0 never."),
+                        ),
                     ]),
                 ),
             ],
             &[
                 ("files", array(string("Linux: the configuration files changed."))),
-                ("accounts_updated", array(string("Linux: accounts whose maximum password age was set."))),
+                (
+                    "accounts_updated",
+                    array(string("Linux: accounts whose maximum password age was set.")),
+                ),
                 ("note", string("Anything the caller should know.")),
             ],
         ),
