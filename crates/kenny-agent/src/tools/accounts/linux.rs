@@ -646,20 +646,7 @@ pub(super) async fn session_action(args: AccountSessionActionArgs, action: Sessi
     if more {
         notes.push(format!("only the first {MAX_SESSIONS} sessions were acted on"));
     }
-    if mine.is_empty() {
-        notes.push(format!("`{name}` has no sessions"));
-    }
-    let mut result = json!({
-        "ok": true,
-        "principal": name,
-        "action": action.as_str(),
-        "sessions": sessions,
-        "warned_seconds": if mine.is_empty() { 0 } else { warn },
-    });
-    if !notes.is_empty() {
-        result["note"] = json!(notes.join("; "));
-    }
-    Ok(result)
+    Ok(super::session_result(name, action, sessions, warn, notes))
 }
 
 /// The wire says a session id is a number; logind's are numbers except for the few
@@ -741,16 +728,7 @@ pub(super) async fn password_policy(args: PasswordPolicySetArgs) -> ToolResult {
             }
         }
     }
-    let mut policy = serde_json::Map::new();
-    if let Some(min) = args.min_length {
-        policy.insert("min_length".into(), json!(min));
-    }
-    if let Some(days) = args.max_age_days {
-        policy.insert("max_age_days".into(), json!(days));
-    }
-    if let Some(deny) = args.lockout_threshold {
-        policy.insert("lockout_threshold".into(), json!(deny));
-    }
+    let policy = super::policy_set(&args);
     let mut result = json!({
         "ok": true,
         "applies_to": "local_only",

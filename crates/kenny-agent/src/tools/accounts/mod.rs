@@ -110,10 +110,12 @@ pub(super) fn check_new_name(name: &str, windows: bool) -> Result<(), ToolError>
 /// becomes an argument; on Windows also spaces and other characters local account
 /// names have (it only selects an account from the list, which is then named by SID).
 pub(super) fn check_principal(principal: &str) -> Result<(), ToolError> {
+    // A trailing `$` marks a machine account (Samba), which the portable rules lack.
+    let core = principal.strip_suffix('$').unwrap_or(principal);
     let bad = principal.is_empty()
         || principal.starts_with('-')
         || principal.chars().any(|c| c.is_control())
-        || (!cfg!(windows) && check_new_name(principal, false).is_err() && !principal.ends_with('$'));
+        || (!cfg!(windows) && check_new_name(core, false).is_err());
     if bad {
         return Err(ToolError::bad_args(format!(
             "`{}` is not an account name this tool accepts: letters, digits, `.`, `_` and `-`, not starting with `-`",
@@ -203,6 +205,42 @@ pub(super) fn warning_text(action: SessionAction, seconds: u64) -> String {
             "Your administrator will sign you out in {seconds} seconds. Save your work now: anything unsaved will be lost."
         ),
     }
+}
+
+/// `account_session_action`'s answer, the same on both OSes.
+pub(super) fn session_result(
+    name: &str,
+    action: SessionAction,
+    sessions: Vec<serde_json::Value>,
+    warned: u64,
+    mut notes: Vec<String>,
+) -> serde_json::Value {
+    if sessions.is_empty() {
+        notes.push(format!("`{name}` has no sessions"));
+    }
+    let mut result = serde_json::json!({
+        "ok": true,
+        "principal": name,
+        "action": action.as_str(),
+        "warned_seconds": if sessions.is_empty() { 0 } else { warned },
+        "sessions": sessions,
+    });
+    if !notes.is_empty() {
+        result["note"] = serde_json::json!(notes.join("; "));
+    }
+    result
+}
+
+/// The policy as set: the fields the caller gave.
+pub(super) fn policy_set(args: &PasswordPolicySetArgs) -> serde_json::Map<String, serde_json::Value> {
+    [
+        ("min_length", args.min_length),
+        ("max_age_days", args.max_age_days),
+        ("lockout_threshold", args.lockout_threshold),
+    ]
+    .into_iter()
+    .filter_map(|(key, value)| Some((key.to_owned(), serde_json::json!(value?))))
+    .collect()
 }
 
 pub(super) async fn create(args: AccountCreateArgs) -> ToolResult {
@@ -332,6 +370,10 @@ mod tests {
             "21 is too long on Windows"
         );
         assert!(check_principal("-rf").is_err());
+        assert!(check_principal("pc01$").is_ok());
+        if !cfg!(windows) {
+            assert!(check_principal("a b$").is_err());
+        }
         assert!(check_principal("").is_err());
     }
 

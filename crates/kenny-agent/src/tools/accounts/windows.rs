@@ -405,16 +405,7 @@ pub(super) async fn password_policy(args: PasswordPolicySetArgs) -> ToolResult {
             out.complaint()
         )));
     }
-    let mut policy = Map::new();
-    for (key, value) in [
-        ("min_length", args.min_length),
-        ("max_age_days", args.max_age_days),
-        ("lockout_threshold", args.lockout_threshold),
-    ] {
-        if let Some(value) = value {
-            policy.insert(key.into(), json!(value));
-        }
-    }
+    let policy = super::policy_set(&args);
     Ok(json!({"ok": true, "applies_to": "local_only", "policy": policy}))
 }
 
@@ -487,20 +478,7 @@ pub(super) async fn session_action(args: AccountSessionActionArgs, action: Sessi
             "acted": acted,
         }));
     }
-    if mine.is_empty() {
-        notes.push(format!("`{}` has no sessions", account.name));
-    }
-    let mut result = json!({
-        "ok": true,
-        "principal": account.name,
-        "action": action.as_str(),
-        "sessions": sessions,
-        "warned_seconds": if mine.is_empty() { 0 } else { warn },
-    });
-    if !notes.is_empty() {
-        result["note"] = json!(notes.join("; "));
-    }
-    Ok(result)
+    Ok(super::session_result(&account.name, action, sessions, warn, notes))
 }
 
 async fn desktop_owners() -> Vec<winsession::DesktopOwner> {

@@ -130,7 +130,7 @@ impl AccountFiles {
         user.uid == 0
             || self
                 .admin_groups()
-                .any(|g| g.gid == user.gid || g.members.iter().any(|m| *m == user.name))
+                .any(|g| g.gid == user.gid || g.members.contains(&user.name))
     }
 
     pub(in crate::tools) fn shadow_of(&self, name: &str) -> Option<&ShadowEntry> {
