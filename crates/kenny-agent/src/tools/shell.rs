@@ -84,15 +84,27 @@ pub(crate) struct PowerShellInvocation {
 /// Setting the output encoding throws when there is no console; output then stays in
 /// the OEM code page, which is still readable for ASCII.
 #[cfg_attr(not(windows), allow(dead_code))]
-const POWERSHELL_BOOTSTRAP: &str = "\
-$ProgressPreference = 'SilentlyContinue'
-try { [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false } catch { }
-$kennyInput = New-Object System.IO.MemoryStream
-[Console]::OpenStandardInput().CopyTo($kennyInput)
-$kennyScript = [System.Text.Encoding]::UTF8.GetString($kennyInput.ToArray())
-Remove-Variable kennyInput
-. ([scriptblock]::Create($kennyScript))
-";
+const POWERSHELL_BOOTSTRAP: &str = concat!(
+    read_stdin_as_text!("$kennyScript"),
+    ". ([scriptblock]::Create($kennyScript))\n"
+);
+
+/// The start of both bootstraps: PowerShell quiet and in UTF-8, and all of standard
+/// input read into `$var` as UTF-8 text.
+macro_rules! read_stdin_as_text {
+    ($var:literal) => {
+        concat!(
+            "$ProgressPreference = 'SilentlyContinue'\n",
+            "try { [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false } catch { }\n",
+            "$kennyInput = New-Object System.IO.MemoryStream\n",
+            "[Console]::OpenStandardInput().CopyTo($kennyInput)\n",
+            $var,
+            " = [System.Text.Encoding]::UTF8.GetString($kennyInput.ToArray())\n",
+            "Remove-Variable kennyInput\n",
+        )
+    };
+}
+use read_stdin_as_text;
 
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) fn powershell_invocation(script: &str) -> PowerShellInvocation {
@@ -157,14 +169,9 @@ pub(crate) async fn run_powershell(script: &str, limit: Duration, cap: usize) ->
 /// a read-only SecureString, so it is never part of any script's text, the command
 /// line or the environment.
 #[cfg_attr(not(windows), allow(dead_code))]
-const POWERSHELL_SECRET_BOOTSTRAP: &str = "\
-$ProgressPreference = 'SilentlyContinue'
-try { [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false } catch { }
-$kennyInput = New-Object System.IO.MemoryStream
-[Console]::OpenStandardInput().CopyTo($kennyInput)
-$kennyText = [System.Text.Encoding]::UTF8.GetString($kennyInput.ToArray())
-Remove-Variable kennyInput
-$kennyCut = $kennyText.IndexOf([char]0)
+const POWERSHELL_SECRET_BOOTSTRAP: &str = concat!(
+    read_stdin_as_text!("$kennyText"),
+    "$kennyCut = $kennyText.IndexOf([char]0)
 if ($kennyCut -lt 1) { throw 'kenny: no secret before the script on standard input' }
 $kennySecret = New-Object System.Security.SecureString
 foreach ($kennyChar in $kennyText.Substring(0, $kennyCut).ToCharArray()) { $kennySecret.AppendChar($kennyChar) }
@@ -172,8 +179,8 @@ $kennySecret.MakeReadOnly()
 $kennyScript = $kennyText.Substring($kennyCut + 1)
 Remove-Variable kennyText, kennyCut, kennyChar
 . ([scriptblock]::Create($kennyScript))
-";
-
+"
+);
 /// The invocation of a script that reads `secret` as `$kennySecret` (see
 /// [`POWERSHELL_SECRET_BOOTSTRAP`]); the secret must hold no NUL.
 #[cfg_attr(not(windows), allow(dead_code))]
