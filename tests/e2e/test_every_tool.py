@@ -58,6 +58,15 @@ def _cases(kenny, tmp_path) -> dict[str, tuple[dict, str]]:
         "telemetry_collect": ({"sections": ["memory"]}, "ok"),
         # No build on this server to offer (test_agent_update.py does real updates).
         "agent_update": ({}, "not_found"),
+        # Nothing here may change this machine's accounts: each case is refused before
+        # anything runs (test_accounts.py changes them for real in a private /etc).
+        "account_create": ({"name": "-bad-name", "password": "unused-1"}, "bad_args"),
+        "account_delete": ({"principal": "root"}, "blocked"),
+        "account_set_enabled": ({"principal": "daemon", "enabled": False}, "blocked"),
+        "account_set_admin": ({"principal": "root", "admin": False}, "blocked"),
+        "account_set_logon_rights": ({"principal": "kenny-no-such-account", "deny": ["network"]}, "not_found"),
+        "account_session_action": ({"principal": "kenny-no-such-account", "action": "lock"}, "not_found"),
+        "password_policy_set": ({}, "bad_args"),
     }
 
 

@@ -240,6 +240,103 @@ pub struct WebfilterApplyArgs {
     pub list_hash: Option<String>,
 }
 
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountCreateArgs {
+    /// Name of the new local account: letters, digits, `.`, `_` and `-` (not first); at most 32 characters on Linux, 20 on Windows.
+    #[schemars(length(min = 1, max = 64))]
+    pub name: String,
+    /// Its first password, 1 to 256 characters without line breaks (and without `:` on Linux). Handed to the PC's account tools on standard input; never logged, echoed or returned.
+    #[schemars(length(min = 1, max = 256))]
+    pub password: String,
+    /// The person's full name, shown at sign-in (Linux: the GECOS field; Windows: FullName).
+    #[schemars(length(max = 256))]
+    pub display_name: Option<String>,
+    /// Make the account a local administrator (Linux: the sudo, wheel or admin group; Windows: Administrators). Default false.
+    pub admin: Option<bool>,
+}
+
+/// The password stays out of every `Debug` rendering (a `ToolCall` may be logged).
+impl std::fmt::Debug for AccountCreateArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccountCreateArgs")
+            .field("name", &self.name)
+            .field("password", &"<redacted>")
+            .field("display_name", &self.display_name)
+            .field("admin", &self.admin)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountDeleteArgs {
+    /// The local account to delete, by name (Windows also takes its SID).
+    #[schemars(length(min = 1, max = 256))]
+    pub principal: String,
+    /// Also delete its home directory and files (Linux: the home directory and mail spool; Windows: its user profile). Default false.
+    pub remove_profile: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSetEnabledArgs {
+    /// The local account, by name (Windows also takes its SID).
+    #[schemars(length(min = 1, max = 256))]
+    pub principal: String,
+    /// true to let it sign in again, false to stop every sign-in.
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSetAdminArgs {
+    /// The local account, by name (Windows also takes its SID).
+    #[schemars(length(min = 1, max = 256))]
+    pub principal: String,
+    /// true to make it a local administrator, false to take that away.
+    pub admin: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSetLogonRightsArgs {
+    /// The local account, by name (Windows also takes its SID).
+    #[schemars(length(min = 1, max = 256))]
+    pub principal: String,
+    /// The ways in to refuse it: `network` and/or `remote_interactive`; an empty list allows both again. On Linux both mean SSH.
+    #[schemars(length(max = 8))]
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AccountSessionActionArgs {
+    /// The local account whose sessions to act on, by name.
+    #[schemars(length(min = 1, max = 256))]
+    pub principal: String,
+    /// `lock` (the screen locks, work stays open) or `logoff` (the session ends; unsaved work is lost).
+    #[schemars(length(max = 16))]
+    pub action: String,
+    /// Seconds between a warning on the person's screen and the action (0 to 300; default 0, no warning).
+    #[schemars(range(min = 0, max = 300))]
+    pub warn_seconds: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordPolicySetArgs {
+    /// Shortest password allowed for local accounts (Windows 0 to 14; Linux 6 to 64, pwquality's `minlen`).
+    #[schemars(range(min = 0, max = 64))]
+    pub min_length: Option<u64>,
+    /// Days before a password must be changed; 0 means never (1 to 999 otherwise).
+    #[schemars(range(min = 0, max = 999))]
+    pub max_age_days: Option<u64>,
+    /// Wrong passwords in a row before the account is locked for a while; 0 means never (at most 999).
+    #[schemars(range(min = 0, max = 999))]
+    pub lockout_threshold: Option<u64>,
+}
+
 /// What a caller may ask of `agent_update`. The agent never sees these: the server
 /// turns them into a signed [`crate::update::UpdateOrder`].
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]

@@ -174,6 +174,13 @@ catalog_tools! {
     RemotehelpStop => "remotehelp_stop" (args::NoArgs),
     AgentUpdate => "agent_update" (args::AgentUpdateArgs, wire crate::update::UpdateOrder),
     TelemetryCollect => "telemetry_collect" (args::TelemetryCollectArgs),
+    AccountCreate => "account_create" (args::AccountCreateArgs),
+    AccountDelete => "account_delete" (args::AccountDeleteArgs),
+    AccountSetEnabled => "account_set_enabled" (args::AccountSetEnabledArgs),
+    AccountSetAdmin => "account_set_admin" (args::AccountSetAdminArgs),
+    AccountSetLogonRights => "account_set_logon_rights" (args::AccountSetLogonRightsArgs),
+    AccountSessionAction => "account_session_action" (args::AccountSessionActionArgs),
+    PasswordPolicySet => "password_policy_set" (args::PasswordPolicySetArgs),
 }
 
 /// Argument schemas and names, derived once per process: validation reads them on
@@ -526,6 +533,76 @@ pub const TOOLS: &[ToolSpec] = &[
         platforms: ALL_OS,
         default_timeout_s: 90,
     },
+    ToolSpec {
+        tool: Tool::AccountCreate,
+        title: "Create a local account",
+        description: "Create a local account with a password, optionally a display name and administrator rights. Linux: useradd (home directory created), the password set by chpasswd on standard input, sudo/wheel/admin group for `admin`. Windows: New-LocalUser with the password passed as a SecureString read from standard input, Administrators (found by SID) for `admin`. The password is never logged or returned. An existing name is refused.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 60,
+    },
+    ToolSpec {
+        tool: Tool::AccountDelete,
+        title: "Delete a local account",
+        description: "Delete a local account, with its home directory and files when `remove_profile` is true. Linux: userdel (-r). Windows: Remove-LocalUser, and its Win32_UserProfile. Refused (blocked, nothing changed) for a built-in account, the account the kenny agent runs as, and the last enabled local administrator.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 120,
+    },
+    ToolSpec {
+        tool: Tool::AccountSetEnabled,
+        title: "Enable or disable a local account",
+        description: "Let a local account sign in, or stop it. Linux: disabling locks the password and expires the account (usermod -L -e 1), which also stops SSH keys; enabling unlocks and clears the expiry. Windows: Disable-LocalUser / Enable-LocalUser. Disabling is refused (blocked) for a built-in account, the account the kenny agent runs as, and the last enabled local administrator.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 60,
+    },
+    ToolSpec {
+        tool: Tool::AccountSetAdmin,
+        title: "Grant or remove administrator rights",
+        description: "Make a local account an administrator or take that away. Linux: membership of the sudo, wheel or admin group (gpasswd). Windows: membership of Administrators, found by its SID S-1-5-32-544 whatever the language. Removing is refused (blocked) for a built-in account, the account the kenny agent runs as, and the last enabled local administrator.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 60,
+    },
+    ToolSpec {
+        tool: Tool::AccountSetLogonRights,
+        title: "Refuse network or remote sign-in",
+        description: "Refuse a local account sign-in over the network and/or by remote desktop (`deny`: network, remote_interactive); an empty list allows both again. Windows: the SeDenyNetworkLogonRight and SeDenyRemoteInteractiveLogonRight user rights (secedit). Linux: both mean SSH, a DenyUsers line in kenny's own sshd drop-in, sshd reloaded if it runs; local sign-in is unaffected.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 90,
+    },
+    ToolSpec {
+        tool: Tool::AccountSessionAction,
+        title: "Lock or sign out a person's sessions",
+        description: "Lock the screen of, or sign out, every session of a local account, after an optional warning on their screen (`warn_seconds`, at most 300). Linux: loginctl (needs systemd-logind), the warning through wall to their terminals. Windows: query session, msg for the warning, logoff, and the lock through a one-off task in their session. Returns each session and whether it was acted on.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 360,
+    },
+    ToolSpec {
+        tool: Tool::PasswordPolicySet,
+        title: "Set the local password policy",
+        description: "Set the local accounts' password rules (at least one of min_length, max_age_days, lockout_threshold; 0 age or threshold means never). Windows: net accounts. Linux: pwquality's minlen, PASS_MAX_DAYS in login.defs plus chage -M on existing people's accounts, and faillock's deny; files are edited in place of their own lines, atomically. Local accounts only: a domain's or Microsoft's policy is not changed.",
+        class: ToolClass::NormalChange,
+        privacy_sensitive: false,
+        reaches_out: false,
+        platforms: LINUX_WINDOWS,
+        default_timeout_s: 120,
+    },
 ];
 
 /// Argument names of the existing kenny (tool, its name, ours), accepted as aliases.
@@ -560,9 +637,21 @@ impl ToolSpec {
     }
 
     /// Needs at least the `operator` role, whatever hosts the caller may reach: the web
-    /// filter's changes (a `user`, say a child's account, must not lift its own filter).
+    /// filter's changes (a `user`, say a child's account, must not lift its own filter)
+    /// and every change to local accounts (nor make itself an administrator).
     pub fn needs_operator(&self) -> bool {
-        matches!(self.tool, Tool::WebfilterApply | Tool::WebfilterClear)
+        matches!(
+            self.tool,
+            Tool::WebfilterApply
+                | Tool::WebfilterClear
+                | Tool::AccountCreate
+                | Tool::AccountDelete
+                | Tool::AccountSetEnabled
+                | Tool::AccountSetAdmin
+                | Tool::AccountSetLogonRights
+                | Tool::AccountSessionAction
+                | Tool::PasswordPolicySet
+        )
     }
 
     /// How long the agent may work on a call: its `timeout_s` when it has one, else the

@@ -332,7 +332,16 @@ pub fn current_result(tool: Tool, args: &Map<String, Value>, result: Value, now:
         | Tool::RemotehelpStatus
         | Tool::RemotehelpStart
         | Tool::RemotehelpStop
-        | Tool::AgentUpdate => {}
+        | Tool::AgentUpdate
+        // Its agents have the account tools with these names, arguments and result
+        // shapes (our results only add fields), so they pass as they are.
+        | Tool::AccountCreate
+        | Tool::AccountDelete
+        | Tool::AccountSetEnabled
+        | Tool::AccountSetAdmin
+        | Tool::AccountSetLogonRights
+        | Tool::AccountSessionAction
+        | Tool::PasswordPolicySet => {}
     }
     Value::Object(r)
 }
@@ -546,6 +555,53 @@ mod tests {
             NOW,
         );
         assert_eq!(found["count"], 1);
+    }
+
+    #[test]
+    fn account_tools_pass_to_its_agents_as_they_are() {
+        let cases = [
+            (
+                Tool::AccountCreate,
+                json!({"name": "visitor", "password": "not a real one", "display_name": "A visitor", "admin": false}),
+                json!({"ok": true, "principal": "visitor", "kind": "local"}),
+            ),
+            (
+                Tool::AccountDelete,
+                json!({"principal": "visitor", "remove_profile": false}),
+                json!({"ok": true, "principal": "visitor", "profile_removed": false}),
+            ),
+            (
+                Tool::AccountSetEnabled,
+                json!({"principal": "teen", "enabled": true}),
+                json!({"ok": true, "principal": "teen", "kind": "microsoft", "enabled": true}),
+            ),
+            (
+                Tool::AccountSetAdmin,
+                json!({"principal": "teen", "admin": true}),
+                json!({"ok": true, "principal": "teen", "kind": "local", "admin": true}),
+            ),
+            (
+                Tool::AccountSetLogonRights,
+                json!({"principal": "teen", "deny": []}),
+                json!({"ok": true, "principal": "teen", "kind": "local", "deny": []}),
+            ),
+            (
+                Tool::AccountSessionAction,
+                json!({"principal": "teen", "action": "logoff"}),
+                json!({"ok": true, "principal": "teen", "action": "logoff", "sessions": [{"session_id": 3, "state": "disc", "acted": true}]}),
+            ),
+            (
+                Tool::PasswordPolicySet,
+                json!({"lockout_threshold": 5}),
+                json!({"ok": true, "applies_to": "local_only", "policy": {"lockout_threshold": 5}}),
+            ),
+        ];
+        for (tool, args, theirs) in cases {
+            assert_eq!(wire(tool, args.clone()), Ok(args.clone()), "{tool}");
+            let ours = current_result(tool, &obj(args), theirs.clone(), NOW);
+            assert_eq!(ours, theirs, "{tool}");
+            conforms(&output_schema(tool), &ours).unwrap_or_else(|e| panic!("{tool}: {e}: {ours}"));
+        }
     }
 
     #[test]

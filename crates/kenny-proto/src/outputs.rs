@@ -404,6 +404,131 @@ pub fn output_schema(tool: Tool) -> Value {
                 ("note", string("What happens next.")),
             ],
         ),
+        Tool::AccountCreate => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account's name.")),
+                ("kind", string("`local`.")),
+            ],
+            &[
+                ("admin", boolean("Whether it is a local administrator.")),
+                ("sid", string("Windows: its SID.")),
+                ("uid", integer("Linux: its user id.")),
+                ("home", string("Linux: its home directory.")),
+                ("note", string("Anything the caller should know.")),
+            ],
+        ),
+        Tool::AccountDelete => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account deleted.")),
+                (
+                    "profile_removed",
+                    boolean("Whether its home directory or profile was deleted too."),
+                ),
+            ],
+            &[("note", string("Anything the caller should know."))],
+        ),
+        Tool::AccountSetEnabled => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account.")),
+                ("kind", string("local, microsoft, azure_ad or domain.")),
+                ("enabled", boolean("Whether it may sign in now.")),
+            ],
+            &[
+                ("changed", boolean("Whether anything had to change.")),
+                ("note", string("Anything the caller should know.")),
+            ],
+        ),
+        Tool::AccountSetAdmin => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account.")),
+                ("kind", string("local, microsoft, azure_ad or domain.")),
+                ("admin", boolean("Whether it is a local administrator now.")),
+            ],
+            &[
+                ("changed", boolean("Whether anything had to change.")),
+                (
+                    "groups",
+                    array(string("The administrators' groups it was added to or removed from.")),
+                ),
+            ],
+        ),
+        Tool::AccountSetLogonRights => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account.")),
+                ("kind", string("local, microsoft, azure_ad or domain.")),
+                (
+                    "deny",
+                    array(string("The ways in now refused: network, remote_interactive.")),
+                ),
+            ],
+            &[
+                (
+                    "mechanism",
+                    string("How it is enforced: `sshd DenyUsers` or `user rights`."),
+                ),
+                ("config_file", string("Linux: kenny's sshd drop-in.")),
+                (
+                    "sshd_reloaded",
+                    boolean("Linux: whether a running sshd was told to reload."),
+                ),
+                ("note", string("Anything the caller should know.")),
+            ],
+        ),
+        Tool::AccountSessionAction => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                ("principal", string("The account.")),
+                ("action", string("lock or logoff.")),
+                (
+                    "sessions",
+                    array(item(&[
+                        ("session_id", integer("The session's number.")),
+                        (
+                            "state",
+                            string("Its state before the action (active, online, closing, disc...)."),
+                        ),
+                        ("acted", boolean("Whether the action was carried out on it.")),
+                    ])),
+                ),
+            ],
+            &[
+                ("warned_seconds", integer("How long the person was warned before.")),
+                ("note", string("Anything the caller should know.")),
+            ],
+        ),
+        Tool::PasswordPolicySet => object(
+            &[
+                ("ok", boolean("Always true on success.")),
+                (
+                    "applies_to",
+                    string("`local_only`: local accounts, not a domain's or Microsoft's."),
+                ),
+                (
+                    "policy",
+                    item(&[
+                        ("min_length", integer("Shortest password allowed.")),
+                        ("max_age_days", integer("Days before a change is due; 0 never.")),
+                        (
+                            "lockout_threshold",
+                            integer("Wrong passwords before a lockout; 0 never."),
+                        ),
+                    ]),
+                ),
+            ],
+            &[
+                ("files", array(string("Linux: the configuration files changed."))),
+                (
+                    "accounts_updated",
+                    array(string("Linux: accounts whose maximum password age was set.")),
+                ),
+                ("note", string("Anything the caller should know.")),
+            ],
+        ),
     }
 }
 

@@ -3,6 +3,7 @@
 //! [`ToolCall`] once, then runs the handler with the agent's [`ToolContext`] (where
 //! the tools act).
 
+mod accounts;
 mod autostart;
 mod bounded;
 mod context;
@@ -184,6 +185,13 @@ async fn dispatch(call: ToolCall, ctx: &ToolContext) -> ToolResult {
         ToolCall::RemotehelpStop(NoArgs {}) => remotehelp::stop().await,
         ToolCall::TelemetryCollect(args) => telemetry::collect_tool(args).await,
         ToolCall::AgentUpdate(order) => update::update(order, ctx).await,
+        ToolCall::AccountCreate(args) => accounts::create(args).await,
+        ToolCall::AccountDelete(args) => accounts::delete(args).await,
+        ToolCall::AccountSetEnabled(args) => accounts::set_enabled(args).await,
+        ToolCall::AccountSetAdmin(args) => accounts::set_admin(args).await,
+        ToolCall::AccountSetLogonRights(args) => accounts::set_logon_rights(args).await,
+        ToolCall::AccountSessionAction(args) => accounts::session_action(args).await,
+        ToolCall::PasswordPolicySet(args) => accounts::password_policy(args).await,
     }
 }
 

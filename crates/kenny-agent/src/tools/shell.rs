@@ -84,15 +84,27 @@ pub(crate) struct PowerShellInvocation {
 /// Setting the output encoding throws when there is no console; output then stays in
 /// the OEM code page, which is still readable for ASCII.
 #[cfg_attr(not(windows), allow(dead_code))]
-const POWERSHELL_BOOTSTRAP: &str = "\
-$ProgressPreference = 'SilentlyContinue'
-try { [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false } catch { }
-$kennyInput = New-Object System.IO.MemoryStream
-[Console]::OpenStandardInput().CopyTo($kennyInput)
-$kennyScript = [System.Text.Encoding]::UTF8.GetString($kennyInput.ToArray())
-Remove-Variable kennyInput
-. ([scriptblock]::Create($kennyScript))
-";
+const POWERSHELL_BOOTSTRAP: &str = concat!(
+    read_stdin_as_text!("$kennyScript"),
+    ". ([scriptblock]::Create($kennyScript))\n"
+);
+
+/// The start of both bootstraps: PowerShell quiet and in UTF-8, and all of standard
+/// input read into `$var` as UTF-8 text.
+macro_rules! read_stdin_as_text {
+    ($var:literal) => {
+        concat!(
+            "$ProgressPreference = 'SilentlyContinue'\n",
+            "try { [Console]::OutputEncoding = New-Object System.Text.UTF8Encoding $false } catch { }\n",
+            "$kennyInput = New-Object System.IO.MemoryStream\n",
+            "[Console]::OpenStandardInput().CopyTo($kennyInput)\n",
+            $var,
+            " = [System.Text.Encoding]::UTF8.GetString($kennyInput.ToArray())\n",
+            "Remove-Variable kennyInput\n",
+        )
+    };
+}
+use read_stdin_as_text;
 
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) fn powershell_invocation(script: &str) -> PowerShellInvocation {
@@ -149,16 +161,65 @@ fn is_powershell_single_quote(c: char) -> bool {
 /// Runs one of the agent's own PowerShell queries (built by kenny, not an operator's
 /// script) and captures its output; see [`run_captured`].
 pub(crate) async fn run_powershell(script: &str, limit: Duration, cap: usize) -> Result<Captured, ToolError> {
+    run_invocation(powershell_invocation(script), limit, cap).await
+}
+
+/// How a script that needs a secret (a new account's password) reads it: standard
+/// input carries the secret, a NUL, then the script. The secret becomes `$kennySecret`,
+/// a read-only SecureString, so it is never part of any script's text, the command
+/// line or the environment.
+#[cfg_attr(not(windows), allow(dead_code))]
+const POWERSHELL_SECRET_BOOTSTRAP: &str = concat!(
+    read_stdin_as_text!("$kennyText"),
+    "$kennyCut = $kennyText.IndexOf([char]0)
+if ($kennyCut -lt 1) { throw 'kenny: no secret before the script on standard input' }
+$kennySecret = New-Object System.Security.SecureString
+foreach ($kennyChar in $kennyText.Substring(0, $kennyCut).ToCharArray()) { $kennySecret.AppendChar($kennyChar) }
+$kennySecret.MakeReadOnly()
+$kennyScript = $kennyText.Substring($kennyCut + 1)
+Remove-Variable kennyText, kennyCut, kennyChar
+. ([scriptblock]::Create($kennyScript))
+"
+);
+/// The invocation of a script that reads `secret` as `$kennySecret` (see
+/// [`POWERSHELL_SECRET_BOOTSTRAP`]); the secret must hold no NUL.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) fn powershell_secret_invocation(script: &str, secret: &str) -> PowerShellInvocation {
+    let mut stdin = Vec::with_capacity(secret.len() + 1 + script.len());
+    stdin.extend_from_slice(secret.as_bytes());
+    stdin.push(0);
+    stdin.extend_from_slice(script.as_bytes());
+    PowerShellInvocation {
+        args: powershell_encoded_args(POWERSHELL_SECRET_BOOTSTRAP),
+        stdin,
+    }
+}
+
+/// Runs a script of kenny's that reads `secret` as `$kennySecret`, with the standard
+/// output cap, as text.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) async fn powershell_output_with_secret(
+    script: &str,
+    secret: &str,
+    limit: Duration,
+) -> Result<ProgramOutput, ToolError> {
+    Ok(
+        run_invocation(powershell_secret_invocation(script, secret), limit, OUTPUT_CAP)
+            .await?
+            .into(),
+    )
+}
+
+async fn run_invocation(invocation: PowerShellInvocation, limit: Duration, cap: usize) -> Result<Captured, ToolError> {
     #[cfg(windows)]
     {
-        let invocation = powershell_invocation(script);
         let mut cmd = Command::new(windows::powershell_program());
         cmd.args(&invocation.args);
         run_captured(cmd, Some(invocation.stdin), limit, cap).await
     }
     #[cfg(not(windows))]
     {
-        let _ = (script, limit, cap);
+        let _ = (invocation, limit, cap);
         Err(ToolError::new(
             ErrorCode::Unsupported,
             "this query uses PowerShell, which the agent only runs on Windows",
@@ -314,6 +375,27 @@ mod tests {
         let huge = "x".repeat(65536);
         assert!(encode_powershell_command(&huge).len() > 32767);
         assert_eq!(powershell_invocation(&huge).args, baseline.args);
+    }
+
+    #[test]
+    fn a_secret_travels_on_stdin_before_the_script_never_in_its_text() {
+        let secret = "p@ss 'word' $(calc)";
+        let script = "New-LocalUser -Name 'x' -Password $kennySecret";
+        let invocation = powershell_secret_invocation(script, secret);
+        assert!(
+            invocation.args.iter().all(|a| !a.contains("p@ss")),
+            "{:?}",
+            invocation.args
+        );
+        let bootstrap = decode_powershell_command(invocation.args.last().unwrap());
+        assert_eq!(bootstrap, POWERSHELL_SECRET_BOOTSTRAP);
+        assert!(!bootstrap.contains("p@ss"));
+        let mut expected = secret.as_bytes().to_vec();
+        expected.push(0);
+        expected.extend_from_slice(script.as_bytes());
+        assert_eq!(invocation.stdin, expected);
+        // Only the bootstrap turns it into a SecureString; the script names the variable.
+        assert!(bootstrap.contains("SecureString") && bootstrap.contains("MakeReadOnly"));
     }
 
     #[test]

@@ -174,9 +174,15 @@ fn signed_in_script() -> String {
 /// The person signed in at this PC's desktop, if any (`DOMAIN\\user`).
 #[cfg_attr(not(windows), allow(dead_code))]
 pub(crate) async fn signed_in_user() -> Result<Option<String>, ToolError> {
-    let explorer = powershell_json("looking up who is signed in", &signed_in_script(), SCRIPT_LIMIT).await?;
-    let desktops = parse_desktops(Some(&explorer));
+    let desktops = desktops().await?;
     Ok(interactive_user(&query_user().await, &desktops).map(|u| u.account))
+}
+
+/// Who has a desktop in which session (explorer.exe's owners).
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(crate) async fn desktops() -> Result<Vec<DesktopOwner>, ToolError> {
+    let explorer = powershell_json("looking up who is signed in", &signed_in_script(), SCRIPT_LIMIT).await?;
+    Ok(parse_desktops(Some(&explorer)))
 }
 
 /// `query user` is missing on some editions and exits 1 when nobody is signed in;

@@ -19,7 +19,7 @@
 //!
 //! On Windows the section comes from a PowerShell query instead: see [`win`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -33,7 +33,8 @@ use super::{Outcome, Status, not_collected_here, section};
 
 mod win;
 
-const ADMIN_GROUPS: &[&str] = &["sudo", "wheel", "admin"];
+/// The groups whose members may become root with sudo on the common distributions.
+pub(in crate::tools) const ADMIN_GROUPS: &[&str] = &["sudo", "wheel", "admin"];
 const NO_LOGIN_SHELLS: &[&str] = &["nologin", "false"];
 const DEFAULT_UID_MIN: u32 = 1000;
 const DEFAULT_UID_MAX: u32 = 60000;
@@ -43,7 +44,7 @@ const LASTLOG_RECORD: u64 = 4 + 32 + 256;
 const MAX_LISTED: usize = 200;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct PasswdEntry {
+pub(in crate::tools) struct PasswdEntry {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
@@ -53,7 +54,7 @@ pub(super) struct PasswdEntry {
 
 /// What a shadow password field says, without the hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Password {
+pub(in crate::tools) enum Password {
     /// A password hash: logging in needs the password.
     Set,
     /// Empty field: logging in needs no password at all.
@@ -64,19 +65,87 @@ enum Password {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ShadowEntry {
-    password: Password,
+pub(in crate::tools) struct ShadowEntry {
+    pub password: Password,
     /// Days since 1970-01-01; 0 means "must change at next login".
-    last_change_days: Option<i64>,
+    pub last_change_days: Option<i64>,
     /// Days since 1970-01-01 after which the account is expired.
-    expire_days: Option<i64>,
+    pub expire_days: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Group {
-    name: String,
-    gid: u32,
-    members: Vec<String>,
+pub(in crate::tools) struct Group {
+    pub name: String,
+    pub gid: u32,
+    pub members: Vec<String>,
+}
+
+/// The account files as read from one `/etc`: what this section reports and what the
+/// account tools judge their rails by, read the same way.
+#[derive(Debug, Clone, Default)]
+pub(in crate::tools) struct AccountFiles {
+    pub users: Vec<PasswdEntry>,
+    /// None when shadow is not readable by the agent's account.
+    pub shadow: Option<HashMap<String, ShadowEntry>>,
+    pub groups: Vec<Group>,
+    pub uid_min: u32,
+    pub uid_max: u32,
+}
+
+impl AccountFiles {
+    /// Reads passwd (required), shadow, group and login.defs under `etc`.
+    pub(in crate::tools) fn read(etc: &Path) -> Result<AccountFiles, String> {
+        let passwd = read_text(&etc.join("passwd"), CONFIG_CAP)
+            .map_err(|e| format!("{}: {e}", etc.join("passwd").display()))?
+            .0;
+        let (uid_min, uid_max) = read_text(&etc.join("login.defs"), CONFIG_CAP)
+            .map(|(t, _)| uid_range(&t))
+            .unwrap_or((DEFAULT_UID_MIN, DEFAULT_UID_MAX));
+        Ok(AccountFiles {
+            users: parse_passwd(&passwd),
+            // shadow is root-only; without it the password fields are unknown, not guessed.
+            shadow: read_text(&etc.join("shadow"), CONFIG_CAP)
+                .ok()
+                .map(|(t, _)| parse_shadow(&t)),
+            groups: read_text(&etc.join("group"), CONFIG_CAP)
+                .map(|(t, _)| parse_group(&t))
+                .unwrap_or_default(),
+            uid_min,
+            uid_max,
+        })
+    }
+
+    /// A person's account (the uid range login.defs gives to people), not a daemon's.
+    pub(in crate::tools) fn is_person(&self, user: &PasswdEntry) -> bool {
+        (self.uid_min..=self.uid_max).contains(&user.uid)
+    }
+
+    /// The admin groups that exist here, by name and gid.
+    pub(in crate::tools) fn admin_groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.iter().filter(|g| ADMIN_GROUPS.contains(&g.name.as_str()))
+    }
+
+    /// uid 0, or a member (listed, or by primary group) of an admin group.
+    pub(in crate::tools) fn is_admin(&self, user: &PasswdEntry) -> bool {
+        user.uid == 0
+            || self
+                .admin_groups()
+                .any(|g| g.gid == user.gid || g.members.contains(&user.name))
+    }
+
+    pub(in crate::tools) fn shadow_of(&self, name: &str) -> Option<&ShadowEntry> {
+        self.shadow.as_ref().and_then(|s| s.get(name))
+    }
+
+    /// A login shell and an account that has not expired by `today_days` (days since
+    /// 1970). A locked password alone does not disable: SSH keys still work.
+    pub(in crate::tools) fn is_enabled(&self, user: &PasswdEntry, today_days: i64) -> bool {
+        let expired = self
+            .shadow_of(&user.name)
+            .and_then(|e| e.expire_days)
+            .is_some_and(|d| d <= today_days);
+        has_login_shell(&user.shell) && !expired
+    }
 }
 
 pub(super) fn local_accounts_section() -> Outcome {
@@ -90,34 +159,11 @@ pub(super) fn local_accounts_section() -> Outcome {
 }
 
 fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
-    let passwd = read_text(&etc.join("passwd"), CONFIG_CAP)
-        .map_err(|e| format!("{}: {e}", etc.join("passwd").display()))?
-        .0;
-    let users = parse_passwd(&passwd);
-    // shadow is root-only; without it the password fields are unknown, not guessed.
-    let shadow = read_text(&etc.join("shadow"), CONFIG_CAP)
-        .ok()
-        .map(|(t, _)| parse_shadow(&t));
-    let groups = read_text(&etc.join("group"), CONFIG_CAP)
-        .map(|(t, _)| parse_group(&t))
-        .unwrap_or_default();
-    let (uid_min, uid_max) = read_text(&etc.join("login.defs"), CONFIG_CAP)
-        .map(|(t, _)| uid_range(&t))
-        .unwrap_or((DEFAULT_UID_MIN, DEFAULT_UID_MAX));
-    let admin_gids: Vec<u32> = groups
+    let files = AccountFiles::read(etc)?;
+    let mut people: Vec<&PasswdEntry> = files
+        .users
         .iter()
-        .filter(|g| ADMIN_GROUPS.contains(&g.name.as_str()))
-        .map(|g| g.gid)
-        .collect();
-    let admin_members: BTreeSet<&str> = groups
-        .iter()
-        .filter(|g| ADMIN_GROUPS.contains(&g.name.as_str()))
-        .flat_map(|g| g.members.iter().map(String::as_str))
-        .collect();
-
-    let mut people: Vec<&PasswdEntry> = users
-        .iter()
-        .filter(|u| u.uid == 0 || (uid_min..=uid_max).contains(&u.uid))
+        .filter(|u| u.uid == 0 || files.is_person(u))
         .collect();
     people.sort_by(|a, b| a.name.cmp(&b.name));
     let today_days = (today - time::OffsetDateTime::UNIX_EPOCH.date()).whole_days();
@@ -126,10 +172,9 @@ fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
     let mut admins = Vec::new();
     let mut passwordless = Vec::new();
     for user in &people {
-        let entry = shadow.as_ref().and_then(|s| s.get(&user.name));
-        let expired = entry.and_then(|e| e.expire_days).is_some_and(|d| d <= today_days);
-        let enabled = has_login_shell(&user.shell) && !expired;
-        let is_admin = user.uid == 0 || admin_members.contains(user.name.as_str()) || admin_gids.contains(&user.gid);
+        let entry = files.shadow_of(&user.name);
+        let enabled = files.is_enabled(user, today_days);
+        let is_admin = files.is_admin(user);
         if is_admin {
             admins.push(user.name.clone());
         }
@@ -173,7 +218,7 @@ fn accounts_at(etc: &Path, lastlog: Option<&Path>, today: Date) -> Outcome {
         "count": count,
         "truncated": count > MAX_LISTED,
     });
-    if shadow.is_none() {
+    if files.shadow.is_none() {
         fields["note"] = Value::from("shadow is not readable by the agent's account: password fields are unknown");
     }
     Ok(section(status, summary, fields))
@@ -185,7 +230,7 @@ fn has_login_shell(shell: &str) -> bool {
 }
 
 /// `name:x:uid:gid:gecos:home:shell` lines; malformed ones and NIS `+`/`-` entries skipped.
-pub(super) fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
+pub(in crate::tools) fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
     text.lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(':').collect();

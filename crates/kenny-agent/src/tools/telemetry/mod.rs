@@ -52,7 +52,30 @@ use serde_json::{Map, Value, json};
 use super::bounded::join_error_message;
 use super::{ToolError, ToolResult};
 
+pub(in crate::tools) use accounts::{ADMIN_GROUPS, AccountFiles, PasswdEntry, Password};
 pub(in crate::tools) use format::rfc3339;
+
+/// The `local_accounts` section on Windows, which the account tools judge their rails
+/// by (the same query, so the two never disagree about who is an administrator).
+#[cfg_attr(not(windows), allow(dead_code))]
+pub(in crate::tools) async fn windows_local_accounts() -> Outcome {
+    match accounts::windows_query() {
+        Some(query) => windows::collect(query).await,
+        None => Err("the local accounts have no Windows query".to_owned()),
+    }
+}
+
+/// The same from a recording of the query (`testdata/windows/local_accounts/<case>`).
+#[cfg(test)]
+pub(in crate::tools) fn windows_local_accounts_recorded(case: &str) -> Outcome {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/windows/local_accounts");
+    let stdout = std::fs::read_to_string(dir.join(format!("{case}.stdout"))).map_err(|e| e.to_string())?;
+    let query = accounts::windows_query().ok_or("no query")?;
+    (query.parse)(
+        &command::Output::printed(&stdout, "", true),
+        time::OffsetDateTime::now_utc(),
+    )
+}
 
 /// Every section this agent can collect, in the order they appear in a snapshot.
 pub(super) const SECTIONS: &[&str] = &[

@@ -192,7 +192,7 @@ pub(super) fn hosts_path(ctx: &crate::tools::ToolContext) -> PathBuf {
 /// permissions), flushed to disk, renamed over the original. Where the file cannot be
 /// replaced — a bind-mounted /etc/hosts in a container, a hosts file held open on
 /// Windows — it is rewritten in place instead.
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(in crate::tools) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), String> {
     // A symlinked hosts file (NixOS, some images) is updated where it points, so the link
     // stays a link.
     let resolved = std::fs::canonicalize(path).ok();

@@ -18,6 +18,8 @@ use super::shell::system32_tool;
 use super::{ToolContext, ToolError, ToolResult};
 
 pub(super) use domains::server_host_name;
+/// The account tools write their configuration files the same way.
+pub(super) use hosts::write_atomic;
 
 const BACKSTOP: Duration = Duration::from_secs(30);
 const FLUSH_LIMIT: Duration = Duration::from_secs(15);
