@@ -139,9 +139,11 @@ pub async fn start_with_clock(
         registry.clone(),
         forwarder.clone(),
         alerts.clone(),
-        &base_url,
-        &config.data_dir,
-        config.webfilter_max_domains,
+        crate::webfilter::Site {
+            public_url: &base_url,
+            data_dir: &config.data_dir,
+            cap: config.webfilter_max_domains,
+        },
     )
     .context("loading the web filters")?;
     webfilter.start(shutdown.clone());

@@ -36,6 +36,16 @@ use lists::{Catalog, SourceList};
 /// What the agents' `webfilter_apply` takes at most (its argument schema).
 pub(crate) const MAX_DOMAINS_ON_THE_WIRE: usize = 10_000;
 
+/// Where the server runs, as the filter needs it.
+pub(crate) struct Site<'a> {
+    /// The URL agents reach the server at: its host is never blocked.
+    pub public_url: &'a str,
+    /// The data directory, holding `webfilter-lists/`.
+    pub data_dir: &'a std::path::Path,
+    /// Most names one PC's filter may block.
+    pub cap: usize,
+}
+
 /// One PC's filter in memory.
 #[derive(Debug, Clone, Default)]
 struct PcFilter {
@@ -103,9 +113,7 @@ impl WebFilter {
         registry: Arc<Registry>,
         forwarder: Arc<Forwarder>,
         alerts: crate::alerts::Alerts,
-        public_url: &str,
-        data_dir: &std::path::Path,
-        cap: usize,
+        site: Site<'_>,
     ) -> Result<WebFilter, StoreError> {
         let mut pcs = HashMap::new();
         for row in store.filter_configs()? {
@@ -131,6 +139,11 @@ impl WebFilter {
                 pc.state = state;
             }
         }
+        let Site {
+            public_url,
+            data_dir,
+            cap,
+        } = site;
         let protected = reqwest::Url::parse(public_url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_owned))
