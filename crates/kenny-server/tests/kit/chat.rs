@@ -1238,4 +1238,26 @@ async fn web_filter_changes_and_web_activity_wait_for_approval_showing_the_whole
     chat.deny(held["id"].as_str().unwrap()).await;
     let audit = api.get("/api/audit?tool=webfilter_push").await.unwrap();
     assert_eq!(audit.body["entries"], json!([]), "{audit:?}");
+
+    // The account tools change the PC: held the same way, the whole change shown.
+    for (tool, args) in [
+        ("account_set_admin", json!({"principal": "kid", "admin": false})),
+        ("account_set_enabled", json!({"principal": "kid", "enabled": false})),
+        (
+            "account_session_action",
+            json!({"principal": "kid", "action": "logoff", "warn_seconds": 60}),
+        ),
+        ("password_policy_set", json!({"min_length": 10})),
+    ] {
+        model.queue(Say::tool(tool, args.clone()));
+        let held = chat.say(&session, "Do it").await.only("held").clone();
+        assert_eq!(
+            (&held["tool"], &held["agent_id"], &held["class"], &held["args"]),
+            (&json!(tool), &json!("pc-kid"), &json!("normal_change"), &args),
+            "{held}"
+        );
+        assert!(held["reason"].as_str().unwrap().contains("changes the PC"), "{held}");
+        model.queue(Say::text("Not done."));
+        chat.deny(held["id"].as_str().unwrap()).await;
+    }
 }
