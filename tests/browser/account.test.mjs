@@ -5,7 +5,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { launchBrowser, pkce, startServer } from './harness.mjs';
+import { launchBrowser, pkce, signIn, startServer } from './harness.mjs';
 
 const PASSWORD = 'a long enough password';
 const NEW_PASSWORD = 'another long password';
@@ -21,19 +21,7 @@ before(async () => {
 });
 after(async () => { await chrome?.close(); await server?.stop(); });
 
-async function signedIn(user, password = PASSWORD) {
-  const context = await chrome.browser.newContext({ viewport: { width: 1280, height: 860 } });
-  const page = await context.newPage();
-  const errors = [];
-  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(`script error: ${e.message}`));
-  await page.goto(`${server.base}/login`);
-  await page.fill('#username', user);
-  await page.fill('#password', password);
-  await page.click('button');
-  await page.waitForURL(`${server.base}/`);
-  return { context, page, errors };
-}
+const signedIn = (user, password = PASSWORD) => signIn(chrome, server, user, password);
 
 const pat = (user) => server.admin(['token', 'create', user]).match(/kenny_pat_[A-Za-z0-9_-]+/)[0];
 

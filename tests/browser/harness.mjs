@@ -115,6 +115,22 @@ export async function launchBrowser() {
   return { browser, close: () => browser.close() };
 }
 
+// A browser context signed in as `user`, and the CSP violations and script errors seen
+// on its pages (a test ends by checking there were none).
+export async function signIn(chrome, server, user, password, viewport = { width: 1280, height: 860 }) {
+  const context = await chrome.browser.newContext({ viewport });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(`script error: ${e.message}`));
+  await page.goto(`${server.base}/login`);
+  await page.fill('#username', user);
+  await page.fill('#password', password);
+  await page.click('button');
+  await page.waitForURL(`${server.base}/`);
+  return { context, page, errors };
+}
+
 // RFC 6238 TOTP (SHA-1, 6 digits, 30 s) for a base32 secret, as an authenticator app computes it.
 export function totp(secretB32, atMs = Date.now()) {
   const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';

@@ -14,7 +14,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
-import { launchBrowser, startServer } from './harness.mjs';
+import { launchBrowser, signIn, startServer } from './harness.mjs';
 
 const PASSWORD = 'a long enough password';
 const SHOTS = process.env.KENNY_SCREENSHOTS === '1' ? resolve(import.meta.dirname, '../../docs/screenshots') : null;
@@ -36,19 +36,7 @@ before(async () => {
 });
 after(async () => { await chrome?.close(); await server?.stop(); rmSync(scratch, { recursive: true, force: true }); });
 
-async function signedIn(user) {
-  const context = await chrome.browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = await context.newPage();
-  const errors = [];
-  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/i.test(m.text())) errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(`script error: ${e.message}`));
-  await page.goto(`${server.base}/login`);
-  await page.fill('#username', user);
-  await page.fill('#password', PASSWORD);
-  await page.click('button');
-  await page.waitForURL(`${server.base}/`);
-  return { context, page, errors };
-}
+const signedIn = (user) => signIn(chrome, server, user, PASSWORD, { width: 1280, height: 900 });
 
 async function until(what, check, label, timeout = 20000) {
   const deadline = Date.now() + timeout;

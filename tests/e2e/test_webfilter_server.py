@@ -235,3 +235,72 @@ async def test_a_schedule_edge_switches_the_list_with_nobody_calling(kenny, tmp_
     rows = _api(kenny, "GET", "/api/audit", params={"agent_id": "pc-kid", "tool": "webfilter_apply"}).json()["entries"]
     by_schedule = [r for r in rows if r["user"] == "kenny"]
     assert by_schedule and by_schedule[0]["credential_id"] == "web filter schedule: school night started", rows
+
+
+def _chrome_history(home, visits: list[tuple[str, float]]) -> None:
+    """A Chrome profile with a `History` database shaped like Chrome's own."""
+    import sqlite3
+
+    profile = home / ".config" / "google-chrome" / "Default"
+    profile.mkdir(parents=True)
+    (profile / "Preferences").write_text("{}")
+    db = sqlite3.connect(profile / "History")
+    db.executescript(
+        "CREATE TABLE urls(id INTEGER PRIMARY KEY AUTOINCREMENT,url LONGVARCHAR,title LONGVARCHAR,"
+        "visit_count INTEGER DEFAULT 0 NOT NULL,typed_count INTEGER DEFAULT 0 NOT NULL,"
+        "last_visit_time INTEGER NOT NULL,hidden INTEGER DEFAULT 0 NOT NULL);"
+        "CREATE TABLE visits(id INTEGER PRIMARY KEY AUTOINCREMENT,url INTEGER NOT NULL,"
+        "visit_time INTEGER NOT NULL,from_visit INTEGER,transition INTEGER DEFAULT 0 NOT NULL,"
+        "segment_id INTEGER,visit_duration INTEGER DEFAULT 0 NOT NULL);"
+    )
+    for url, unix in visits:
+        micros = int((unix + 11_644_473_600) * 1_000_000)  # Chrome counts from 1601
+        cur = db.execute("INSERT INTO urls(url, title, visit_count, last_visit_time) VALUES (?, 't', 1, ?)", (url, micros))
+        db.execute("INSERT INTO visits(url, visit_time) VALUES (?, ?)", (cur.lastrowid, micros))
+    db.commit()
+    db.close()
+
+
+async def test_recorded_activity_is_kept_flagged_and_alerted_once(kenny, tmp_path):
+    homes = tmp_path / "homes"
+    now = time.time()
+    _chrome_history(homes / "kid", [
+        ("https://www.bet365.com/#/home", now - 600),
+        ("https://cdn.watched.example/a/page?q=secret", now - 300),
+        ("https://plain.example/", now - 60),
+    ])
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    await kenny.start_agents(["pc-kid"], env={
+        "KENNY_HOSTS_FILE": str(hosts), "KENNY_POLICY_ROOT": str(policy), "KENNY_HOME_ROOT": str(homes),
+    })
+    a = {"agent_id": "pc-kid"}
+    async with kenny.mcp() as client:
+        expect_ok(await call(client, "webfilter_set", {
+            **a, "enabled": True, "categories": ["gambling"], "record_activity": True,
+            "add_entries": [{"domain": "watched.example", "kind": "watch"}],
+        }))
+        # The server asks the PC for its activity on its own, as the filter says to.
+        deadline = time.monotonic() + WAIT
+        while True:
+            got = expect_ok(await call(client, "web_activity_query", {**a, "flagged_only": True}))
+            if got["count"] >= 2:
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.3)
+        flags = {d["domain"]: d["flag"] for d in got["domains"]}
+        assert flags == {"www.bet365.com": "category gambling", "cdn.watched.example": "watch entry watched.example"}, got
+        assert got["recording"] is True
+        everything = expect_ok(await call(client, "web_activity_query", {**a, "hours": 1}))
+        assert "plain.example" in {d["domain"] for d in everything["domains"]}
+        assert not any("secret" in d["domain"] or "/" in d["domain"] for d in everything["domains"]), "domains only"
+
+    recent = _api(kenny, "GET", "/api/alerts").json()["recent"]
+    flagged = [r for r in recent if r["agent_id"] == "pc-kid" and r["key"] == "change:web_activity"]
+    assert len(flagged) == 1 and "www.bet365.com" in flagged[0]["reason"], recent
+    rows = _api(kenny, "GET", "/api/audit", params={"agent_id": "pc-kid", "tool": "telemetry_collect"}).json()["entries"]
+    assert rows and rows[0]["user"] == "kenny" and rows[0]["credential_id"] == "web filter: recording web activity", rows
+    rows = _api(kenny, "GET", "/api/audit", params={"agent_id": "pc-kid", "tool": "web_activity_query"}).json()["entries"]
+    assert len(rows) >= 2 and {r["user"] for r in rows} == {"admin"}, "every read is audited, by who read"

@@ -201,15 +201,8 @@ impl Forwarder {
                 "there is no tool by that name; tools/list shows them",
             ));
         };
-        if spec.needs_operator() && who.role < crate::principal::Role::Operator {
-            return Err(CallFailure::refusal(
-                ErrorCode::Forbidden,
-                format!(
-                    "{tool} needs the operator role and {} is a {}; ask an operator or a superuser to make this change",
-                    who.username,
-                    who.role.as_str()
-                ),
-            ));
+        if spec.needs_operator() {
+            operator_floor(who, tool)?;
         }
         spec.normalize_args(&mut args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
@@ -318,6 +311,22 @@ impl Forwarder {
         };
         self.audit.record(row).await;
     }
+}
+
+/// Refuses `tool` to a principal below the operator role, whatever hosts it reaches
+/// (a `user`, say a child's account, must not lift its own filter or make itself admin).
+pub(crate) fn operator_floor(who: &Principal, tool: &str) -> Result<(), CallFailure> {
+    if who.role >= crate::principal::Role::Operator {
+        return Ok(());
+    }
+    Err(CallFailure::refusal(
+        ErrorCode::Forbidden,
+        format!(
+            "{tool} needs the operator role and {} is a {}; ask an operator or a superuser to make this change",
+            who.username,
+            who.role.as_str()
+        ),
+    ))
 }
 
 fn outcome_name(failure: Option<&CallFailure>) -> &'static str {

@@ -9,24 +9,10 @@ use kenny_proto::server_args::{WebActivityQueryArgs, WebfilterGetArgs, Webfilter
 use serde_json::{Value, json};
 
 use super::{WEB_ACTIVITY_QUERY, WEBFILTER_SET};
-use crate::forward::CallFailure;
-use crate::principal::{Principal, Role};
+use crate::forward::{CallFailure, operator_floor};
+use crate::principal::Principal;
 use crate::state::Fleet;
 use crate::webfilter::{Pushed, config};
-
-fn may_change(who: &Principal, tool: &str) -> Result<(), CallFailure> {
-    if who.role < Role::Operator {
-        return Err(CallFailure::refusal(
-            ErrorCode::Forbidden,
-            format!(
-                "{tool} needs the operator role and {} is a {}; ask an operator or a superuser to make this change",
-                who.username,
-                who.role.as_str()
-            ),
-        ));
-    }
-    Ok(())
-}
 
 fn id(agent: &str) -> Result<AgentId, CallFailure> {
     AgentId::parse(agent).map_err(|e| CallFailure::refusal(ErrorCode::UnknownAgent, e.to_string()))
@@ -54,7 +40,7 @@ pub(super) async fn get(fleet: &Fleet, who: &Principal, a: WebfilterGetArgs) -> 
 }
 
 pub(super) async fn set(fleet: &Fleet, who: &Principal, a: WebfilterSetArgs) -> Result<Value, CallFailure> {
-    may_change(who, WEBFILTER_SET)?;
+    operator_floor(who, WEBFILTER_SET)?;
     fleet.reachable(who, &a.agent_id).await?;
     let current = fleet.webfilter.config_of(&a.agent_id);
     let (next, said) = config::edit(&current, &a, &fleet.webfilter.catalog())
@@ -74,7 +60,7 @@ pub(super) async fn set(fleet: &Fleet, who: &Principal, a: WebfilterSetArgs) -> 
 }
 
 pub(super) async fn push(fleet: &Fleet, who: &Principal, a: WebfilterPushArgs) -> Result<Value, CallFailure> {
-    may_change(who, super::WEBFILTER_PUSH)?;
+    operator_floor(who, super::WEBFILTER_PUSH)?;
     fleet.reachable(who, &a.agent_id).await?;
     let target = id(&a.agent_id)?;
     let pushed = fleet
