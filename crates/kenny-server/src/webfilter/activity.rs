@@ -18,6 +18,8 @@ use crate::store::{ActivityRow, ChangeRow, Store};
 /// Sections waiting to be written; beyond this a section is dropped (and logged),
 /// never waited for.
 const QUEUE: usize = 64;
+/// Days a domain is kept after it was last seen.
+pub(super) const KEPT_DAYS: i64 = 90;
 /// Most domains kept from one section (the agent sends at most 300).
 const DOMAINS_PER_SECTION: usize = 500;
 

@@ -49,12 +49,19 @@ pub(super) async fn run(filter: WebFilter, shutdown: CancellationToken) {
     }
 }
 
+/// Fetches list sources when due, and drops web activity older than it is kept.
 pub(super) async fn refresh_sources(filter: WebFilter, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(SOURCES_TICK);
+    let mut pruned_at: Option<OffsetDateTime> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = shutdown.cancelled() => return,
+        }
+        let now = filter.inner.clock.now_utc();
+        if pruned_at.is_none_or(|at| at + time::Duration::hours(1) <= now) {
+            pruned_at = Some(now);
+            filter.prune_activity(now).await;
         }
         let sources = match filter.sources() {
             Ok(s) => s,
@@ -63,7 +70,6 @@ pub(super) async fn refresh_sources(filter: WebFilter, shutdown: CancellationTok
                 continue;
             }
         };
-        let now = filter.inner.clock.now_utc();
         for source in sources {
             let due = source
                 .checked_at

@@ -572,6 +572,16 @@ impl WebFilter {
         }
     }
 
+    /// Drops web activity last seen more than [`activity::KEPT_DAYS`] ago.
+    async fn prune_activity(&self, now: OffsetDateTime) {
+        let before = crate::clock::format(now - time::Duration::days(activity::KEPT_DAYS));
+        match self.inner.store.blocking(move |s| s.prune_activity(&before)).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(rows = n, "old web activity deleted"),
+            Err(e) => tracing::warn!("could not delete old web activity: {e}"),
+        }
+    }
+
     pub(crate) async fn activity(
         &self,
         agent: &str,
