@@ -304,3 +304,26 @@ async def test_recorded_activity_is_kept_flagged_and_alerted_once(kenny, tmp_pat
     assert rows and rows[0]["user"] == "kenny" and rows[0]["credential_id"] == "web filter: recording web activity", rows
     rows = _api(kenny, "GET", "/api/audit", params={"agent_id": "pc-kid", "tool": "web_activity_query"}).json()["entries"]
     assert len(rows) >= 2 and {r["user"] for r in rows} == {"admin"}, "every read is audited, by who read"
+
+
+async def test_lifting_the_dns_over_https_lockdown_takes_the_policy_off_the_pc(kenny, tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    chrome = policy / "etc/opt/chrome/policies/managed/kenny-webfilter.json"
+    await kenny.start_agents(["pc-kid"], env={"KENNY_HOSTS_FILE": str(hosts), "KENNY_POLICY_ROOT": str(policy)})
+    a = {"agent_id": "pc-kid"}
+    async with kenny.mcp() as client:
+        expect_ok(await call(client, "webfilter_set", {
+            **a, "enabled": True, "doh_lockdown": True, "add_entries": [{"domain": "bad.example", "kind": "block"}],
+        }))
+        pushed = expect_ok(await call(client, "webfilter_push", a))
+        assert pushed["pushed"]["doh_lockdown"] is True, pushed
+        assert chrome.exists(), "the lockdown is on the PC"
+        # Turned off: the server takes the policy off by itself, and the block stays.
+        expect_ok(await call(client, "webfilter_set", {**a, "doh_lockdown": False}))
+        _until(lambda: chrome.exists(), lambda present: not present)
+        _until(lambda: _block(hosts), lambda b: b == ["bad.example", "www.bad.example"])
+        got = expect_ok(await call(client, "webfilter_get", {**a, "check": True}))
+        assert got["state"]["pending"] is False and got["state"]["drift"] is False, got["state"]

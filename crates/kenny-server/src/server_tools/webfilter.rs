@@ -69,7 +69,11 @@ pub(super) async fn push(fleet: &Fleet, who: &Principal, a: WebfilterPushArgs) -
         .await?;
     let mut shown = fleet.webfilter.describe(&a.agent_id);
     shown["pushed"] = match pushed {
-        Pushed::Applied { count, hash } => json!({"action": "applied", "count": count, "list_hash": hash}),
+        Pushed::Applied {
+            count,
+            hash,
+            doh_lockdown,
+        } => json!({"action": "applied", "count": count, "list_hash": hash, "doh_lockdown": doh_lockdown}),
         Pushed::Cleared { why } => json!({"action": "cleared", "why": why}),
     };
     Ok(shown)

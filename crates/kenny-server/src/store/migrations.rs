@@ -338,7 +338,8 @@ const MIGRATIONS: &[&str] = &[
         observed_active INTEGER,
         observed_at TEXT,
         problem TEXT,
-        problem_at TEXT
+        problem_at TEXT,
+        applied_doh INTEGER NOT NULL DEFAULT 0
     );
     CREATE TABLE webfilter_sources (
         id INTEGER PRIMARY KEY AUTOINCREMENT,

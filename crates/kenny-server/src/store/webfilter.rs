@@ -34,6 +34,8 @@ pub struct FilterStateRow {
     /// The last push that failed or was refused (over the cap), and when.
     pub problem: Option<String>,
     pub problem_at: Option<String>,
+    /// Whether the list in force came with browsers' DNS-over-HTTPS turned off.
+    pub applied_doh: bool,
 }
 
 /// A list source as stored, without its list.
@@ -137,7 +139,7 @@ impl Store {
         self.read(|c| {
             let mut stmt = c.prepare(
                 "SELECT agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule, observed_hash,
-                        observed_active, observed_at, problem, problem_at FROM webfilter_state",
+                        observed_active, observed_at, problem, problem_at, applied_doh FROM webfilter_state",
             )?;
             let rows = stmt.query_map([], |r| {
                 Ok(FilterStateRow {
@@ -152,6 +154,7 @@ impl Store {
                     observed_at: r.get(8)?,
                     problem: r.get(9)?,
                     problem_at: r.get(10)?,
+                    applied_doh: r.get(11)?,
                 })
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -162,13 +165,14 @@ impl Store {
         self.with(|c| {
             c.execute(
                 "INSERT INTO webfilter_state (agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule,
-                     observed_hash, observed_active, observed_at, problem, problem_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                     observed_hash, observed_active, observed_at, problem, problem_at, applied_doh)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (agent_id) DO UPDATE SET applied_hash = excluded.applied_hash,
                      applied_count = excluded.applied_count, applied_at = excluded.applied_at,
                      applied_by = excluded.applied_by, applied_rule = excluded.applied_rule,
                      observed_hash = excluded.observed_hash, observed_active = excluded.observed_active,
-                     observed_at = excluded.observed_at, problem = excluded.problem, problem_at = excluded.problem_at",
+                     observed_at = excluded.observed_at, problem = excluded.problem, problem_at = excluded.problem_at,
+                     applied_doh = excluded.applied_doh",
                 params![
                     s.agent_id,
                     s.applied_hash,
@@ -180,7 +184,8 @@ impl Store {
                     s.observed_active,
                     s.observed_at,
                     s.problem,
-                    s.problem_at
+                    s.problem_at,
+                    s.applied_doh
                 ],
             )?;
             Ok(())

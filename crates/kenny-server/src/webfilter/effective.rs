@@ -74,11 +74,15 @@ pub(crate) enum Desired {
 }
 
 impl Desired {
-    /// The hash the PC's block should carry (`None`: no block).
-    pub(crate) fn hash(&self) -> Option<&str> {
+    /// Whether a PC that was last given (`applied_hash`, `applied_doh`) needs this
+    /// pushed; a refusal over the cap is never pushed.
+    pub(crate) fn differs_from(&self, applied_hash: Option<&str>, applied_doh: bool) -> bool {
         match self {
-            Desired::Apply { hash, .. } => Some(hash),
-            _ => None,
+            Desired::OverCap { .. } => false,
+            Desired::Clear { .. } => applied_hash.is_some(),
+            Desired::Apply { hash, doh_lockdown, .. } => {
+                applied_hash != Some(hash.as_str()) || applied_doh != *doh_lockdown
+            }
         }
     }
 }

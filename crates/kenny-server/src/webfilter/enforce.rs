@@ -203,13 +203,7 @@ fn decide(
     pc.seen_conn = Some(conn);
     pc.seen_phase = Some(phase.clone());
     let s = &pc.state;
-    let differs = match desired {
-        // Refused already recorded; nothing to send until the inputs change.
-        Desired::OverCap { .. } => false,
-        // Never pushed and nothing to block: there is nothing to clear.
-        Desired::Clear { .. } => s.applied_at.is_some() && s.applied_hash.is_some(),
-        Desired::Apply { hash, .. } => s.applied_hash.as_deref() != Some(hash.as_str()),
-    };
+    let differs = desired.differs_from(s.applied_hash.as_deref(), s.applied_doh);
     if let Desired::OverCap { count, cap } = desired
         && s.problem.is_none()
     {

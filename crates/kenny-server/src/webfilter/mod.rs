@@ -101,8 +101,14 @@ struct Inner {
 /// What a push did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Pushed {
-    Applied { count: usize, hash: String },
-    Cleared { why: String },
+    Applied {
+        count: usize,
+        hash: String,
+        doh_lockdown: bool,
+    },
+    Cleared {
+        why: String,
+    },
 }
 
 impl WebFilter {
@@ -283,14 +289,31 @@ impl WebFilter {
                     "doh_policy".into(),
                     json!(if *doh_lockdown { "disable" } else { "leave" }),
                 );
-                self.inner
-                    .forwarder
-                    .forward(who, agent, "webfilter_apply", args)
-                    .await
-                    .map(|_| Pushed::Applied {
-                        count: domains.len(),
-                        hash: hash.clone(),
-                    })
+                // `leave` keeps a DNS-over-HTTPS policy set before; only a clear takes
+                // it out, so a lockdown turned off is cleared first.
+                let lifted = !*doh_lockdown && self.pcs().get(agent.as_str()).is_some_and(|pc| pc.state.applied_doh);
+                let cleared = if lifted {
+                    self.inner
+                        .forwarder
+                        .forward(who, agent, "webfilter_clear", Map::new())
+                        .await
+                        .map(|_| ())
+                } else {
+                    Ok(())
+                };
+                match cleared {
+                    Ok(()) => self
+                        .inner
+                        .forwarder
+                        .forward(who, agent, "webfilter_apply", args)
+                        .await
+                        .map(|_| Pushed::Applied {
+                            count: domains.len(),
+                            hash: hash.clone(),
+                            doh_lockdown: *doh_lockdown,
+                        }),
+                    Err(f) => Err(f),
+                }
             }
             Desired::Clear { why } => self
                 .inner
@@ -302,10 +325,15 @@ impl WebFilter {
         let now = self.inner.clock.now();
         let state = self.save_state(agent.as_str(), |s| match &outcome {
             Ok(pushed) => {
-                let (hash, count) = match pushed {
-                    Pushed::Applied { count, hash } => (Some(hash.clone()), *count as i64),
-                    Pushed::Cleared { .. } => (None, 0),
+                let (hash, count, doh) = match pushed {
+                    Pushed::Applied {
+                        count,
+                        hash,
+                        doh_lockdown,
+                    } => (Some(hash.clone()), *count as i64, *doh_lockdown),
+                    Pushed::Cleared { .. } => (None, 0, false),
                 };
+                s.applied_doh = doh;
                 s.applied_hash = hash.clone();
                 s.applied_count = count;
                 s.applied_at = Some(now.clone());
@@ -385,7 +413,7 @@ impl WebFilter {
         let drift = s.observed_at.is_some()
             && applied_known
             && (s.observed_hash != s.applied_hash || s.observed_active != Some(s.applied_hash.is_some()));
-        let pending = applied_known && desired.hash().map(str::to_owned) != s.applied_hash;
+        let pending = applied_known && desired.differs_from(s.applied_hash.as_deref(), s.applied_doh);
         let next = effective::next_edge(&pc.config, t).map(|(at, window)| {
             json!({"at": crate::clock::format(OffsetDateTime::from_unix_timestamp(at.as_second()).unwrap_or(now)), "window": window})
         });
