@@ -503,7 +503,9 @@ async fn handle(req: Request, switch: &KillSwitch, operator: &OperatorRules, ctx
     } else {
         tools::execute_with(&req.tool, req.args, operator, ctx).await
     };
-    tracing::info!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
+    // One line per call is for debugging (KENNY_LOG=debug): the server audits every call,
+    // and at info a busy PC wrote tens of megabytes of these.
+    tracing::debug!(tool = %req.tool, id = %req.id, ok = outcome.is_ok(), ms = started.elapsed().as_millis() as u64, "call handled");
     match outcome {
         Ok(value) => Response::success(req.id, value),
         Err(e) => Response::failure(req.id, e.code.as_str(), e.message),

@@ -10,6 +10,7 @@ pub(crate) mod alerts;
 pub(crate) mod api;
 pub(crate) mod audit;
 pub(crate) mod auth;
+pub mod backup;
 pub(crate) mod call_failure;
 pub(crate) mod changes;
 pub mod chat;

@@ -113,6 +113,32 @@ enum Command {
     /// Manage agents.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Take a backup of the data directory (database and server key) into a new file,
+    /// while the server runs. Keep it private: it holds the server key.
+    Backup {
+        /// The file to write; it must not exist.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Check a backup: intact, a kenny database of a schema this build runs, with the
+    /// server key. Prints what it holds.
+    VerifyBackup {
+        /// The backup file.
+        file: PathBuf,
+    },
+    /// Restore a backup into the data directory, with the server stopped (what it
+    /// replaces is moved aside, never deleted), or `--staged` for the next start.
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        /// Restore when the server next starts instead of now.
+        #[arg(long)]
+        staged: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
 }
 
 #[derive(Subcommand)]
@@ -189,7 +215,10 @@ fn main() -> anyhow::Result<()> {
             chat_daily_tokens,
             data,
         } => {
-            kenny_host::init_logging("info,rmcp=warn");
+            // rmcp's service loop logs an ERROR when it cannot send an answer because the
+            // client went away; that is not the server's error (the call is audited either
+            // way), so only the SDK's transport warnings are kept.
+            kenny_host::init_logging("info,rmcp=warn,rmcp::service=off");
             let mut config = ServeConfig::new(listen, data.data_dir);
             config.public_url = public_url;
             config.heartbeat = Duration::from_secs(heartbeat_secs);
@@ -251,6 +280,34 @@ fn main() -> anyhow::Result<()> {
                 AgentCommand::Rekey { id, data } => admin::rekey_agent(&open(&data)?, &data.data_dir, &id)?,
             };
             println!("{}", serde_json::to_string(&enrollment)?);
+            Ok(())
+        }
+        Command::Backup { out, data } => {
+            let info = kenny_server::backup::make(&data.data_dir, &out)?;
+            println!("backup written to {}: {}", out.display(), serde_json::to_string(&info)?);
+            Ok(())
+        }
+        Command::VerifyBackup { file } => {
+            let info = kenny_server::backup::verify(&file)?;
+            println!("{} is a good backup: {}", file.display(), serde_json::to_string(&info)?);
+            Ok(())
+        }
+        Command::Restore { file, staged, data } => {
+            match kenny_server::backup::restore(&data.data_dir, &file, staged)? {
+                kenny_server::backup::Restored::Staged => println!(
+                    "staged: the server restores {} when it next starts in {}",
+                    file.display(),
+                    data.data_dir.display()
+                ),
+                kenny_server::backup::Restored::Now { previous } => println!(
+                    "restored {} into {}{}",
+                    file.display(),
+                    data.data_dir.display(),
+                    previous
+                        .map(|p| format!("; the data it replaced is in {}", p.display()))
+                        .unwrap_or_default()
+                ),
+            }
             Ok(())
         }
     }

@@ -56,9 +56,15 @@ pub async fn start_with_clock(
     clock: Clock,
 ) -> anyhow::Result<RunningServer> {
     let data_dir = config.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || Store::open(&data_dir))
-        .await?
-        .with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let (data_lock, store) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        // One server per data directory; a restore waits for it to stop.
+        let lock = crate::backup::lock_data_dir(&data_dir)?;
+        crate::backup::apply_staged(&data_dir)?;
+        Ok((lock, Store::open(&data_dir)))
+    })
+    .await??;
+    let store = store.with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
     let store = Arc::new(store);
     let interrupted = store
         .interrupt_unfinished_calls()
@@ -214,6 +220,8 @@ pub async fn start_with_clock(
     }
     let limits = state.site.config.http;
     let task = tokio::spawn(async move {
+        // Held while this server runs, released when it has stopped.
+        let _data_lock = data_lock;
         crate::listener::serve(listener, app, limits, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();

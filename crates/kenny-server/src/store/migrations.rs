@@ -400,6 +400,11 @@ const USERS_NEVER_REUSE_IDS: &str = "CREATE TABLE users_new (
             COALESCE((SELECT MAX(user_id) FROM audit), 0))
         WHERE name = 'users';";
 
+/// The schema version this build writes (`PRAGMA user_version` after migrating).
+pub(super) fn latest() -> usize {
+    MIGRATIONS.len()
+}
+
 pub(super) fn apply(conn: &mut Connection) -> Result<()> {
     migrate(conn, MIGRATIONS.len())
 }

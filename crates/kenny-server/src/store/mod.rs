@@ -4,6 +4,7 @@
 
 mod accounts;
 mod alerts;
+pub mod backup;
 mod changes;
 mod chat;
 mod health;
