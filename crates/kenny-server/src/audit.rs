@@ -70,6 +70,11 @@ impl AuditLog {
     }
 
     /// Queues a row. Waits only if the writer is a whole queue behind.
+    /// Records waiting for the writer (for `/metrics`).
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
     pub async fn record(&self, row: AuditRow) {
         self.write(AuditWrite::Row(Box::new(row))).await
     }

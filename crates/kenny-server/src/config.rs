@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub chat: ChatSettings,
     /// Most names a PC's web filter may block; a longer list is refused, never cut.
     pub webfilter_max_domains: usize,
+    /// Lets callers other than loopback read `/metrics` with `Authorization: Bearer`.
+    pub metrics_token: Option<String>,
 }
 
 impl ServeConfig {
@@ -52,6 +54,7 @@ impl ServeConfig {
             oauth: Default::default(),
             chat: Default::default(),
             webfilter_max_domains: crate::webfilter::MAX_DOMAINS_ON_THE_WIRE,
+            metrics_token: None,
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct Fleet {
     pub directory: Arc<AgentDirectory>,
     /// Each PC's web filter, kept in force by the server.
     pub webfilter: crate::webfilter::WebFilter,
+    /// What `/metrics` shows.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The agent list, cached: listing 10,000 PCs many times a minute should not read

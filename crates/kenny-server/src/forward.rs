@@ -41,6 +41,8 @@ pub struct Forwarder {
     updates: Arc<Updates>,
     /// When audit rows say a call happened, and the date a translated answer carries.
     clock: Clock,
+    /// Where each call's end is counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// A call ready to send: the live link, how long to wait, the wire arguments, and for
@@ -73,7 +75,14 @@ impl Forwarder {
             timeout_override,
             updates,
             clock,
+            metrics: Default::default(),
         }
+    }
+
+    /// Counts every call's end in `metrics`.
+    pub fn counting(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn updates(&self) -> &Updates {
@@ -111,6 +120,7 @@ impl Forwarder {
                     ..audit_row(&self.clock, who, tool, Some(&refusal))
                 };
                 self.audit.record(row).await;
+                self.metrics.call(tool, "refused", started.elapsed());
                 return Err(refusal);
             }
         };
@@ -162,6 +172,7 @@ impl Forwarder {
             (outcome, _) => outcome,
         };
         let failure = outcome.as_ref().err();
+        self.metrics.call(tool, outcome_name(failure), started.elapsed());
         self.audit
             .finish(AuditFinish {
                 call_id,

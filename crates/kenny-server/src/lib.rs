@@ -24,6 +24,7 @@ pub(crate) mod health;
 pub mod history;
 pub mod listener;
 pub(crate) mod mcp;
+pub mod metrics;
 pub mod oauth;
 pub(crate) mod passwords;
 pub(crate) mod policy;

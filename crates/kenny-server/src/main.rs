@@ -88,6 +88,11 @@ enum Command {
         /// a longer list is refused with the reason, never cut short.
         #[arg(long, env = "KENNY_WEBFILTER_MAX_DOMAINS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         webfilter_max_domains: u64,
+        /// A token that lets callers other than loopback read /metrics (as
+        /// `Authorization: Bearer <token>`); set it in the environment, not on the
+        /// command line. Without it only loopback callers may.
+        #[arg(long, env = "KENNY_METRICS_TOKEN", hide_env_values = true)]
+        metrics_token: Option<String>,
         /// Most connections open at once, agent tunnels included; one more is closed at
         /// once (agents retry). Keep it above the number of agents.
         #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
@@ -204,6 +209,7 @@ fn main() -> anyhow::Result<()> {
             history_hourly_days,
             history_daily_days,
             webfilter_max_domains,
+            metrics_token,
             max_connections,
             http_header_timeout_secs,
             agent_handshake_timeout_secs,
@@ -227,6 +233,7 @@ fn main() -> anyhow::Result<()> {
             config.audit_retention =
                 (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
             config.webfilter_max_domains = usize::try_from(webfilter_max_domains).unwrap_or(10_000);
+            config.metrics_token = metrics_token.filter(|t| !t.trim().is_empty());
             config.history = kenny_server::history::Retention {
                 raw: Duration::from_secs(history_raw_hours * 3600),
                 hourly: Duration::from_secs(history_hourly_days * 86_400),

@@ -130,15 +130,24 @@ pub async fn start_with_clock(
         crate::oauth::resource_url(&base_url),
         clock.clone(),
     ));
-    let forwarder = Arc::new(Forwarder::new(
-        registry.clone(),
-        store.clone(),
-        audit.clone(),
-        digest,
-        config.call_timeout,
-        updates,
-        clock.clone(),
-    ));
+    let own_tools = crate::server_tools::TOOLS
+        .iter()
+        .map(|t| t.name)
+        .chain([crate::mcp::SELECT_AGENT])
+        .collect();
+    let metrics = Arc::new(crate::metrics::Metrics::new(own_tools));
+    let forwarder = Arc::new(
+        Forwarder::new(
+            registry.clone(),
+            store.clone(),
+            audit.clone(),
+            digest,
+            config.call_timeout,
+            updates,
+            clock.clone(),
+        )
+        .counting(metrics.clone()),
+    );
     let webfilter = crate::webfilter::WebFilter::load(
         store.clone(),
         clock.clone(),
@@ -165,6 +174,7 @@ pub async fn start_with_clock(
         fleet: Fleet {
             forwarder: forwarder.clone(),
             webfilter: webfilter.clone(),
+            metrics,
             store: store.clone(),
             clock: clock.clone(),
             registry,
@@ -250,9 +260,71 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(crate::oauth::routes())
         .route("/agent/ws", get(crate::tunnel::upgrade))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .route("/metrics", get(scrape_metrics))
         .route("/d/agent/{file}", get(crate::updates::releases::download))
         .layer(axum::middleware::from_fn(crate::guard::security_headers))
         .with_state(state)
+}
+
+/// `GET /metrics`: for loopback callers, or with the metrics token.
+async fn scrape_metrics(
+    axum::extract::State(fleet): axum::extract::State<Fleet>,
+    axum::extract::State(site): axum::extract::State<crate::state::Site>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+) -> axum::response::Response {
+    use axum::http::{HeaderValue, StatusCode, header};
+    use axum::response::IntoResponse;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if !crate::metrics::may_scrape(peer.ip(), site.config.metrics_token.as_deref(), given) {
+        return (
+            StatusCode::FORBIDDEN,
+            "metrics are served to loopback callers, or with the token set by KENNY_METRICS_TOKEN (Authorization: Bearer)\n",
+        )
+            .into_response();
+    }
+    let directory = fleet.directory.clone();
+    let known = fleet
+        .store
+        .blocking(move |s| directory.agents(s))
+        .await
+        .ok()
+        .map(|a| a.len());
+    let readings = crate::metrics::Readings {
+        agents_connected: fleet.registry.online_count(),
+        agents_known: known,
+        audit_queue: fleet.audit.queue_depth(),
+        web_filters: fleet.webfilter.configured(),
+    };
+    match fleet.metrics.render(&readings) {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "metrics could not be rendered\n").into_response(),
+    }
+}
+
+/// Ready when the database answers (a load balancer sends no traffic before).
+async fn ready(axum::extract::State(fleet): axum::extract::State<Fleet>) -> (axum::http::StatusCode, &'static str) {
+    match fleet.store.blocking(|s| s.agents_version()).await {
+        Ok(_) => (axum::http::StatusCode::OK, "ready\n"),
+        Err(e) => {
+            tracing::warn!("not ready: the database does not answer: {e}");
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the database does not answer\n",
+            )
+        }
+    }
 }
 
 async fn touch_tokens(auth: Arc<Authenticator>, audit: AuditLog, shutdown: CancellationToken) {

@@ -23,6 +23,7 @@ use crate::principal::Principal;
 use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
 use target::take_target;
+pub(crate) use tools::SELECT_AGENT;
 
 const INSTRUCTIONS: &str = "kenny runs administration tools on the PCs of a small fleet. \
 Every tool that acts on a PC takes a required `agent_id`; call list_agents to see the ids and which PCs are online. \
@@ -91,6 +92,7 @@ impl ServerHandler for KennyMcp {
                         .forwarder
                         .audit_refusal(&who, None, name, &args, &failure)
                         .await;
+                    self.fleet.metrics.call(name, "refused", std::time::Duration::ZERO);
                     results::failure(&failure)
                 }
             },

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::server_tools;
 
-pub(super) const SELECT_AGENT: &str = "select_agent";
+pub(crate) const SELECT_AGENT: &str = "select_agent";
 
 pub(super) fn all() -> Vec<Tool> {
     let mut tools: Vec<Tool> = server_tools::TOOLS.iter().map(server_tool).collect();

@@ -228,6 +228,7 @@ pub(crate) async fn call(
     name: &str,
     args: Map<String, Value>,
 ) -> Option<Result<Value, CallFailure>> {
+    let started = std::time::Instant::now();
     let outcome = match name {
         LIST_AGENTS => match decode::<ListAgentsArgs>(name, &args) {
             Ok(a) => listing::list_agents(fleet, who, a).await,
@@ -279,6 +280,12 @@ pub(crate) async fn call(
         },
         _ => return None,
     };
+    let ended = match &outcome {
+        Ok(_) => "ok",
+        Err(f) if f.refused => "refused",
+        Err(_) => "error",
+    };
+    fleet.metrics.call(name, ended, started.elapsed());
     if let Err(failure) = &outcome
         && failure.refused
     {

@@ -381,6 +381,11 @@ impl WebFilter {
         Ok(())
     }
 
+    /// How many PCs have a filter set up.
+    pub(crate) fn configured(&self) -> usize {
+        self.pcs().len()
+    }
+
     /// Whether `agent` has a filter configured here.
     pub(crate) fn has(&self, agent: &str) -> bool {
         self.pcs().contains_key(agent)
