@@ -184,10 +184,13 @@ pub(crate) async fn calls(
         workload.tool()
     );
 
+    // Every call the server answered, warm-up and the check above included, to hold
+    // against what its /metrics counted.
+    let answered = Arc::new(AtomicU64::new(1));
     println!("| concurrent clients | calls | calls/s | p50 ms | p95 ms | p99 ms | max ms | errors |");
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &c in levels {
-        let (mut samples, errors, elapsed) = run_level(&http, &server, workload, &args, c, seconds).await?;
+        let (mut samples, errors, elapsed) = run_level(&http, &server, workload, &args, c, seconds, &answered).await?;
         let s = summarize(&mut samples);
         println!(
             "| {c} | {} | {:.0} | {} | {} | {} | {} | {errors} |",
@@ -199,7 +202,37 @@ pub(crate) async fn calls(
             ms(s.max)
         );
     }
+    let counted = counted_calls(&http, &server.base, workload.tool()).await?;
+    let made = answered.load(Ordering::Relaxed);
+    println!();
+    println!(
+        "/metrics counted {counted} {} calls; the clients made {made}",
+        workload.tool()
+    );
+    anyhow::ensure!(
+        counted == made,
+        "/metrics counted {counted} {} calls but the clients made {made}",
+        workload.tool()
+    );
     Ok(())
+}
+
+/// The sum of `kenny_calls_total` for `tool`, every outcome, scraped from `/metrics`.
+async fn counted_calls(http: &reqwest::Client, base: &str, tool: &str) -> anyhow::Result<u64> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    let prefix = format!("kenny_calls_total{{tool=\"{tool}\",");
+    let mut total = 0.0;
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let value = line.rsplit(' ').next().unwrap_or("0");
+        total += value.parse::<f64>().unwrap_or(0.0);
+    }
+    Ok(total as u64)
 }
 
 /// `c` clients, each an MCP session of its own on its own connection, all with the
@@ -211,6 +244,7 @@ async fn run_level(
     args: &serde_json::Value,
     c: usize,
     seconds: Duration,
+    answered: &Arc<AtomicU64>,
 ) -> anyhow::Result<(Vec<Duration>, u64, Duration)> {
     let errors = Arc::new(AtomicU64::new(0));
     let warmup_end = Instant::now() + Duration::from_secs(1);
@@ -220,6 +254,7 @@ async fn run_level(
         let mcp = Mcp::with_client(http.clone(), &server.base, &server.token);
         let args = args.clone();
         let errors = errors.clone();
+        let answered = answered.clone();
         tasks.push(tokio::spawn(async move {
             let mut samples = Vec::new();
             if mcp.initialize().await.is_err() {
@@ -231,10 +266,12 @@ async fn run_level(
                 if start >= end {
                     return samples;
                 }
-                let ok = mcp
-                    .call(workload.tool(), args.clone())
-                    .await
-                    .is_ok_and(|v| workload.answered(&v));
+                // Any answer counts on the server, a tool error (isError) included.
+                let reply = mcp.call_outcome(workload.tool(), args.clone()).await;
+                if reply.is_ok() {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                }
+                let ok = reply.is_ok_and(|o| !o.is_error && workload.answered(&o.structured));
                 if start >= warmup_end {
                     if ok {
                         samples.push(start.elapsed());
