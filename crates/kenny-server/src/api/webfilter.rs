@@ -113,12 +113,7 @@ pub(super) async fn activity(
 
 pub(super) async fn sources(State(fleet): State<Fleet>, SignedIn(_): SignedIn) -> Result<Json<Value>, ApiError> {
     let rows = fleet.webfilter.sources()?;
-    let catalog = fleet.webfilter.catalog();
-    let categories: Vec<Value> = catalog
-        .categories
-        .iter()
-        .map(|(name, c)| json!({"name": name, "description": c.description, "domains": c.domains.len(), "origins": c.origins}))
-        .collect();
+    let categories = fleet.webfilter.catalog().shown();
     Ok(Json(json!({"sources": rows, "categories": categories})))
 }
 

@@ -224,10 +224,7 @@ fn decide(
         });
         return Some(Act::Push(rule));
     }
-    let drifted = s.observed_at.is_some()
-        && s.applied_at.is_some()
-        && (s.observed_hash != s.applied_hash || s.observed_active != Some(s.applied_hash.is_some()));
-    if drifted && !came_online {
+    if super::drifted(s) && !came_online {
         return Some(Act::Push(
             "web filter: the PC's hosts file was changed; putting kenny's block back".to_owned(),
         ));

@@ -185,6 +185,16 @@ impl Catalog {
         }
     }
 
+    /// Every category as callers see it: name, what it covers, how many names, from where.
+    pub(crate) fn shown(&self) -> Vec<serde_json::Value> {
+        self.categories
+            .iter()
+            .map(|(name, c)| {
+                serde_json::json!({"name": name, "description": c.description, "domains": c.domains.len(), "origins": c.origins})
+            })
+            .collect()
+    }
+
     pub(crate) fn has(&self, name: &str) -> bool {
         self.categories.contains_key(name)
     }

@@ -292,28 +292,18 @@ impl WebFilter {
                 // `leave` keeps a DNS-over-HTTPS policy set before; only a clear takes
                 // it out, so a lockdown turned off is cleared first.
                 let lifted = !*doh_lockdown && self.pcs().get(agent.as_str()).is_some_and(|pc| pc.state.applied_doh);
-                let cleared = if lifted {
-                    self.inner
-                        .forwarder
-                        .forward(who, agent, "webfilter_clear", Map::new())
-                        .await
-                        .map(|_| ())
-                } else {
-                    Ok(())
+                let forwarder = &self.inner.forwarder;
+                let sent = async {
+                    if lifted {
+                        forwarder.forward(who, agent, "webfilter_clear", Map::new()).await?;
+                    }
+                    forwarder.forward(who, agent, "webfilter_apply", args).await
                 };
-                match cleared {
-                    Ok(()) => self
-                        .inner
-                        .forwarder
-                        .forward(who, agent, "webfilter_apply", args)
-                        .await
-                        .map(|_| Pushed::Applied {
-                            count: domains.len(),
-                            hash: hash.clone(),
-                            doh_lockdown: *doh_lockdown,
-                        }),
-                    Err(f) => Err(f),
-                }
+                sent.await.map(|_| Pushed::Applied {
+                    count: domains.len(),
+                    hash: hash.clone(),
+                    doh_lockdown: *doh_lockdown,
+                })
             }
             Desired::Clear { why } => self
                 .inner
@@ -395,12 +385,7 @@ impl WebFilter {
     pub(crate) fn describe(&self, agent: &str) -> Value {
         let (now, t) = self.now();
         let desired = self.desired(agent, t);
-        let catalog = self.catalog();
-        let categories: Vec<Value> = catalog
-            .categories
-            .iter()
-            .map(|(name, c)| json!({"name": name, "description": c.description, "domains": c.domains.len(), "origins": c.origins}))
-            .collect();
+        let categories = self.catalog().shown();
         let pcs = self.pcs();
         let Some(pc) = pcs.get(agent) else {
             return json!({
@@ -415,9 +400,7 @@ impl WebFilter {
             desired.unwrap_or_else(|| (effective::phase(&pc.config, t), Desired::Clear { why: String::new() }));
         let s = &pc.state;
         let applied_known = s.applied_at.is_some();
-        let drift = s.observed_at.is_some()
-            && applied_known
-            && (s.observed_hash != s.applied_hash || s.observed_active != Some(s.applied_hash.is_some()));
+        let drift = drifted(s);
         let pending = applied_known && desired.differs_from(s.applied_hash.as_deref(), s.applied_doh);
         let next = effective::next_edge(&pc.config, t).map(|(at, window)| {
             json!({"at": crate::clock::format(OffsetDateTime::from_unix_timestamp(at.as_second()).unwrap_or(now)), "window": window})
@@ -645,6 +628,13 @@ impl FilterConfig {
             "schedules": self.schedules,
         })
     }
+}
+
+/// Whether the PC was last seen holding something other than what kenny applied there.
+fn drifted(s: &FilterStateRow) -> bool {
+    s.observed_at.is_some()
+        && s.applied_at.is_some()
+        && (s.observed_hash != s.applied_hash || s.observed_active != Some(s.applied_hash.is_some()))
 }
 
 /// One line for people: what the PC holds and what comes next.
