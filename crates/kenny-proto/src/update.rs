@@ -18,6 +18,10 @@ pub const MANIFEST_LABEL: &str = "kenny-agent-update-v1";
 /// The only `purpose` a manifest may have; a signed text meant for anything else is not
 /// an update.
 pub const MANIFEST_PURPOSE: &str = "kenny-agent-update";
+/// The `purpose` of the manifest an install script checks its download against: signed
+/// the same way, but never an update order (the agent refuses any purpose but
+/// [`MANIFEST_PURPOSE`]).
+pub const INSTALL_PURPOSE: &str = "kenny-agent-install";
 /// Longest manifest text accepted (a real one is about 400 bytes).
 pub const MAX_MANIFEST_BYTES: usize = 4096;
 /// Largest agent build the server offers and the agent downloads.
@@ -73,7 +77,8 @@ pub enum OrderError {
     BadManifest(String),
 }
 
-fn signed_bytes(manifest_text: &str) -> Vec<u8> {
+/// What a manifest's signature covers: `MANIFEST_LABEL 0x00 <manifest text>`.
+pub fn signed_bytes(manifest_text: &str) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(MANIFEST_LABEL.len() + 1 + manifest_text.len());
     bytes.extend_from_slice(MANIFEST_LABEL.as_bytes());
     bytes.push(0);

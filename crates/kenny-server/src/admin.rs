@@ -1,7 +1,7 @@
 //! Administration on a data directory: users, tokens, agents. Used by the CLI and the
 //! quick-start launcher; works while a server runs on the same directory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
@@ -125,6 +125,102 @@ pub fn rekey_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Re
     let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
     store.rekey_agent(agent_id, &secrets::token_hash(&token))?;
     enrollment(data_dir, agent_id, token)
+}
+
+/// Makes a one-time install link for `agent_id` on `os`, valid `minutes`, as `by`.
+/// `base_url` is how the PC reaches this server: what the link and the script use.
+pub fn create_install_link(
+    store: &Store,
+    base_url: &str,
+    agent_id: &str,
+    os: &str,
+    minutes: Option<u64>,
+    by: &str,
+) -> anyhow::Result<crate::onboarding::CreatedLink> {
+    let url = url::Url::parse(base_url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{base_url:?} is not the server's URL: pass --url https://kenny.example.com (or set KENNY_PUBLIC_URL)"
+            )
+        })?;
+    let spec = crate::onboarding::LinkSpec::new(agent_id, os, minutes).map_err(|why| anyhow::anyhow!(why))?;
+    Ok(crate::onboarding::create(
+        store,
+        url.as_str(),
+        &spec,
+        by,
+        time::OffsetDateTime::now_utc(),
+    )?)
+}
+
+/// Copies an agent build into `<data dir>/agent-releases/` under the name updates and
+/// install links look for; returns that path. The file must be an executable of the
+/// named OS (ELF for Linux, PE for Windows); a build already there is kept unless it is
+/// the same file.
+pub fn add_release(data_dir: &Path, file: &Path, version: &str, os: &str, arch: &str) -> anyhow::Result<PathBuf> {
+    if kenny_proto::results::parse_version(version).is_none() {
+        bail!("version {version:?} is not MAJOR.MINOR.PATCH (for example 0.3.1)");
+    }
+    let (magic, exe): (&[u8], &str) = match os {
+        "linux" => (b"\x7fELF", ""),
+        "windows" => (b"MZ", ".exe"),
+        _ => bail!("os {os:?} is not one kenny builds for: use linux or windows"),
+    };
+    if arch.is_empty()
+        || !arch
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        bail!("architecture {arch:?} is not valid: use what the agent reports, such as x86_64 or aarch64");
+    }
+    let name = format!("kenny-agent-{version}-{os}-{arch}{exe}");
+    let meta = std::fs::metadata(file).with_context(|| format!("reading {}", file.display()))?;
+    if !meta.is_file() || meta.len() > kenny_proto::update::MAX_BUILD_BYTES {
+        bail!("{} is not a plain file of at most 256 MiB", file.display());
+    }
+    let mut head = [0u8; 4];
+    let got = std::io::Read::read(&mut std::fs::File::open(file)?, &mut head)?;
+    if !head[..got].starts_with(magic) {
+        bail!(
+            "{} is not a {os} executable; give the kenny-agent binary built for {os}/{arch}",
+            file.display()
+        );
+    }
+    let dir = crate::updates::releases::dir(data_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let target = dir.join(&name);
+    if target.exists() {
+        if std::fs::read(&target)? == std::fs::read(file)? {
+            return Ok(target);
+        }
+        bail!(
+            "{} already exists with other content; a version names one build: give this one a new version",
+            target.display()
+        );
+    }
+    let staged = dir.join(format!(".{name}.adding"));
+    std::fs::copy(file, &staged).with_context(|| format!("copying {} into {}", file.display(), dir.display()))?;
+    set_executable(&staged)?;
+    std::fs::rename(&staged, &target)?;
+    Ok(target)
+}
+
+#[cfg(unix)]
+fn set_executable(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn set_executable(_: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+/// The builds in `<data dir>/agent-releases/`, newest first per OS and architecture.
+pub fn list_releases(data_dir: &Path) -> serde_json::Value {
+    serde_json::json!(crate::updates::releases::all(&crate::updates::releases::dir(data_dir)))
 }
 
 fn enrollment(data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<AgentEnrollment> {

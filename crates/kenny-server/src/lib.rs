@@ -26,6 +26,7 @@ pub mod listener;
 pub(crate) mod mcp;
 pub mod metrics;
 pub mod oauth;
+pub mod onboarding;
 pub(crate) mod passwords;
 pub(crate) mod policy;
 pub mod principal;

@@ -118,6 +118,9 @@ enum Command {
     /// Manage agents.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// The agent builds this server hands out (to updates and install links).
+    #[command(subcommand)]
+    Releases(ReleasesCommand),
     /// Take a backup of the data directory (database and server key) into a new file,
     /// while the server runs. Keep it private: it holds the server key.
     Backup {
@@ -186,6 +189,48 @@ enum AgentCommand {
     /// `add`); use it when a PC is reinstalled or lost its state directory.
     Rekey {
         id: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Make a one-time install link for a new PC, or an existing one (its old key is
+    /// forgotten when the link is used). Prints {"id", "url", "command", "expires_at",
+    /// ...} as JSON; run the command on the PC as an administrator.
+    Link {
+        id: String,
+        /// linux or windows.
+        #[arg(long, default_value = "linux")]
+        os: String,
+        /// Minutes the link stays usable (5 to 10080).
+        #[arg(long, default_value_t = 1440)]
+        expires_minutes: u64,
+        /// How the PC reaches this server.
+        #[arg(long, env = "KENNY_PUBLIC_URL")]
+        url: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReleasesCommand {
+    /// Add an agent build: copied into <data dir>/agent-releases/ as
+    /// kenny-agent-<version>-<os>-<arch>[.exe].
+    Add {
+        /// The kenny-agent binary.
+        file: PathBuf,
+        #[arg(long)]
+        version: String,
+        /// linux or windows.
+        #[arg(long)]
+        os: String,
+        /// As the agent reports it: x86_64, aarch64...
+        #[arg(long)]
+        arch: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// List the builds, newest first per OS and architecture (JSON).
+    List {
         #[command(flatten)]
         data: DataDir,
     },
@@ -282,11 +327,44 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(command) => {
-            let enrollment = match command {
-                AgentCommand::Add { id, data } => admin::add_agent(&open(&data)?, &data.data_dir, &id)?,
-                AgentCommand::Rekey { id, data } => admin::rekey_agent(&open(&data)?, &data.data_dir, &id)?,
+            let printed = match command {
+                AgentCommand::Add { id, data } => {
+                    serde_json::to_string(&admin::add_agent(&open(&data)?, &data.data_dir, &id)?)?
+                }
+                AgentCommand::Rekey { id, data } => {
+                    serde_json::to_string(&admin::rekey_agent(&open(&data)?, &data.data_dir, &id)?)?
+                }
+                AgentCommand::Link {
+                    id,
+                    os,
+                    expires_minutes,
+                    url,
+                    data,
+                } => {
+                    let by = format!("{} (command line)", whoami());
+                    let link = admin::create_install_link(&open(&data)?, &url, &id, &os, Some(expires_minutes), &by)?;
+                    serde_json::to_string(&link)?
+                }
             };
-            println!("{}", serde_json::to_string(&enrollment)?);
+            println!("{printed}");
+            Ok(())
+        }
+        Command::Releases(ReleasesCommand::Add {
+            file,
+            version,
+            os,
+            arch,
+            data,
+        }) => {
+            let path = admin::add_release(&data.data_dir, &file, &version, &os, &arch)?;
+            println!("added {}", path.display());
+            Ok(())
+        }
+        Command::Releases(ReleasesCommand::List { data }) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&admin::list_releases(&data.data_dir))?
+            );
             Ok(())
         }
         Command::Backup { out, data } => {
@@ -330,6 +408,15 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         shutdown.cancel();
     });
     server.finished().await
+}
+
+/// Who ran a command, for the records it makes.
+fn whoami() -> String {
+    std::env::var("SUDO_USER")
+        .or_else(|_| std::env::var("USER"))
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "an administrator".into())
 }
 
 fn open(data: &DataDir) -> anyhow::Result<Store> {

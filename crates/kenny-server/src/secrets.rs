@@ -39,6 +39,8 @@ pub const ACCESS_TOKEN_PREFIX: &str = "kenny_oat_";
 pub const REFRESH_TOKEN_PREFIX: &str = "kenny_ort_";
 pub const CODE_PREFIX: &str = "kenny_oac_";
 pub const AGENT_TOKEN_PREFIX: &str = "kenny_agt_";
+/// Install links (`/install/<token>`): one use, then they enroll nothing more.
+pub const INSTALL_LINK_PREFIX: &str = "kenny_inl_";
 pub const SERVER_KEY_FILE: &str = "server_ed25519.key";
 
 /// A fresh random token with a recognisable prefix (so a leaked one is easy to spot).

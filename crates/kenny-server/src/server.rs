@@ -263,6 +263,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/readyz", get(ready))
         .route("/metrics", get(scrape_metrics))
         .route("/d/agent/{file}", get(crate::updates::releases::download))
+        .route(
+            "/install/{token}",
+            get(crate::onboarding::page::show).post(crate::onboarding::page::redeem),
+        )
         .layer(axum::middleware::from_fn(crate::guard::security_headers))
         .with_state(state)
 }

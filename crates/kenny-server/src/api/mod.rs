@@ -9,6 +9,7 @@ mod error;
 mod extract;
 mod health;
 mod hosts;
+mod install_links;
 mod me;
 mod policy;
 mod users;
@@ -49,6 +50,12 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         )
         .route("/api/webfilter/sources/{id}", delete(webfilter::remove_source))
         .route("/api/webfilter/sources/{id}/refresh", post(webfilter::refresh_source))
+        .route(
+            "/api/install-links",
+            get(install_links::list).post(install_links::create),
+        )
+        .route("/api/install-links/{id}", delete(install_links::revoke))
+        .route("/api/releases", get(install_links::builds))
         .route("/api/policy", get(policy::show).put(policy::replace))
         .route("/api/health/thresholds", get(health::show).put(health::change))
         .route("/api/alerts", get(alerts::list))

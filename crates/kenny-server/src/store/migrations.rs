@@ -367,6 +367,21 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (agent_id, domain)
     ) WITHOUT ROWID;
     CREATE INDEX web_activity_recent ON web_activity (agent_id, last_seen);",
+    // 22: install links, one-time URLs that enroll a PC.
+    "CREATE TABLE install_links (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        token_hash TEXT NOT NULL UNIQUE,
+        agent_id TEXT NOT NULL,
+        os TEXT NOT NULL CHECK (os IN ('linux', 'windows')),
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        used_at TEXT,
+        used_from TEXT,
+        revoked_at TEXT,
+        revoked_by TEXT
+    );
+    CREATE INDEX install_links_by_agent ON install_links (agent_id);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

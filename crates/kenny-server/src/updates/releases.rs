@@ -77,6 +77,57 @@ fn builds_for(dir: &Path, os: &str, arch: &str) -> Vec<Release> {
         .collect()
 }
 
+/// One build in the directory, for listings and install scripts.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct Build {
+    pub os: String,
+    pub arch: String,
+    pub version: String,
+    pub file: String,
+    pub size: u64,
+    #[serde(skip)]
+    pub path: PathBuf,
+    #[serde(skip)]
+    pub parsed: Version,
+}
+
+/// Every build in `dir`, newest first within each OS and architecture.
+pub(crate) fn all(dir: &Path) -> Vec<Build> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut builds: Vec<Build> = entries
+        .flatten()
+        .filter_map(|e| {
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            let file = e.file_name().to_string_lossy().into_owned();
+            let n = parse_name(&file)?;
+            Some(Build {
+                os: n.os,
+                arch: n.arch,
+                version: n.version_text,
+                file,
+                size: meta.len(),
+                path: e.path(),
+                parsed: n.version,
+            })
+        })
+        .collect();
+    builds.sort_by(|a, b| (&a.os, &a.arch, b.parsed).cmp(&(&b.os, &b.arch, a.parsed)));
+    builds
+}
+
+/// The newest build of each architecture for `os`.
+pub(crate) fn newest_per_arch(dir: &Path, os: &str) -> Vec<Build> {
+    let mut newest: Vec<Build> = Vec::new();
+    for build in all(dir).into_iter().filter(|b| b.os == os) {
+        if newest.last().is_none_or(|last| last.arch != build.arch) {
+            newest.push(build);
+        }
+    }
+    newest
+}
+
 /// The newest build for this OS and architecture that is newer than `than`.
 pub(crate) fn newest_for(dir: &Path, os: &str, arch: &str, than: &str) -> Option<Release> {
     let floor = kenny_proto::results::parse_version(than).unwrap_or((0, 0, 0));

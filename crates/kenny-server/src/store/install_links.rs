@@ -1,0 +1,211 @@
+//! Install links: one-time URLs that enroll a PC. Only the link token's hash is kept;
+//! the enrollment token a link hands out is minted when it is used, in the same
+//! transaction that marks it used, so no usable secret rests in the database.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store, StoreError};
+
+/// One link as listed (never its token).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InstallLinkRow {
+    pub id: i64,
+    pub agent_id: String,
+    pub os: String,
+    pub created_by: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub used_at: Option<String>,
+    pub used_from: Option<String>,
+    pub revoked_at: Option<String>,
+    pub revoked_by: Option<String>,
+}
+
+impl InstallLinkRow {
+    /// `active`, `used`, `revoked` or `expired`, as of `now`.
+    pub fn state(&self, now: &str) -> &'static str {
+        if self.used_at.is_some() {
+            "used"
+        } else if self.revoked_at.is_some() {
+            "revoked"
+        } else if self.expires_at.as_str() <= now {
+            "expired"
+        } else {
+            "active"
+        }
+    }
+}
+
+/// Why a link cannot be used; the page a refused caller sees is made from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkRefusal {
+    Unknown,
+    Used { at: String },
+    Revoked { at: String },
+    Expired { at: String },
+}
+
+/// A link that was just used: the PC it enrolls, for which OS, and whether that PC
+/// already existed (its old key was forgotten).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redeemed {
+    pub link_id: i64,
+    pub agent_id: String,
+    pub os: String,
+    pub created_by: String,
+    pub replaced_existing: bool,
+}
+
+const LINK_COLUMNS: &str = "SELECT id, agent_id, os, created_by, created_at, expires_at, used_at, used_from, revoked_at, revoked_by FROM install_links";
+
+fn link_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<InstallLinkRow> {
+    Ok(InstallLinkRow {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        os: r.get(2)?,
+        created_by: r.get(3)?,
+        created_at: r.get(4)?,
+        expires_at: r.get(5)?,
+        used_at: r.get(6)?,
+        used_from: r.get(7)?,
+        revoked_at: r.get(8)?,
+        revoked_by: r.get(9)?,
+    })
+}
+
+/// What a new link is.
+pub struct NewInstallLink<'a> {
+    pub token_hash: &'a str,
+    pub agent_id: &'a str,
+    pub os: &'a str,
+    pub created_by: &'a str,
+    pub created_at: &'a str,
+    pub expires_at: &'a str,
+}
+
+impl Store {
+    pub fn create_install_link(&self, link: &NewInstallLink<'_>) -> Result<i64> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO install_links (token_hash, agent_id, os, created_by, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    link.token_hash,
+                    link.agent_id,
+                    link.os,
+                    link.created_by,
+                    link.created_at,
+                    link.expires_at
+                ],
+            )?;
+            Ok(c.last_insert_rowid())
+        })
+    }
+
+    /// Newest first, at most `limit`.
+    pub fn install_links(&self, limit: u32) -> Result<Vec<InstallLinkRow>> {
+        self.read(|c| {
+            let mut stmt = c.prepare(&format!("{LINK_COLUMNS} ORDER BY id DESC LIMIT ?1"))?;
+            let rows = stmt.query_map([limit], link_row)?.collect::<rusqlite::Result<_>>()?;
+            Ok(rows)
+        })
+    }
+
+    pub fn install_link(&self, id: i64) -> Result<Option<InstallLinkRow>> {
+        self.read(|c| {
+            Ok(c.query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)
+                .optional()?)
+        })
+    }
+
+    /// The link a token opens, without using it.
+    pub fn install_link_by_token(&self, token_hash: &str) -> Result<Option<InstallLinkRow>> {
+        self.read(|c| {
+            Ok(
+                c.query_row(&format!("{LINK_COLUMNS} WHERE token_hash = ?1"), [token_hash], link_row)
+                    .optional()?,
+            )
+        })
+    }
+
+    /// Revokes a link that is still unused; a used one is a conflict (what it enrolled
+    /// stays enrolled: rekey the PC to undo that).
+    pub fn revoke_install_link(&self, id: i64, by: &str, now: &str) -> Result<InstallLinkRow> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let row = tx
+                .query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound(format!("no install link {id}")))?;
+            if let Some(at) = &row.used_at {
+                return Err(StoreError::Conflict(format!(
+                    "install link {id} was already used at {at}; to cut the PC it enrolled off, rekey or remove agent {}",
+                    row.agent_id
+                )));
+            }
+            if row.revoked_at.is_none() {
+                tx.execute(
+                    "UPDATE install_links SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
+                    params![id, now, by],
+                )?;
+            }
+            let row = tx.query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)?;
+            tx.commit()?;
+            Ok(row)
+        })
+    }
+
+    /// Uses a link: in one transaction, marks it used and gives its PC the new
+    /// enrollment token (`agent_token_hash`), creating the PC or forgetting the key it
+    /// had. Refused, nothing changes.
+    pub fn redeem_install_link(
+        &self,
+        token_hash: &str,
+        agent_token_hash: &str,
+        from: &str,
+        now: &str,
+    ) -> Result<std::result::Result<Redeemed, LinkRefusal>> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let Some(row) = tx
+                .query_row(&format!("{LINK_COLUMNS} WHERE token_hash = ?1"), [token_hash], link_row)
+                .optional()?
+            else {
+                return Ok(Err(LinkRefusal::Unknown));
+            };
+            let refusal = match (&row.used_at, &row.revoked_at) {
+                (Some(at), _) => Some(LinkRefusal::Used { at: at.clone() }),
+                (None, Some(at)) => Some(LinkRefusal::Revoked { at: at.clone() }),
+                (None, None) if row.expires_at.as_str() <= now => Some(LinkRefusal::Expired {
+                    at: row.expires_at.clone(),
+                }),
+                (None, None) => None,
+            };
+            if let Some(refusal) = refusal {
+                return Ok(Err(refusal));
+            }
+            tx.execute(
+                "UPDATE install_links SET used_at = ?2, used_from = ?3 WHERE id = ?1",
+                params![row.id, now, from],
+            )?;
+            let rekeyed = tx.execute(
+                "UPDATE agents SET token_hash = ?2, public_key = NULL, enrolled_at = NULL WHERE agent_id = ?1",
+                params![row.agent_id, agent_token_hash],
+            )?;
+            if rekeyed == 0 {
+                tx.execute(
+                    "INSERT INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)",
+                    params![row.agent_id, agent_token_hash, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(Redeemed {
+                link_id: row.id,
+                agent_id: row.agent_id,
+                os: row.os,
+                created_by: row.created_by,
+                replaced_existing: rekeyed > 0,
+            }))
+        })
+    }
+}
