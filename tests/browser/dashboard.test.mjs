@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
-import { launchBrowser, startServer, startXvfb } from './harness.mjs';
+import { binDir, launchBrowser, startServer, startXvfb } from './harness.mjs';
 
 const PASSWORD = 'a long enough password';
 const SHOTS = process.env.KENNY_SCREENSHOTS === '1' ? resolve(import.meta.dirname, '../../docs/screenshots') : null;
@@ -161,6 +161,23 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.click('#agent-form button');
   await page.waitForSelector('#agent-result.error');
   assert.match(await page.textContent('#agent-result'), /already exists/);
+
+  // Install links: none of the builds yet, then one added from the command line; a link
+  // for a Windows PC shows its command once, is listed as active, and can be revoked.
+  assert.match(await page.textContent('#install-links'), /no agent builds yet/);
+  server.admin(['releases', 'add', join(binDir, 'kenny-agent'), '--version', '0.1.0', '--os', 'linux', '--arch', process.arch === 'arm64' ? 'aarch64' : 'x86_64']);
+  await page.reload();
+  assert.match(await page.textContent('#agent-builds'), /linux\s*(x86_64|aarch64)\s*0\.1\.0/);
+  await page.fill('#link-form input[name="agent_id"]', 'garage-pc');
+  await page.click('#link-form button');
+  await page.waitForSelector('#link-command');
+  const linkCommand = await page.textContent('#link-command');
+  assert.match(linkCommand, new RegExp(`irm -Method Post -UseBasicParsing -Uri '${base}/install/kenny_inl_[A-Za-z0-9_-]+'`));
+  await page.waitForSelector('#install-links tr[data-link-id] button[data-link-revoke]');
+  assert.match(await page.textContent('#install-links tbody'), /garage-pc\s*windows\s*active/);
+  await page.click('#install-links button[data-link-revoke]');
+  await page.waitForFunction(() => /revoked/.test(document.querySelector('#install-links tbody').textContent));
+  assert.match(await page.textContent('#link-result'), /Revoked the link for garage-pc/);
 
   // Own token: shown once, on the account page.
   await page.click('nav.mainnav >> text=Account');

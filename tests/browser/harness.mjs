@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const repo = resolve(import.meta.dirname, '../..');
-const binDir = process.env.KENNY_BIN_DIR ?? join(repo, 'target', 'debug');
+export const binDir = process.env.KENNY_BIN_DIR ?? join(repo, 'target', 'debug');
 
 export async function startServer(extraArgs = [], env = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'kenny-browser-'));

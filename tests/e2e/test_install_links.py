@@ -7,13 +7,14 @@ connects and serves calls."""
 
 from __future__ import annotations
 
+import json
 import platform
 import sqlite3
 import subprocess
 
 import httpx
 
-from conftest import AGENT_BIN, call, shell_stdout
+from conftest import AGENT_BIN, SERVER_BIN, call, shell_stdout
 
 ARCH = platform.machine()
 
@@ -123,6 +124,12 @@ async def test_expired_and_revoked_links_are_refused_with_the_reason(kenny, tmp_
             r = http.post("/api/install-links", json=body)
             assert r.status_code == 400 and said in r.text, (body, r.text)
         assert len(http.get("/api/install-links").json()["links"]) == 2
+    # The command line makes them too, for the URL the PC reaches the server by.
+    made = json.loads(kenny.admin("agent", "link", "pc-cli", "--os", "windows", "--url", kenny.base_url))
+    assert made["url"].startswith(f"{kenny.base_url}/install/kenny_inl_") and "irm -Method Post" in made["command"], made
+    bad = subprocess.run([str(SERVER_BIN), "agent", "link", "pc-cli", "--url", "kenny.example", "--data-dir", str(kenny.data_dir)],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "is not the server's URL" in bad.stderr, bad
     # Another web site cannot spend a link from someone's browser.
     fresh = _link(kenny, "pc-site")
     r = httpx.post(fresh["url"], headers={"Origin": "https://evil.example"}, timeout=10)

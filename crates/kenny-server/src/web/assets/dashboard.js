@@ -390,7 +390,33 @@
       refreshSections(['agents']);
     };
 
+    forms['link-form'] = async (f) => {
+      const body = { agent_id: f.agent_id.value.trim(), os: f.os.value, expires_minutes: Number(f.expires_minutes.value) };
+      const r = await api('POST', '/api/install-links', body);
+      const out = $('#link-result');
+      if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+      f.reset();
+      const d = r.data;
+      const where = d.os === 'windows' ? 'in PowerShell started as Administrator' : 'in a terminal';
+      showStatus(out, [
+        secretBox(`On the PC that should become ${d.agent_id}, run this ${where}:`, d.command,
+          'It works once, until the time below; whoever runs it enrolls that PC, so send it privately.', 'link-command'),
+        el('dl', { class: 'facts' },
+          el('dt', {}, 'Link'), el('dd', {}, el('code', {}, d.url)),
+          el('dt', {}, 'Expires'), el('dd', {}, timeEl(d.expires_at))),
+      ], 'ok');
+      refreshSections(['install-links']);
+    };
+
     main.addEventListener('click', async (ev) => {
+      const revoke = ev.target.closest('button[data-link-revoke]');
+      if (revoke) {
+        const r = await api('DELETE', `/api/install-links/${enc(revoke.dataset.linkRevoke)}`);
+        const out = $('#link-result');
+        if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+        showStatus(out, `Revoked the link for ${r.data.link.agent_id}.`, 'ok');
+        return refreshSections(['install-links']);
+      }
       const userButton = ev.target.closest('button[data-user-action]');
       if (userButton) {
         const tr = userButton.closest('tr[data-user-id]');

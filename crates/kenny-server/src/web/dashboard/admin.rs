@@ -1,4 +1,5 @@
-//! `/admin` (superusers): accounts and agents, with the "add an agent" form. The
+//! `/admin` (superusers): accounts and agents, with the "add an agent" form and
+//! install links (`install_links`). The
 //! buttons call the JSON API (`/api/users`, `/api/agents`); disabling an account or
 //! resetting its password first asks, in a dialog that says how many tokens it has,
 //! whether to revoke its personal access tokens too. After a change the script re-reads
@@ -37,9 +38,14 @@ pub(super) async fn page(
     }
     let read = accounts.store.blocking(move |s| s.users()).await;
     let agents = fleet.list(&who).await;
-    let (users, agents) = match (read, agents) {
-        (Ok(r), Ok(a)) => (r, a),
-        (Err(e), _) | (_, Err(e)) => {
+    let links = fleet.store.blocking(|s| s.install_links(20)).await;
+    let releases_dir = crate::updates::releases::dir(&site.config.data_dir);
+    let builds = tokio::task::spawn_blocking(move || crate::updates::releases::all(&releases_dir))
+        .await
+        .unwrap_or_default();
+    let (users, agents, links) = match (read, agents, links) {
+        (Ok(r), Ok(a), Ok(l)) => (r, a, l),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
             tracing::error!(error = %e, "reading the admin page failed");
             return message_page(
                 &who,
@@ -60,6 +66,7 @@ pub(super) async fn page(
         div class="admin-grid" {
             (users_section(&users, who.user_id))
             (agents_section(&agents, &site.base_url))
+            (super::install_links::section(&links, &builds, &fleet.clock.now()))
         }
     };
     layout(&who, &csrf, "Admin", Nav::Admin, body)

@@ -14,6 +14,7 @@ mod charts;
 mod fleet;
 mod host;
 mod household;
+mod install_links;
 mod today;
 
 use std::sync::Arc;
