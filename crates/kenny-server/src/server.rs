@@ -262,7 +262,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(scrape_metrics))
-        .route("/d/agent/{file}", get(crate::updates::releases::download))
+        .route("/d/agent/{file}", get(crate::updates::download::download))
         .route(
             "/install/{token}",
             get(crate::onboarding::page::show).post(crate::onboarding::page::redeem),

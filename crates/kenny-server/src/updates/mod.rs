@@ -8,6 +8,7 @@
 //! on trial; it reports the outcome (kept, or rolled back and why) in a `log` frame that
 //! echoes the signed manifest, so only orders this server really issued are recorded.
 
+pub(crate) mod download;
 pub(crate) mod releases;
 
 use std::collections::HashMap;

@@ -1,17 +1,11 @@
 //! Agent builds the server can hand out: files named
 //! `kenny-agent-<version>-<os>-<arch>[.exe]` in `<data dir>/agent-releases/`, served at
-//! `/d/agent/<file>`. Binaries are not secrets; what protects an agent is the manifest
+//! `/d/agent/<file>` by [`super::download`]. Binaries are not secrets; what protects an agent is the manifest
 //! the server signs for each update (see [`super`]), not where the file lies.
 
 use std::path::{Path, PathBuf};
 
-use axum::body::Body;
-use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
-
-use crate::state::Site;
 
 pub(crate) const DIR: &str = "agent-releases";
 const PREFIX: &str = "kenny-agent-";
@@ -31,14 +25,14 @@ pub(crate) fn dir(data_dir: &Path) -> PathBuf {
 }
 
 /// What a release file name stands for: version (parsed and as written), OS, architecture.
-struct Name {
+pub(crate) struct Name {
     version: Version,
     version_text: String,
     os: String,
     arch: String,
 }
 
-fn parse_name(name: &str) -> Option<Name> {
+pub(crate) fn parse_name(name: &str) -> Option<Name> {
     if !kenny_proto::update::Manifest::file_name_is_plain(name) {
         return None;
     }
@@ -202,35 +196,6 @@ impl HashCache {
     fn cached(&self, path: &Path) -> Option<String> {
         self.entries.lock().unwrap().get(path).map(|h| h.sha256.clone())
     }
-}
-
-/// `GET /d/agent/{file}`: a release file, by its exact name, streamed (a build may be
-/// large and this route needs no sign-in, so nothing here holds a whole file in memory).
-pub(crate) async fn download(State(site): State<Site>, UrlPath(file): UrlPath<String>) -> Response {
-    let not_found = || (StatusCode::NOT_FOUND, "no such agent build\n").into_response();
-    if parse_name(&file).is_none() {
-        return not_found();
-    }
-    let path = dir(&site.config.data_dir).join(&file);
-    let Ok(opened) = tokio::fs::File::open(&path).await else {
-        return not_found();
-    };
-    let Ok(meta) = opened.metadata().await else {
-        return not_found();
-    };
-    if !meta.is_file() {
-        return not_found();
-    }
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(opened));
-    let mut response = body.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(meta.len()));
-    response
 }
 
 #[cfg(test)]
