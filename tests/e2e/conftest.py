@@ -45,7 +45,7 @@ AGENT_BIN = BIN_DIR / "kenny-agent"
 #: initialize handshake, as a current SDK client does), "legacy" or "2026-07-28".
 MCP_MODE = os.environ.get("KENNY_MCP_MODE", "auto")
 
-LISTEN_RE = re.compile(r"kenny-server listening on (http://127\.0\.0\.1:(\d+))")
+LISTEN_RE = re.compile(r"kenny-server listening on (https?://127\.0\.0\.1:(\d+))")
 PAT_RE = re.compile(r"kenny_pat_[A-Za-z0-9_\-]+")
 
 SERVER_START_TIMEOUT = 30.0

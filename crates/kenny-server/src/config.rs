@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub webfilter_max_domains: usize,
     /// Lets callers other than loopback read `/metrics` with `Authorization: Bearer`.
     pub metrics_token: Option<String>,
+    /// Serve HTTPS from these files instead of plain HTTP.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 impl ServeConfig {
@@ -44,6 +46,7 @@ impl ServeConfig {
             listen,
             data_dir,
             public_url: None,
+            tls: None,
             heartbeat: Duration::from_secs(15),
             call_timeout: None,
             allow_token_auth: true,

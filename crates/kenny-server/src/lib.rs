@@ -38,6 +38,7 @@ pub(crate) mod server_tools;
 pub(crate) mod session;
 pub mod state;
 pub mod store;
+pub mod tls;
 pub(crate) mod totp;
 pub(crate) mod tunnel;
 pub(crate) mod updates;

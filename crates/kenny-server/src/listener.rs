@@ -62,7 +62,13 @@ impl Default for HttpLimits {
 /// Serves `app` until `shutdown` fires; then stops accepting, gives open requests a
 /// short grace period and returns. Each request carries `ConnectInfo<SocketAddr>` and
 /// its connection's [`ConnReads`] as extensions.
-pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    tls: Option<Arc<crate::tls::Tls>>,
+    shutdown: CancellationToken,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut builder = http1::Builder::new();
     builder
@@ -93,12 +99,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
             continue;
         };
         let reads = ConnReads::default();
-        let io = TokioIo::new(LimitedIo::new(
-            tcp,
-            reads.clone(),
-            slot,
-            limits.header_timeout * WRITE_STALL_FACTOR,
-        ));
+        let io = LimitedIo::new(tcp, reads.clone(), slot, limits.header_timeout * WRITE_STALL_FACTOR);
         let app = app.clone();
         let body_timeout = limits.header_timeout * BODY_TIMEOUT_FACTOR;
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -107,16 +108,26 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
             req.extensions_mut().insert(reads.clone());
             app.clone().oneshot(req)
         });
-        let conn = builder.serve_connection(io, service).with_upgrades();
         let shutdown = shutdown.clone();
+        let builder = builder.clone();
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
+        let handshake_timeout = limits.header_timeout;
         connections.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                result = conn.as_mut() => result,
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
+            let result = match acceptor {
+                None => drive(&builder, io, service, &shutdown).await,
+                // The handshake runs here, not in the accept loop, and has the headers'
+                // deadline: a client that opens TLS and stalls holds only its own slot.
+                Some(acceptor) => match tokio::time::timeout(handshake_timeout, acceptor.accept(io)).await {
+                    Ok(Ok(stream)) => drive(&builder, stream, service, &shutdown).await,
+                    Ok(Err(e)) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        tracing::debug!(%peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
             };
             if let Err(e) = result {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -131,6 +142,32 @@ pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutd
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, slots.acquire_many(all)).await;
     connections.shutdown().await;
+}
+
+/// Serves one connection, plain or TLS, until it ends or shutdown asks it to finish.
+async fn drive<I, S>(
+    builder: &http1::Builder,
+    io: I,
+    service: S,
+    shutdown: &CancellationToken,
+) -> Result<(), hyper::Error>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming> + Send,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as http_body::Body>::Data: Send,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = builder.serve_connection(TokioIo::new(io), service).with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => result,
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    }
 }
 
 /// Accepting fails for a connection that was reset before we took it (harmless), or

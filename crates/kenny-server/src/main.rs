@@ -33,82 +33,7 @@ struct DataDir {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server.
-    Serve {
-        #[arg(long, env = "KENNY_LISTEN", default_value = "127.0.0.1:7420")]
-        listen: SocketAddr,
-        /// URL clients use to reach this server (e.g. https://kenny.example.com).
-        #[arg(long, env = "KENNY_PUBLIC_URL")]
-        public_url: Option<String>,
-        /// Seconds between heartbeats to each agent; three silent beats mark it offline.
-        #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        heartbeat_secs: u64,
-        /// Seconds to wait for a forwarded call that sets no timeout_s of its own
-        /// (default: as long as the tool may take, per the tool catalog).
-        #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
-        call_timeout_secs: Option<u64>,
-        /// Lifetime of OAuth access tokens, in seconds.
-        #[arg(long, env = "KENNY_OAUTH_ACCESS_TOKEN_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86400))]
-        oauth_access_token_secs: u64,
-        /// Lifetime of OAuth refresh tokens, in seconds (each use rotates them).
-        #[arg(long, env = "KENNY_OAUTH_REFRESH_TOKEN_SECS", default_value_t = 2592000, value_parser = clap::value_parser!(u64).range(1..=31536000))]
-        oauth_refresh_token_secs: u64,
-        /// Lifetime of OAuth authorization codes, in seconds.
-        #[arg(long, env = "KENNY_OAUTH_CODE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=600))]
-        oauth_code_secs: u64,
-        /// Base URL of the Anthropic Messages API the dashboard chat uses (the key comes
-        /// from KENNY_ANTHROPIC_API_KEY only, never a flag).
-        #[arg(long, env = "KENNY_ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
-        anthropic_base_url: String,
-        /// The model the dashboard chat uses.
-        #[arg(long, env = "KENNY_CHAT_MODEL", default_value = kenny_server::chat::DEFAULT_MODEL)]
-        chat_model: String,
-        /// Model tokens (input plus output) each user may spend in the dashboard chat per
-        /// UTC day; 0 for no limit.
-        #[arg(long, env = "KENNY_CHAT_DAILY_TOKENS", default_value_t = kenny_server::chat::DEFAULT_DAILY_TOKENS)]
-        chat_daily_tokens: u64,
-        /// Refuse the legacy per-agent token handshake (mutual Ed25519 only). An agent
-        /// that has enrolled a key can never log in with its token, whatever this says.
-        #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
-        disable_token_auth: bool,
-        /// Days the audit log keeps a row; older rows are deleted in the background
-        /// (at start-up, then hourly). 0 keeps them for ever.
-        #[arg(long, env = "KENNY_AUDIT_RETENTION_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(0..=36500))]
-        audit_retention_days: u64,
-        /// Hours the PCs' history keeps every point (one per snapshot) before averaging
-        /// them into hourly points.
-        #[arg(long, env = "KENNY_HISTORY_RAW_HOURS", default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=8760))]
-        history_raw_hours: u64,
-        /// Days hourly points are kept before they are averaged into daily ones.
-        #[arg(long, env = "KENNY_HISTORY_HOURLY_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
-        history_hourly_days: u64,
-        /// Days daily points are kept; older ones are deleted.
-        #[arg(long, env = "KENNY_HISTORY_DAILY_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=36500))]
-        history_daily_days: u64,
-        /// Most names one PC's web filter may block (at most 10000, what agents accept);
-        /// a longer list is refused with the reason, never cut short.
-        #[arg(long, env = "KENNY_WEBFILTER_MAX_DOMAINS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-        webfilter_max_domains: u64,
-        /// A token that lets callers other than loopback read /metrics (as
-        /// `Authorization: Bearer <token>`); set it in the environment, not on the
-        /// command line. Without it only loopback callers may.
-        #[arg(long, env = "KENNY_METRICS_TOKEN", hide_env_values = true)]
-        metrics_token: Option<String>,
-        /// Most connections open at once, agent tunnels included; one more is closed at
-        /// once (agents retry). Keep it above the number of agents.
-        #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
-        max_connections: u64,
-        /// Seconds a client has to send a request's headers, counted from connecting or
-        /// from the previous response: also how long an idle keep-alive connection stays.
-        /// A request's body must arrive within three times as long, and a connection whose
-        /// client reads nothing of a response for three times as long is closed.
-        #[arg(long, env = "KENNY_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=600))]
-        http_header_timeout_secs: u64,
-        /// Seconds an agent connection has to authenticate once it opened the tunnel.
-        #[arg(long, env = "KENNY_AGENT_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
-        agent_handshake_timeout_secs: u64,
-        #[command(flatten)]
-        data: DataDir,
-    },
+    Serve(Box<ServeArgs>),
     /// Manage user accounts.
     #[command(subcommand)]
     User(UserCommand),
@@ -147,6 +72,95 @@ enum Command {
         #[command(flatten)]
         data: DataDir,
     },
+}
+
+/// `kenny-server serve`'s settings.
+#[derive(Args)]
+struct ServeArgs {
+    #[arg(long, env = "KENNY_LISTEN", default_value = "127.0.0.1:7420")]
+    listen: SocketAddr,
+    /// URL clients use to reach this server (e.g. https://kenny.example.com).
+    #[arg(long, env = "KENNY_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Seconds between heartbeats to each agent; three silent beats mark it offline.
+    #[arg(long, env = "KENNY_HEARTBEAT_SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    heartbeat_secs: u64,
+    /// Seconds to wait for a forwarded call that sets no timeout_s of its own
+    /// (default: as long as the tool may take, per the tool catalog).
+    #[arg(long, env = "KENNY_CALL_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..=86400))]
+    call_timeout_secs: Option<u64>,
+    /// Lifetime of OAuth access tokens, in seconds.
+    #[arg(long, env = "KENNY_OAUTH_ACCESS_TOKEN_SECS", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    oauth_access_token_secs: u64,
+    /// Lifetime of OAuth refresh tokens, in seconds (each use rotates them).
+    #[arg(long, env = "KENNY_OAUTH_REFRESH_TOKEN_SECS", default_value_t = 2592000, value_parser = clap::value_parser!(u64).range(1..=31536000))]
+    oauth_refresh_token_secs: u64,
+    /// Lifetime of OAuth authorization codes, in seconds.
+    #[arg(long, env = "KENNY_OAUTH_CODE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=600))]
+    oauth_code_secs: u64,
+    /// Base URL of the Anthropic Messages API the dashboard chat uses (the key comes
+    /// from KENNY_ANTHROPIC_API_KEY only, never a flag).
+    #[arg(long, env = "KENNY_ANTHROPIC_BASE_URL", default_value = "https://api.anthropic.com")]
+    anthropic_base_url: String,
+    /// The model the dashboard chat uses.
+    #[arg(long, env = "KENNY_CHAT_MODEL", default_value = kenny_server::chat::DEFAULT_MODEL)]
+    chat_model: String,
+    /// Model tokens (input plus output) each user may spend in the dashboard chat per
+    /// UTC day; 0 for no limit.
+    #[arg(long, env = "KENNY_CHAT_DAILY_TOKENS", default_value_t = kenny_server::chat::DEFAULT_DAILY_TOKENS)]
+    chat_daily_tokens: u64,
+    /// Refuse the legacy per-agent token handshake (mutual Ed25519 only). An agent
+    /// that has enrolled a key can never log in with its token, whatever this says.
+    #[arg(long, env = "KENNY_DISABLE_TOKEN_AUTH")]
+    disable_token_auth: bool,
+    /// Days the audit log keeps a row; older rows are deleted in the background
+    /// (at start-up, then hourly). 0 keeps them for ever.
+    #[arg(long, env = "KENNY_AUDIT_RETENTION_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(0..=36500))]
+    audit_retention_days: u64,
+    /// Hours the PCs' history keeps every point (one per snapshot) before averaging
+    /// them into hourly points.
+    #[arg(long, env = "KENNY_HISTORY_RAW_HOURS", default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=8760))]
+    history_raw_hours: u64,
+    /// Days hourly points are kept before they are averaged into daily ones.
+    #[arg(long, env = "KENNY_HISTORY_HOURLY_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    history_hourly_days: u64,
+    /// Days daily points are kept; older ones are deleted.
+    #[arg(long, env = "KENNY_HISTORY_DAILY_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=36500))]
+    history_daily_days: u64,
+    /// Most names one PC's web filter may block (at most 10000, what agents accept);
+    /// a longer list is refused with the reason, never cut short.
+    #[arg(long, env = "KENNY_WEBFILTER_MAX_DOMAINS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    webfilter_max_domains: u64,
+    /// A token that lets callers other than loopback read /metrics (as
+    /// `Authorization: Bearer <token>`); set it in the environment, not on the
+    /// command line. Without it only loopback callers may.
+    #[arg(long, env = "KENNY_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
+    /// Most connections open at once, agent tunnels included; one more is closed at
+    /// once (agents retry). Keep it above the number of agents.
+    #[arg(long, env = "KENNY_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    max_connections: u64,
+    /// Seconds a client has to send a request's headers, counted from connecting or
+    /// from the previous response: also how long an idle keep-alive connection stays.
+    /// A request's body must arrive within three times as long, and a connection whose
+    /// client reads nothing of a response for three times as long is closed.
+    #[arg(long, env = "KENNY_HTTP_HEADER_TIMEOUT_SECS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=600))]
+    http_header_timeout_secs: u64,
+    /// Seconds an agent connection has to authenticate once it opened the tunnel.
+    #[arg(long, env = "KENNY_AGENT_HANDSHAKE_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=300))]
+    agent_handshake_timeout_secs: u64,
+    /// Serve HTTPS with this certificate chain (PEM); needs --tls-key. Both files
+    /// are read again when they change (renewals need no restart).
+    #[arg(long, env = "KENNY_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, env = "KENNY_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Seconds between looks at the certificate files for changes.
+    #[arg(long, env = "KENNY_TLS_RELOAD_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    tls_reload_secs: u64,
+    #[command(flatten)]
+    data: DataDir,
 }
 
 #[derive(Subcommand)]
@@ -243,35 +257,44 @@ fn parse_role(s: &str) -> Result<Role, String> {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve {
-            listen,
-            public_url,
-            heartbeat_secs,
-            call_timeout_secs,
-            disable_token_auth,
-            audit_retention_days,
-            history_raw_hours,
-            history_hourly_days,
-            history_daily_days,
-            webfilter_max_domains,
-            metrics_token,
-            max_connections,
-            http_header_timeout_secs,
-            agent_handshake_timeout_secs,
-            oauth_access_token_secs,
-            oauth_refresh_token_secs,
-            oauth_code_secs,
-            anthropic_base_url,
-            chat_model,
-            chat_daily_tokens,
-            data,
-        } => {
+        Command::Serve(args) => {
+            let ServeArgs {
+                listen,
+                public_url,
+                heartbeat_secs,
+                call_timeout_secs,
+                disable_token_auth,
+                audit_retention_days,
+                history_raw_hours,
+                history_hourly_days,
+                history_daily_days,
+                webfilter_max_domains,
+                metrics_token,
+                max_connections,
+                http_header_timeout_secs,
+                agent_handshake_timeout_secs,
+                oauth_access_token_secs,
+                oauth_refresh_token_secs,
+                oauth_code_secs,
+                anthropic_base_url,
+                chat_model,
+                chat_daily_tokens,
+                tls_cert,
+                tls_key,
+                tls_reload_secs,
+                data,
+            } = *args;
             // rmcp's service loop logs an ERROR when it cannot send an answer because the
             // client went away; that is not the server's error (the call is audited either
             // way), so only the SDK's transport warnings are kept.
             kenny_host::init_logging("info,rmcp=warn,rmcp::service=off");
             let mut config = ServeConfig::new(listen, data.data_dir);
             config.public_url = public_url;
+            config.tls = tls_cert.zip(tls_key).map(|(cert, key)| kenny_server::tls::TlsFiles {
+                cert,
+                key,
+                reload_every: Duration::from_secs(tls_reload_secs),
+            });
             config.heartbeat = Duration::from_secs(heartbeat_secs);
             config.call_timeout = call_timeout_secs.map(Duration::from_secs);
             config.allow_token_auth = !disable_token_auth;
@@ -401,7 +424,7 @@ fn main() -> anyhow::Result<()> {
 async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let server = kenny_server::start(config, shutdown.clone()).await?;
-    println!("kenny-server listening on http://{}", server.addr);
+    println!("kenny-server listening on {}", server.local_url());
     tokio::spawn(async move {
         kenny_host::shutdown_signal().await;
         tracing::info!("shutting down");

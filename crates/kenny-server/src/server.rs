@@ -34,6 +34,16 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
+    /// `http://<addr>`, or `https://<addr>` with built-in TLS.
+    pub fn local_url(&self) -> String {
+        let scheme = if self.state.site.config.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
     pub async fn finished(self) -> anyhow::Result<()> {
         // Our handle on the state keeps the audit writer alive; release it first or
         // the server would wait for itself.
@@ -88,6 +98,12 @@ pub async fn start_with_clock(
     let (alerts, alert_events) = crate::alerts::Alerts::new();
     let health = Arc::new(crate::health::HealthBook::load(&store, alerts.clone()).context("loading fleet health")?);
     let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
+    // Bad certificate files stop the start, before the port is taken.
+    let tls = match &config.tls {
+        Some(files) => Some(Arc::new(crate::tls::Tls::open(files.clone())?)),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -97,12 +113,12 @@ pub async fn start_with_clock(
         // 0.0.0.0 is not an address anyone can use; name loopback and say so.
         None if addr.ip().is_unspecified() => {
             tracing::warn!(
-                "listening on {addr} without --public-url: OAuth metadata will name http://127.0.0.1:{}; set --public-url to the URL clients use",
+                "listening on {addr} without --public-url: OAuth metadata will name {scheme}://127.0.0.1:{}; set --public-url to the URL clients use",
                 addr.port()
             );
-            format!("http://127.0.0.1:{}", addr.port())
+            format!("{scheme}://127.0.0.1:{}", addr.port())
         }
-        None => format!("http://{addr}"),
+        None => format!("{scheme}://{addr}"),
     };
     let (audit, audit_thread) =
         AuditLog::start(store.clone(), clock.clone(), alerts.clone()).context("starting the audit writer")?;
@@ -232,7 +248,10 @@ pub async fn start_with_clock(
     let task = tokio::spawn(async move {
         // Held while this server runs, released when it has stopped.
         let _data_lock = data_lock;
-        crate::listener::serve(listener, app, limits, shutdown).await;
+        if let Some(tls) = &tls {
+            tokio::spawn(crate::tls::watch(tls.clone(), shutdown.clone()));
+        }
+        crate::listener::serve(listener, app, limits, tls, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
         Ok(())
