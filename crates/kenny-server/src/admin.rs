@@ -57,6 +57,66 @@ pub fn check_new_user(name: &str, role: Role, hosts: &[String], password: &str) 
 
 pub const MIN_PASSWORD_CHARS: usize = 8;
 
+/// Every account, as `kenny-server user list` prints it.
+pub fn list_users(store: &Store) -> anyhow::Result<Vec<crate::store::UserRecord>> {
+    Ok(store.users()?)
+}
+
+/// A new password for `username`: every session and OAuth grant of theirs ends, and
+/// with `revoke_tokens` every personal access token too. Returns the tokens revoked.
+pub fn set_user_password(store: &Store, username: &str, password: &str, revoke_tokens: bool) -> anyhow::Result<usize> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        bail!("the password is too short: use at least {MIN_PASSWORD_CHARS} characters");
+    }
+    let id = store.user_id(username)?;
+    let hash = crate::passwords::hash_blocking(password)?;
+    Ok(store.set_password(id, &hash, None, revoke_tokens, &crate::clock::now())?)
+}
+
+/// Disables or enables `username`. Disabling ends their sessions and OAuth grants (and
+/// with `revoke_tokens` their tokens for good); the last enabled superuser cannot be
+/// disabled. Returns the tokens revoked.
+pub fn set_user_disabled(store: &Store, username: &str, disabled: bool, revoke_tokens: bool) -> anyhow::Result<usize> {
+    let id = store.user_id(username)?;
+    store.update_user(
+        id,
+        &crate::store::UserPatch {
+            role: None,
+            disabled: Some(disabled),
+            hosts: None,
+        },
+    )?;
+    let now = crate::clock::now();
+    Ok(if disabled {
+        store.end_sessions(id, revoke_tokens, &now)?
+    } else if revoke_tokens {
+        store.revoke_user_tokens(id, &now)?
+    } else {
+        0
+    })
+}
+
+/// Deletes `username` with their tokens and sessions; never the last enabled superuser.
+pub fn delete_user(store: &Store, username: &str) -> anyhow::Result<()> {
+    let id = store.user_id(username)?;
+    Ok(store.delete_user(id)?)
+}
+
+/// `username`'s personal access tokens (never the tokens themselves).
+pub fn list_tokens(store: &Store, username: &str) -> anyhow::Result<Vec<crate::store::TokenRecord>> {
+    let id = store.user_id(username)?;
+    Ok(store.user_tokens(id)?)
+}
+
+/// Revokes token `token_id` of `username`.
+pub fn revoke_token(store: &Store, username: &str, token_id: i64) -> anyhow::Result<()> {
+    let id = store.user_id(username)?;
+    if !store.revoke_token(id, token_id, &crate::clock::now())? {
+        bail!("{username} has no live token {token_id}; `kenny-server token list {username}` shows their tokens");
+    }
+    Ok(())
+}
+
 /// Mints a personal access token for `username`; returns it (it is stored hashed).
 pub fn create_token(store: &Store, username: &str, label: Option<&str>) -> anyhow::Result<String> {
     create_token_at(store, username, label, &crate::clock::now())

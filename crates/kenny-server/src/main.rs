@@ -177,6 +177,42 @@ enum UserCommand {
         #[command(flatten)]
         data: DataDir,
     },
+    /// List the accounts: name, role, state, hosts, live tokens.
+    List {
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Set a new password (read from stdin, or generated and printed when stdin is a
+    /// terminal or empty); ends the user's sessions and app connections.
+    Passwd {
+        name: String,
+        /// Also revoke every personal access token of the user.
+        #[arg(long)]
+        revoke_tokens: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Disable an account: it cannot sign in, and its sessions and app connections end.
+    Disable {
+        name: String,
+        /// Also revoke every personal access token of the user.
+        #[arg(long)]
+        revoke_tokens: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Enable a disabled account again.
+    Enable {
+        name: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Delete an account with its tokens and sessions.
+    Delete {
+        name: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
 }
 
 #[derive(Subcommand)]
@@ -186,6 +222,19 @@ enum TokenCommand {
         name: String,
         #[arg(long)]
         label: Option<String>,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// List a user's personal access tokens (ids, labels, last use; never the tokens).
+    List {
+        name: String,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Revoke one of a user's tokens by its id (from `token list`).
+    Revoke {
+        name: String,
+        id: i64,
         #[command(flatten)]
         data: DataDir,
     },
@@ -344,9 +393,80 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::User(UserCommand::List { data }) => {
+            for u in admin::list_users(&open(&data)?)? {
+                let state = if u.disabled { "disabled" } else { "active" };
+                let hosts = if u.role == Role::User {
+                    u.hosts.join(",")
+                } else {
+                    "*".into()
+                };
+                println!(
+                    "{}\t{}\t{state}\thosts={hosts}\ttokens={}",
+                    u.username,
+                    u.role.as_str(),
+                    u.live_tokens
+                );
+            }
+            Ok(())
+        }
+        Command::User(UserCommand::Passwd {
+            name,
+            revoke_tokens,
+            data,
+        }) => {
+            let store = open(&data)?;
+            let (password, generated) = read_password()?;
+            let revoked = admin::set_user_password(&store, &name, &password, revoke_tokens)?;
+            println!(
+                "new password set for {name}; their sessions ended{}",
+                revoked_note(revoked)
+            );
+            if generated {
+                println!("password (shown once): {password}");
+            }
+            Ok(())
+        }
+        Command::User(UserCommand::Disable {
+            name,
+            revoke_tokens,
+            data,
+        }) => {
+            let revoked = admin::set_user_disabled(&open(&data)?, &name, true, revoke_tokens)?;
+            println!("disabled {name}; their sessions ended{}", revoked_note(revoked));
+            Ok(())
+        }
+        Command::User(UserCommand::Enable { name, data }) => {
+            admin::set_user_disabled(&open(&data)?, &name, false, false)?;
+            println!("enabled {name}");
+            Ok(())
+        }
+        Command::User(UserCommand::Delete { name, data }) => {
+            admin::delete_user(&open(&data)?, &name)?;
+            println!("deleted {name}");
+            Ok(())
+        }
         Command::Token(TokenCommand::Create { name, label, data }) => {
             let store = open(&data)?;
             println!("{}", admin::create_token(&store, &name, label.as_deref())?);
+            Ok(())
+        }
+        Command::Token(TokenCommand::List { name, data }) => {
+            for t in admin::list_tokens(&open(&data)?, &name)? {
+                println!(
+                    "{}\t{}\tcreated {}\tlast used {}\t{}",
+                    t.id,
+                    t.label.as_deref().unwrap_or("-"),
+                    t.created_at,
+                    t.last_used_at.as_deref().unwrap_or("never"),
+                    t.revoked_at.map_or("live".to_owned(), |at| format!("revoked {at}"))
+                );
+            }
+            Ok(())
+        }
+        Command::Token(TokenCommand::Revoke { name, id, data }) => {
+            admin::revoke_token(&open(&data)?, &name, id)?;
+            println!("revoked token {id} of {name} (a running server stops taking it within seconds)");
             Ok(())
         }
         Command::Agent(command) => {
@@ -431,6 +551,14 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         shutdown.cancel();
     });
     server.finished().await
+}
+
+fn revoked_note(revoked: usize) -> String {
+    match revoked {
+        0 => String::new(),
+        1 => "; 1 token revoked".into(),
+        n => format!("; {n} tokens revoked"),
+    }
 }
 
 /// Who ran a command, for the records it makes.
