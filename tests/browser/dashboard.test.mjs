@@ -162,6 +162,9 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.waitForSelector('#agent-result.error');
   assert.match(await page.textContent('#agent-result'), /already exists/);
 
+  // The footer names the server's version and build.
+  assert.match(await page.textContent('.site-footer'), /^kenny-server \d+\.\d+\.\d+ · build [\w.+-]+$/);
+
   // Install links: none of the builds yet, then one added from the command line; a link
   // for a Windows PC shows its command once, is listed as active, and can be revoked.
   assert.match(await page.textContent('#install-links'), /no agent builds yet/);

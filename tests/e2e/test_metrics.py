@@ -6,6 +6,7 @@ machine when it has one)."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -62,3 +63,19 @@ async def test_call_counts_equal_the_calls_made(kenny, tmp_path):
     assert _value(after, "kenny_call_duration_seconds_count", tool="webfilter_status") >= 7
     assert _value(after, "kenny_agents_connected") == 1
     assert _value(after, "kenny_agents_known") == 1
+    # The version and build, and what the database counts (read at scrape time: the
+    # labelled lines exist only when that read worked).
+    assert re.search(r'^kenny_build_info\{version="\d+\.\d+\.\d+",build="[\w.+-]+"\} 1$', after, re.M), after
+    assert re.search(r'^kenny_chat_tokens_today\{kind="input"\} 0$', after, re.M), after
+    assert re.search(r"^kenny_chat_turns_today 0$", after, re.M), after
+
+
+def test_logs_are_json_lines_when_asked(kenny):
+    kenny.stop_server()
+    kenny.start_server(env={"KENNY_LOG_FORMAT": "json"})
+    httpx.get(f"{kenny.base_url}/healthz")
+    lines = [ln for ln in kenny.server.err_path.read_text().splitlines() if ln.strip()]
+    assert lines, "the server logged nothing"
+    events = [json.loads(ln) for ln in lines]
+    assert all({"timestamp", "level", "message", "target"} <= e.keys() for e in events), events
+    assert any("retention" in e["message"] for e in events), events

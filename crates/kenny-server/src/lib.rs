@@ -47,3 +47,8 @@ pub(crate) mod webfilter;
 
 pub use config::ServeConfig;
 pub use server::{RunningServer, start};
+
+/// This server's version (the crate's) and build (the commit it was built from, or what
+/// the packager set in `KENNY_BUILD`), as the dashboard footer and `/metrics` show them.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub const BUILD: &str = env!("KENNY_BUILD");

@@ -24,6 +24,23 @@ struct ToolLabel {
     tool: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DeliveryLabels {
+    kind: String,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: String,
+    build: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TokenKind {
+    kind: String,
+}
+
 /// The server's counters, shared by everything that counts.
 pub struct Metrics {
     registry: Registry,
@@ -33,6 +50,9 @@ pub struct Metrics {
     agents_known: Gauge,
     audit_queue: Gauge,
     web_filters: Gauge,
+    deliveries: Family<DeliveryLabels, Gauge>,
+    chat_tokens: Family<TokenKind, Gauge>,
+    chat_turns: Gauge,
     /// Tool names besides the catalog's that count under their own name (the server's).
     own_tools: Vec<&'static str>,
 }
@@ -72,6 +92,32 @@ impl Metrics {
             audit_queue.clone(),
         );
         registry.register("web_filters", "PCs with a web filter set up", web_filters.clone());
+        let build = Family::<BuildLabels, Gauge>::default();
+        build
+            .get_or_create(&BuildLabels {
+                version: crate::VERSION.into(),
+                build: crate::BUILD.into(),
+            })
+            .set(1);
+        registry.register("build_info", "This server's version and build", build);
+        let deliveries = Family::<DeliveryLabels, Gauge>::default();
+        registry.register(
+            "alert_deliveries",
+            "Alert deliveries kept, by channel kind and state (queued, sent, failed)",
+            deliveries.clone(),
+        );
+        let chat_tokens = Family::<TokenKind, Gauge>::default();
+        registry.register(
+            "chat_tokens_today",
+            "Model tokens the dashboard chat used today (UTC), by kind (input, output)",
+            chat_tokens.clone(),
+        );
+        let chat_turns = Gauge::default();
+        registry.register(
+            "chat_turns_today",
+            "Dashboard chat turns today (UTC)",
+            chat_turns.clone(),
+        );
         Metrics {
             registry,
             calls,
@@ -80,6 +126,9 @@ impl Metrics {
             agents_known,
             audit_queue,
             web_filters,
+            deliveries,
+            chat_tokens,
+            chat_turns,
             own_tools,
         }
     }
@@ -108,6 +157,25 @@ impl Metrics {
         }
         self.audit_queue.set(gauge(now.audit_queue));
         self.web_filters.set(gauge(now.web_filters));
+        if let Some(counts) = &now.stored {
+            // A state no longer kept (its last delivery pruned) reads 0, not its old count.
+            self.deliveries.clear();
+            for (kind, status, n) in &counts.deliveries {
+                self.deliveries
+                    .get_or_create(&DeliveryLabels {
+                        kind: kind.clone(),
+                        status: status.clone(),
+                    })
+                    .set(*n);
+            }
+            for (kind, n) in [
+                ("input", counts.chat_input_tokens),
+                ("output", counts.chat_output_tokens),
+            ] {
+                self.chat_tokens.get_or_create(&TokenKind { kind: kind.into() }).set(n);
+            }
+            self.chat_turns.set(counts.chat_turns);
+        }
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
         Ok(out)
@@ -121,6 +189,8 @@ pub(crate) struct Readings {
     pub agents_known: Option<usize>,
     pub audit_queue: usize,
     pub web_filters: usize,
+    /// What the database counts; `None` when it could not be read (gauges keep theirs).
+    pub stored: Option<crate::store::ScrapeCounts>,
 }
 
 fn gauge(n: usize) -> i64 {

@@ -317,11 +317,14 @@ async fn scrape_metrics(
         .await
         .ok()
         .map(|a| a.len());
+    let today = fleet.clock.today();
+    let stored = fleet.store.blocking(move |s| s.scrape_counts(&today)).await.ok();
     let readings = crate::metrics::Readings {
         agents_connected: fleet.registry.online_count(),
         agents_known: known,
         audit_queue: fleet.audit.queue_depth(),
         web_filters: fleet.webfilter.configured(),
+        stored,
     };
     match fleet.metrics.render(&readings) {
         Ok(text) => (

@@ -112,3 +112,80 @@ fn metric_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MetricRow> {
         disks: r.get(8)?,
     })
 }
+
+/// What `/metrics` reads from the database when scraped: alert deliveries kept, by
+/// channel kind and state, and the dashboard chat's use on `day` (all users).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScrapeCounts {
+    pub deliveries: Vec<(String, String, i64)>,
+    pub chat_input_tokens: i64,
+    pub chat_output_tokens: i64,
+    pub chat_turns: i64,
+}
+
+impl Store {
+    pub fn scrape_counts(&self, day: &str) -> Result<ScrapeCounts> {
+        self.read(|c| {
+            let mut stmt = c.prepare(
+                "SELECT ch.kind, d.status, COUNT(*) FROM alert_deliveries d
+                 JOIN alert_channels ch ON ch.id = d.channel_id GROUP BY ch.kind, d.status",
+            )?;
+            let deliveries = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            let (chat_input_tokens, chat_output_tokens, chat_turns) = c.query_row(
+                "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(turns), 0)
+                 FROM chat_usage WHERE day = ?1",
+                [day],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
+            Ok(ScrapeCounts {
+                deliveries,
+                chat_input_tokens,
+                chat_output_tokens,
+                chat_turns,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod scrape_tests {
+    use super::*;
+
+    #[test]
+    fn deliveries_are_counted_by_channel_kind_and_state_and_chat_use_by_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.scrape_counts("2026-12-01").unwrap(), ScrapeCounts::default());
+        store
+            .with(|c| {
+                c.execute_batch(
+                    "INSERT INTO alert_channels (id, name, kind, config, created_at) VALUES
+                         (1, 'phone', 'ntfy', '{}', 't'), (2, 'hook', 'webhook', '{}', 't');
+                     INSERT INTO alert_deliveries (channel_id, event, message, status, next_at, created_at) VALUES
+                         (1, 'open', 'm', 'sent', 't', 't'), (1, 'open', 'm', 'sent', 't', 't'),
+                         (2, 'open', 'm', 'failed', 't', 't');
+                     INSERT INTO users (id, username, password_hash, role, created_at) VALUES (1, 'a', 'h', 'user', 't');
+                     INSERT INTO chat_usage (user_id, day, input_tokens, output_tokens, turns) VALUES
+                         (1, '2026-12-01', 100, 20, 2), (1, '2026-11-30', 5, 5, 1);",
+                )?;
+                Ok(())
+            })
+            .unwrap();
+        let counts = store.scrape_counts("2026-12-01").unwrap();
+        let mut deliveries = counts.deliveries.clone();
+        deliveries.sort();
+        assert_eq!(
+            deliveries,
+            vec![
+                ("ntfy".into(), "sent".into(), 2),
+                ("webhook".into(), "failed".into(), 1)
+            ]
+        );
+        assert_eq!(
+            (counts.chat_input_tokens, counts.chat_output_tokens, counts.chat_turns),
+            (100, 20, 2)
+        );
+    }
+}

@@ -23,7 +23,7 @@ pub use changes::ChangeRow;
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
 pub use health::{HealthRow, StoredThresholds};
 pub use install_links::{InstallLinkRow, LinkRefusal, NewInstallLink, Redeemed};
-pub use metrics::MetricRow;
+pub use metrics::{MetricRow, ScrapeCounts};
 pub use oauth::{CodeGrant, Exchange, GrantRecord, NewTokenPair, OAuthClient, RefreshGrant};
 pub use policy::StoredPolicy;
 pub use screenshots::ScreenshotMeta;

@@ -150,6 +150,9 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
                     }
                 }
                 main class="dash" { (body) }
+                footer class="site-footer" {
+                    "kenny-server " (crate::VERSION) " · build " (crate::BUILD)
+                }
             }
         }
     };
