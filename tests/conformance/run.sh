@@ -41,6 +41,7 @@ stop_all() {
   rm -rf "$work"
 }
 trap stop_all EXIT
+trap 'exit 130' INT TERM
 
 # Waits for a "<what> listening on http://127.0.0.1:PORT" line in a log; prints the URL.
 await_url() {
@@ -58,17 +59,20 @@ await_url() {
   return 1
 }
 
-# The server's own KENNY_* settings must not leak in from the caller's environment.
-server_env=(env $(compgen -e | grep '^KENNY_' | sed 's/^/-u /'))
+# The caller's KENNY_* settings (a listen address, a public URL, a token) must not
+# configure the server under test.
+for var in $(compgen -e); do
+  if [[ $var == KENNY_* ]]; then unset "$var"; fi
+done
 
-"${server_env[@]}" "$server_bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" \
+"$server_bin" serve --listen 127.0.0.1:0 --data-dir "$work/data" \
   >"$work/server.log" 2>"$work/server.log.err" &
 pids+=($!)
 server_url=$(await_url "$work/server.log" "${pids[-1]}" kenny-server)
 
 printf '%s\n' 'conformance-password-1' |
-  "${server_env[@]}" "$server_bin" user add conformance --role superuser --data-dir "$work/data" >/dev/null
-pat=$("${server_env[@]}" "$server_bin" token create conformance --label conformance --data-dir "$work/data" |
+  "$server_bin" user add conformance --role superuser --data-dir "$work/data" >/dev/null
+pat=$("$server_bin" token create conformance --label conformance --data-dir "$work/data" |
   grep -oE 'kenny_pat_[A-Za-z0-9_-]+')
 
 KENNY_PAT="$pat" "$node" "$here/proxy.mjs" "$server_url" >"$work/proxy.log" 2>"$work/proxy.log.err" &
