@@ -1,5 +1,6 @@
 """Refusals that take a real agent: `unsupported` from the PC's own OS, the agent's
-guard answering `blocked` before anything runs, and the remote-control switch on the PC.
+guard answering `blocked` before anything runs, and the remote-control switch on the PC;
+and what the official SDK raises for a tool name the server does not have.
 The server's own refusals (`no_agent`, `unknown_agent`, `offline`, `forbidden`,
 `bad_args`, an agent's code passed through) are tested in Rust:
 `crates/kenny-server/tests/kit/mcp_errors.rs`."""
@@ -10,6 +11,9 @@ import asyncio
 import subprocess
 import time
 
+import pytest
+from mcp import MCPError
+
 from conftest import AGENT_BIN, call, expect_error, expect_ok, shell_stdout
 
 
@@ -17,6 +21,27 @@ async def test_powershell_on_linux_is_unsupported(kenny):
     await kenny.start_agents(["pc-a"])
     async with kenny.mcp() as client:
         expect_error(await call(client, "powershell_exec", {"agent_id": "pc-a", "script": "Get-Date"}), "unsupported")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_unknown_tool_is_invalid_params_whatever_the_target(kenny, mode):
+    """The SDK raises the protocol's error naming the tool, on either wire, whether the
+    `agent_id` is online, unknown or out of the caller's reach (the answer must not
+    tell them apart)."""
+    await kenny.start_agents(["pc-a"])
+    kenny.add_user("scoped", "user", hosts=["pc-b"])
+    scoped = kenny.create_token("scoped")
+    for token, args in [
+        (kenny.admin_pat, {"agent_id": "pc-a", "command": "true"}),
+        (kenny.admin_pat, {"agent_id": "no-such-pc"}),
+        (scoped, {"agent_id": "pc-a"}),
+        (scoped, {}),
+    ]:
+        async with kenny.mcp(token, mode=mode) as client:
+            with pytest.raises(MCPError) as raised:
+                await call(client, "no_such_tool", args)
+        assert raised.value.code == -32602, (args, raised.value.error)
+        assert '"no_such_tool"' in raised.value.message and "tools/list" in raised.value.message, raised.value.message
 
 
 async def test_agent_guard_blocks_before_anything_runs(kenny, tmp_path):

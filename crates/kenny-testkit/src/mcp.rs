@@ -57,6 +57,28 @@ impl Mcp {
     }
 
     async fn rpc_sized(&self, method: &str, params: Value) -> anyhow::Result<(Value, usize)> {
+        let (status, value, size) = self.exchange(method, params).await?;
+        anyhow::ensure!(status.is_success(), "{method}: HTTP {status}: {value}");
+        anyhow::ensure!(value.get("error").is_none(), "{method}: {value}");
+        Ok((value["result"].clone(), size))
+    }
+
+    /// The JSON-RPC `error` a request is answered with (a protocol error, not a tool
+    /// result); an error itself if the request succeeded.
+    pub async fn rpc_error(&self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let (status, value, _) = self.exchange(method, params).await?;
+        anyhow::ensure!(
+            value.get("result").is_none(),
+            "{method} succeeded: HTTP {status}: {value}"
+        );
+        anyhow::ensure!(
+            value["id"] == 1,
+            "{method}: the error must answer request id 1: {value}"
+        );
+        Ok(value["error"].clone())
+    }
+
+    async fn exchange(&self, method: &str, params: Value) -> anyhow::Result<(reqwest::StatusCode, Value, usize)> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let response = self
             .http
@@ -70,9 +92,7 @@ impl Mcp {
         let status = response.status();
         let bytes = response.bytes().await?;
         let value: Value = serde_json::from_slice(&bytes)?;
-        anyhow::ensure!(status.is_success(), "{method}: HTTP {status}: {value}");
-        anyhow::ensure!(value.get("error").is_none(), "{method}: {value}");
-        Ok((value["result"].clone(), bytes.len()))
+        Ok((status, value, bytes.len()))
     }
 
     pub async fn initialize(&self) -> anyhow::Result<()> {

@@ -80,6 +80,9 @@ impl ServerHandler for KennyMcp {
         };
         let mut args = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
+        if !self.tools.iter().any(|t| t.name == name) {
+            return Err(self.unknown_tool(&who, name, &args).await);
+        }
         if let Some(outcome) = crate::server_tools::call(&self.fleet, &who, name, args.clone()).await {
             return Ok(results::outcome(outcome).into());
         }
@@ -102,6 +105,27 @@ impl ServerHandler for KennyMcp {
 }
 
 impl KennyMcp {
+    /// A name not in tools/list gets the protocol's answer (invalid params, naming the
+    /// tool) before anything reads the arguments, so an `agent_id` that is unknown,
+    /// offline or out of the caller's reach neither changes the answer nor learns
+    /// anything about that PC. The refusal is still audited and counted (as `other`).
+    async fn unknown_tool(
+        &self,
+        who: &Principal,
+        name: &str,
+        args: &serde_json::Map<String, Value>,
+    ) -> rmcp::ErrorData {
+        let message =
+            format!("unknown tool {name:?}: kenny has no tool by that name; tools/list shows the tools it has");
+        let failure = CallFailure::refusal(ErrorCode::Unsupported, message.clone());
+        self.fleet
+            .forwarder
+            .audit_refusal(who, None, name, args, &failure)
+            .await;
+        self.fleet.metrics.call(name, "refused", std::time::Duration::ZERO);
+        rmcp::ErrorData::invalid_params(message, Some(json!({ "tool": name })))
+    }
+
     /// Advisory only: reports on the id and changes nothing anywhere.
     async fn select_agent(&self, who: &Principal, mut args: serde_json::Map<String, Value>) -> CallToolResult {
         let agent_id = match take_target(&mut args) {

@@ -1,5 +1,6 @@
 //! Every refusal on `/mcp` is a tool result with `isError`, text `"<code>: <message>"`
-//! and `{"error": {"code", "message"}}`; the target is never guessed.
+//! and `{"error": {"code", "message"}}`; the target is never guessed. The exception is a
+//! tool name `tools/list` does not have: that is the protocol's own error.
 
 use crate::common;
 
@@ -181,17 +182,40 @@ async fn bad_arguments_are_refused_before_the_pc_sees_them() {
 }
 
 #[tokio::test]
-async fn an_unknown_tool_is_unsupported_and_never_sent() {
+async fn an_unknown_tool_is_the_protocols_invalid_params_whatever_the_arguments() {
     let server = TestServer::start().await.unwrap();
     let mut agent = server.agent("pc-a").await.unwrap();
-    let mcp = server.mcp(server.admin_token());
-    let message = expect_error(
-        &mcp.call_outcome("no_such_tool", json!({"agent_id": "pc-a"}))
+    let (_, alice) = server.user("alice", Role::User, &["pc-b"]).await.unwrap();
+    // A PC online, one that does not exist, one out of alice's reach, and no target at
+    // all: none may change the answer, or an unknown name would probe the fleet.
+    for (token, args) in [
+        (server.admin_token(), json!({"agent_id": "pc-a", "command": "x"})),
+        (server.admin_token(), json!({"agent_id": "no-such-pc"})),
+        (server.admin_token(), json!({"agent_id": 7})),
+        (server.admin_token(), json!({})),
+        (alice.as_str(), json!({"agent_id": "pc-a"})),
+        (alice.as_str(), json!({"agent_id": "pc-b"})),
+    ] {
+        let error = server
+            .mcp(token)
+            .rpc_error("tools/call", json!({"name": "no_such_tool", "arguments": args}))
             .await
-            .unwrap(),
-        "unsupported",
-    );
-    assert!(message.contains("tools/list"), "{message}");
+            .unwrap();
+        assert_eq!(error["code"], -32602, "{args}: {error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"no_such_tool\"") && message.contains("tools/list"),
+            "{args}: {message}"
+        );
+        assert_eq!(error["data"]["tool"], "no_such_tool", "{args}: {error}");
+    }
+    // Without arguments at all, too.
+    let error = server
+        .mcp(server.admin_token())
+        .rpc_error("tools/call", json!({"name": "no_such_tool"}))
+        .await
+        .unwrap();
+    assert_eq!(error["code"], -32602, "{error}");
     assert!(agent.next_request(std::time::Duration::from_millis(50)).await.is_err());
 }
 
