@@ -1,5 +1,6 @@
 //! `kenny-server`: parse the command line, then serve or administer a data directory.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use kenny_server::principal::Role;
+use kenny_server::settings_file::Setting;
 use kenny_server::store::Store;
 use kenny_server::{ServeConfig, admin};
 use tokio_util::sync::CancellationToken;
@@ -43,6 +45,19 @@ enum Command {
     /// Manage agents.
     #[command(subcommand)]
     Agent(AgentCommand),
+    /// Install this server as a systemd service (user kenny, data in /var/lib/kenny,
+    /// settings in /etc/kenny/server.toml) and start it.
+    Install {
+        /// Stage the files under this directory instead of / (and start nothing).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+        /// The address the service listens on (written to the settings file).
+        #[arg(long, default_value = "0.0.0.0:7420")]
+        listen: String,
+        /// The URL clients use to reach it (written to the settings file).
+        #[arg(long)]
+        public_url: Option<String>,
+    },
     /// The agent builds this server hands out (to updates and install links).
     #[command(subcommand)]
     Releases(ReleasesCommand),
@@ -77,6 +92,10 @@ enum Command {
 /// `kenny-server serve`'s settings.
 #[derive(Args)]
 struct ServeArgs {
+    /// A TOML file with any of these settings in snake_case (`public_url = "..."`);
+    /// flags and KENNY_* variables override it.
+    #[arg(long, env = "KENNY_CONFIG")]
+    config: Option<PathBuf>,
     #[arg(long, env = "KENNY_LISTEN", default_value = "127.0.0.1:7420")]
     listen: SocketAddr,
     /// URL clients use to reach this server (e.g. https://kenny.example.com).
@@ -304,10 +323,11 @@ fn parse_role(s: &str) -> Result<Role, String> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(with_settings_file(std::env::args_os().collect())?);
     match cli.command {
         Command::Serve(args) => {
             let ServeArgs {
+                config: _,
                 listen,
                 public_url,
                 heartbeat_secs,
@@ -492,6 +512,31 @@ fn main() -> anyhow::Result<()> {
             println!("{printed}");
             Ok(())
         }
+        Command::Install {
+            root,
+            listen,
+            public_url,
+        } => {
+            let done =
+                kenny_server::install::install(&root, &kenny_server::install::InstallSettings { listen, public_url })?;
+            println!("installed {}", done.binary.display());
+            if done.settings_written {
+                println!("wrote the settings to {}", done.settings.display());
+            } else {
+                println!("kept the settings already in {}", done.settings.display());
+            }
+            println!("wrote the unit {}", done.unit.display());
+            if done.started {
+                println!("started kenny-server.service; see `journalctl -u kenny-server`");
+                println!(
+                    "next: sudo -u kenny kenny-server user add NAME --role superuser --data-dir {}",
+                    kenny_server::install::DATA_DIR
+                );
+            } else {
+                println!("staged under {}: nothing was started", root.display());
+            }
+            Ok(())
+        }
         Command::Releases(ReleasesCommand::Add {
             file,
             version,
@@ -551,6 +596,46 @@ async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         shutdown.cancel();
     });
     server.finished().await
+}
+
+/// `serve --config FILE` (or `KENNY_CONFIG`): the file's settings become the arguments
+/// the command line and the environment did not give (see `settings_file`).
+fn with_settings_file(mut argv: Vec<OsString>) -> anyhow::Result<Vec<OsString>> {
+    if argv.get(1).and_then(|a| a.to_str()) != Some("serve") {
+        return Ok(argv);
+    }
+    let named = argv.iter().enumerate().find_map(|(i, a)| {
+        let a = a.to_str()?;
+        match a.strip_prefix("--config") {
+            Some("") => argv.get(i + 1).map(PathBuf::from),
+            Some(rest) => rest.strip_prefix('=').map(PathBuf::from),
+            None => None,
+        }
+    });
+    let Some(file) = named.or_else(|| {
+        std::env::var_os("KENNY_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    }) else {
+        return Ok(argv);
+    };
+    let command = <ServeArgs as Args>::augment_args(clap::Command::new("serve"));
+    let settings: Vec<Setting> = command
+        .get_arguments()
+        .filter_map(|a| {
+            Some(Setting {
+                key: a.get_id().as_str().to_owned(),
+                long: format!("--{}", a.get_long()?),
+                env: a.get_env().and_then(|e| e.to_str()).map(str::to_owned),
+                switch: matches!(a.get_action(), clap::ArgAction::SetTrue),
+            })
+        })
+        .collect();
+    let extra = kenny_server::settings_file::arguments_from(&file, &settings, &argv[2..], |var| {
+        std::env::var_os(var).is_some_and(|v| !v.is_empty())
+    })?;
+    argv.extend(extra);
+    Ok(argv)
 }
 
 fn revoked_note(revoked: usize) -> String {
