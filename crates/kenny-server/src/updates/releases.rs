@@ -91,6 +91,23 @@ pub(crate) fn exact(dir: &Path, os: &str, arch: &str, version: Version) -> Optio
     builds_for(dir, os, arch).into_iter().find(|r| r.version == version)
 }
 
+/// The `os-arch` pairs `dir` holds a build of exactly `version` for, sorted.
+pub(crate) fn platforms_of(dir: &Path, version: Version) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| parse_name(&e.file_name().to_string_lossy()))
+        .filter(|n| n.version == version)
+        .map(|n| format!("{}-{}", n.os, n.arch))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// Size and lower-case hex SHA-256 of a file, read once.
 pub(crate) fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;
