@@ -54,15 +54,28 @@ class GateProxy:
         asyncio.set_event_loop(self.loop)
 
         async def main():
-            self._server = await asyncio.start_server(self._handle, sock=self._sock)
+            self._stop = asyncio.Event()
+            self._handlers: set[asyncio.Task] = set()
+            server = await asyncio.start_server(self._track, sock=self._sock)
             self._ready.set()
-            async with self._server:
-                await self._server.serve_forever()
+            await self._stop.wait()
+            server.close()
+            for task in self._handlers:
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
 
+        self.loop.run_until_complete(main())
+        self.loop.close()
+
+    async def _track(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._handlers.add(task)
         try:
-            self.loop.run_until_complete(main())
-        except (asyncio.CancelledError, RuntimeError):
-            pass
+            await self._handle(reader, writer)
+        except asyncio.CancelledError:
+            writer.close()
+        finally:
+            self._handlers.discard(task)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.mode == "refuse":
@@ -88,18 +101,13 @@ class GateProxy:
             finally:
                 dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
         if tunnel and self.mode == "trip":
             self.mode = "refuse"
 
     def close(self) -> None:
-        def stop():
-            self._server.close()
-            for task in asyncio.all_tasks(self.loop):
-                task.cancel()
-
-        self.loop.call_soon_threadsafe(stop)
-        self._thread.join(5)
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
 
 
 def _start_copy(kenny, tmp_path, agent_id: str, server_url: str):
@@ -151,6 +159,16 @@ async def _until(what: str, check, timeout: float = 60.0, kenny=None):
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout}s: {what}")
         await asyncio.sleep(0.1)
+
+
+def _stamp(path):
+    """Tells one copy of a file from the next (the agent removes `.failed` and copies it
+    anew, which may get the freed inode back)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _campaign_audit(kenny, agent_id: str) -> list[dict]:
@@ -277,10 +295,10 @@ async def test_a_campaign_updates_three_agents_and_holds_the_one_that_rolls_back
         # pc-c: two rollbacks, each caused by the proxy and ended by letting it in again.
         failed = c_bin.with_suffix(".failed")
         for round_ in (1, 2):
-            seen = failed.stat().st_ino if failed.exists() else None
+            seen = _stamp(failed)
             await _until(
                 f"pc-c rollback {round_}: {_pcs(_campaign(kenny, cid))['pc-c']}",
-                lambda: failed.exists() and failed.stat().st_ino != seen and c_bin.read_bytes() == original,
+                lambda: _stamp(failed) not in (None, seen) and c_bin.read_bytes() == original,
                 120,
             )
             assert proxy.mode == "refuse" and proxy.refused > 0
