@@ -28,7 +28,8 @@ pub(crate) struct Request {
     pub max_parallel: Option<u32>,
 }
 
-pub(crate) const SHAPE: &str = r#"{"version": "1.2.3", "all": true | "channel": "stable" | "beta" | "agents": ["pc-a", ...], "max_parallel": 1}"#;
+pub(crate) const SHAPE: &str =
+    r#"{"version": "1.2.3", "all": true | "channel": "stable" | "beta" | "agents": ["pc-a", ...], "max_parallel": 1}"#;
 
 /// Checks `req` against the builds in `releases_dir` and the registered `agents`, and
 /// turns it into the campaign to store; the error says what is wrong and what to do.
@@ -61,7 +62,8 @@ pub(crate) fn check(
     let chosen = usize::from(req.all) + usize::from(req.channel.is_some()) + usize::from(req.agents.is_some());
     if chosen != 1 {
         return Err(
-            "name the PCs with exactly one of \"all\": true, \"channel\": \"stable\" or \"beta\", or \"agents\": [ids]".into(),
+            "name the PCs with exactly one of \"all\": true, \"channel\": \"stable\" or \"beta\", or \"agents\": [ids]"
+                .into(),
         );
     }
     let (target, ids): (String, Vec<String>) = if req.all {
@@ -150,22 +152,35 @@ mod tests {
         let all = ok(serde_json::json!({"version": "0.2.0", "all": true})).unwrap();
         assert_eq!((all.agents.len(), all.max_parallel, all.target.as_str()), (2, 1, "all"));
         let beta = ok(serde_json::json!({"version": "0.2.0", "channel": "beta", "max_parallel": 3})).unwrap();
-        assert_eq!((beta.agents, beta.target.as_str()), (vec!["pc-b".to_owned()], "channel:beta"));
+        assert_eq!(
+            (beta.agents, beta.target.as_str()),
+            (vec!["pc-b".to_owned()], "channel:beta")
+        );
         let listed = ok(serde_json::json!({"version": "0.2.0", "agents": ["pc-b", "pc-a", "pc-b"]})).unwrap();
         assert_eq!(listed.agents, ["pc-a", "pc-b"]);
 
         let refused = |body| ok(body).unwrap_err();
-        assert!(refused(serde_json::json!({"version": "0.3.0", "all": true})).contains("no build of kenny-agent 0.3.0"));
+        assert!(
+            refused(serde_json::json!({"version": "0.3.0", "all": true})).contains("no build of kenny-agent 0.3.0")
+        );
         assert!(refused(serde_json::json!({"version": "latest", "all": true})).contains("1.2.3"));
         assert!(refused(serde_json::json!({"version": "0.2.0"})).contains("exactly one"));
-        assert!(refused(serde_json::json!({"version": "0.2.0", "all": true, "channel": "beta"})).contains("exactly one"));
+        assert!(
+            refused(serde_json::json!({"version": "0.2.0", "all": true, "channel": "beta"})).contains("exactly one")
+        );
         assert!(refused(serde_json::json!({"version": "0.2.0", "channel": "nightly"})).contains("stable or beta"));
         assert!(refused(serde_json::json!({"version": "0.2.0", "agents": ["pc-x"]})).contains("\"pc-x\""));
         assert!(refused(serde_json::json!({"version": "0.2.0", "agents": []})).contains("names no PC"));
         assert!(refused(serde_json::json!({"version": "0.2.0", "all": true, "max_parallel": 51})).contains("1 to 50"));
         assert!(refused(serde_json::json!({"version": "0.2.0", "all": true, "max_parallel": 0})).contains("1 to 50"));
         let empty = [agent("pc-a", "stable")];
-        let none = check(&req(serde_json::json!({"version": "0.2.0", "channel": "beta"})), dir.path(), &empty, "r", "t");
+        let none = check(
+            &req(serde_json::json!({"version": "0.2.0", "channel": "beta"})),
+            dir.path(),
+            &empty,
+            "r",
+            "t",
+        );
         assert!(none.unwrap_err().contains("PUT /api/agents/<id>/channel"));
     }
 }

@@ -149,7 +149,12 @@ impl Rollout {
         rollback: bool,
         why: &str,
     ) -> Result<bool, crate::store::StoreError> {
-        let (agent, from, why, now) = (agent_id.to_owned(), from.to_owned(), why.to_owned(), self.inner.clock.now());
+        let (agent, from, why, now) = (
+            agent_id.to_owned(),
+            from.to_owned(),
+            why.to_owned(),
+            self.inner.clock.now(),
+        );
         self.inner
             .store
             .blocking(move |s| {
@@ -202,7 +207,10 @@ impl Rollout {
         let Ok(target) = AgentId::parse(agent_id) else {
             return Some(Ended::Failed(format!("{agent_id:?} is not an agent id")));
         };
-        let who = Principal::server(format!("update campaign {}: kenny-agent {}", campaign.id, campaign.version));
+        let who = Principal::server(format!(
+            "update campaign {}: kenny-agent {}",
+            campaign.id, campaign.version
+        ));
         let mut args = Map::new();
         args.insert("version".into(), json!(campaign.version));
         let result = self.inner.forwarder.forward(&who, &target, UPDATE_TOOL, args).await;
@@ -224,7 +232,12 @@ impl Rollout {
     }
 
     /// Records how an update ended on the PC's row (it must still be `updating`).
-    async fn record(&self, campaign: &CampaignRow, agent_id: &str, ended: &Ended) -> Result<(), crate::store::StoreError> {
+    async fn record(
+        &self,
+        campaign: &CampaignRow,
+        agent_id: &str,
+        ended: &Ended,
+    ) -> Result<(), crate::store::StoreError> {
         let id = campaign.id;
         let pcs = self.inner.store.blocking(move |s| s.campaign_pcs(id)).await?;
         let Some(pc) = pcs.into_iter().find(|p| p.agent_id == agent_id) else {
@@ -243,7 +256,8 @@ impl Rollout {
             to
         };
         tracing::info!(campaign = id, agent = %agent_id, status = to.as_str(), %why, "update campaign: an update ended");
-        self.settle(id, agent_id, Status::Updating.as_str(), to, rollback, &why).await?;
+        self.settle(id, agent_id, Status::Updating.as_str(), to, rollback, &why)
+            .await?;
         Ok(())
     }
 
@@ -251,7 +265,9 @@ impl Rollout {
     /// once no report can come any more its outcome is unknown.
     async fn orphan(&self, campaign: &CampaignRow, pc: &CampaignPc) -> Result<(), crate::store::StoreError> {
         let Some(started) = pc.started_at.clone() else {
-            return self.record(campaign, &pc.agent_id, &Ended::Unknown("no start time".into())).await;
+            return self
+                .record(campaign, &pc.agent_id, &Ended::Unknown("no start time".into()))
+                .await;
         };
         let agent = pc.agent_id.clone();
         let records = self.inner.store.blocking(move |s| s.agent_updates(&agent, 20)).await?;
@@ -301,10 +317,19 @@ mod tests {
     fn failures_without_a_report_are_told_apart_by_code() {
         let refused = |code| CallFailure::refusal(code, "m");
         let failed = |code| CallFailure::new(code, "m");
-        assert!(matches!(classify(&refused(ErrorCode::Offline)), Some(Ended::NotStarted(_))));
-        assert!(matches!(classify(&refused(ErrorCode::NotFound)), Some(Ended::Failed(_))));
+        assert!(matches!(
+            classify(&refused(ErrorCode::Offline)),
+            Some(Ended::NotStarted(_))
+        ));
+        assert!(matches!(
+            classify(&refused(ErrorCode::NotFound)),
+            Some(Ended::Failed(_))
+        ));
         assert!(matches!(classify(&failed(ErrorCode::Offline)), Some(Ended::Unknown(_))));
         assert_eq!(classify(&failed(ErrorCode::Timeout)), None);
-        assert!(matches!(classify(&failed(ErrorCode::ExecFailed)), Some(Ended::Failed(_))));
+        assert!(matches!(
+            classify(&failed(ErrorCode::ExecFailed)),
+            Some(Ended::Failed(_))
+        ));
     }
 }

@@ -79,7 +79,11 @@ pub(crate) struct PcNow<'a> {
 pub(crate) enum Step {
     Start(String),
     /// A waiting PC needs no update: it moves to `to` for `why`.
-    Settle { agent_id: String, to: Status, why: String },
+    Settle {
+        agent_id: String,
+        to: Status,
+        why: String,
+    },
 }
 
 /// This tick's steps for one campaign pinning `pinned`: PCs that are gone or already
@@ -101,10 +105,7 @@ pub(crate) fn plan(running: bool, max_parallel: u32, pinned: &str, pcs: &[PcNow<
             why,
         };
         if !pc.known {
-            steps.push(settle(
-                Status::Skipped,
-                "the agent was removed from this server".into(),
-            ));
+            steps.push(settle(Status::Skipped, "the agent was removed from this server".into()));
             continue;
         }
         let Some(running_version) = pc.online else { continue };
@@ -294,8 +295,14 @@ mod tests {
     fn failures_unknown_outcomes_and_offline_starts() {
         assert_eq!(after(&Ended::Kept, "0.2.0", 1, 2).0, Status::Done);
         let (s, counted, why) = after(&Ended::Failed("no build for linux/riscv64".into()), "0.2.0", 0, 1);
-        assert_eq!((s, counted, why.as_str()), (Status::Failed, false, "no build for linux/riscv64"));
-        assert_eq!(after(&Ended::NotStarted("offline".into()), "0.2.0", 0, 9).0, Status::Pending);
+        assert_eq!(
+            (s, counted, why.as_str()),
+            (Status::Failed, false, "no build for linux/riscv64")
+        );
+        assert_eq!(
+            after(&Ended::NotStarted("offline".into()), "0.2.0", 0, 9).0,
+            Status::Pending
+        );
         assert_eq!(after(&Ended::Unknown("cut".into()), "0.2.0", 0, 1).0, Status::Pending);
         assert_eq!(after(&Ended::Unknown("cut".into()), "0.2.0", 0, 3).0, Status::Failed);
     }

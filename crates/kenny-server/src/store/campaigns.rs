@@ -121,8 +121,10 @@ impl Store {
 
     pub fn campaign(&self, id: i64) -> Result<Option<CampaignRow>> {
         self.read(|c| {
-            Ok(c.query_row(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), [id], campaign)
-                .optional()?)
+            Ok(
+                c.query_row(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), [id], campaign)
+                    .optional()?,
+            )
         })
     }
 
@@ -210,7 +212,15 @@ impl Store {
             let changed = c.execute(
                 "UPDATE update_campaign_pcs SET status = ?4, rollbacks = rollbacks + ?5, detail = ?6, updated_at = ?7
                  WHERE campaign_id = ?1 AND agent_id = ?2 AND status = ?3",
-                params![id, agent_id, change.from, change.to, i64::from(change.rollback), detail, now],
+                params![
+                    id,
+                    agent_id,
+                    change.from,
+                    change.to,
+                    i64::from(change.rollback),
+                    detail,
+                    now
+                ],
             )?;
             Ok(changed == 1)
         })
@@ -297,8 +307,15 @@ mod tests {
         let status: Vec<(&str, &str)> = pcs.iter().map(|p| (p.agent_id.as_str(), p.status.as_str())).collect();
         assert_eq!(status, [("pc-a", "updating"), ("pc-b", "skipped")]);
         // The update that was running still gets its outcome recorded.
-        assert!(store.settle_campaign_pc(id, "pc-a", &change("updating", "done", false), t).unwrap());
-        assert!(!store.finish_campaign(id, t).unwrap(), "a cancelled campaign stays cancelled");
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-a", &change("updating", "done", false), t)
+                .unwrap()
+        );
+        assert!(
+            !store.finish_campaign(id, t).unwrap(),
+            "a cancelled campaign stays cancelled"
+        );
         assert!(store.active_campaigns().unwrap().is_empty());
     }
 
@@ -311,10 +328,22 @@ mod tests {
         assert_eq!(pcs.iter().map(|p| p.known).collect::<Vec<_>>(), [true, false]);
         assert!(store.start_campaign_pc(id, "pc-a", t).unwrap());
         assert!(!store.finish_campaign(id, t).unwrap());
-        assert!(store.settle_campaign_pc(id, "pc-a", &change("updating", "pending", true), t).unwrap());
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-a", &change("updating", "pending", true), t)
+                .unwrap()
+        );
         assert!(store.start_campaign_pc(id, "pc-a", t).unwrap());
-        assert!(store.settle_campaign_pc(id, "pc-a", &change("updating", "held", true), t).unwrap());
-        assert!(store.settle_campaign_pc(id, "pc-gone", &change("pending", "skipped", false), t).unwrap());
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-a", &change("updating", "held", true), t)
+                .unwrap()
+        );
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-gone", &change("pending", "skipped", false), t)
+                .unwrap()
+        );
         assert!(store.finish_campaign(id, t).unwrap());
         let pc = &store.campaign_pcs(id).unwrap()[0];
         assert_eq!((pc.status.as_str(), pc.attempts, pc.rollbacks), ("held", 2, 2));
