@@ -43,6 +43,9 @@ struct Inner {
     /// PCs with an update running in this process, whichever campaign started it: one
     /// update per PC at a time.
     busy: Mutex<HashSet<String>>,
+    /// Once it fires, an update still running is left `updating`: its links are being
+    /// closed, which says nothing of the PC, and the report after the restart will.
+    shutdown: CancellationToken,
 }
 
 /// Starts the engine; it stops when `shutdown` fires. Running campaigns carry on
@@ -61,6 +64,7 @@ pub(crate) fn start(
             forwarder,
             clock,
             busy: Mutex::default(),
+            shutdown: shutdown.clone(),
         }),
     };
     tokio::spawn(async move {
@@ -188,8 +192,12 @@ impl Rollout {
         tracing::info!(campaign = id, agent = %agent_id, version = %campaign.version, "update campaign starts an update");
         let (this, campaign) = (self.clone(), campaign.clone());
         tokio::spawn(async move {
-            let ended = this.update(&campaign, &agent_id).await;
+            let ended = tokio::select! {
+                ended = this.update(&campaign, &agent_id) => ended,
+                () = this.inner.shutdown.cancelled() => None,
+            };
             if let Some(ended) = ended
+                && !this.inner.shutdown.is_cancelled()
                 && let Err(e) = this.record(&campaign, &agent_id, &ended).await
             {
                 tracing::warn!(campaign = campaign.id, agent = %agent_id, "could not record an update's outcome: {e}");
