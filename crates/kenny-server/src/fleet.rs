@@ -90,6 +90,8 @@ pub(crate) struct AgentSummary {
     pub health: Option<Status>,
     /// The worst reason, `"<section>: <reason>"`; `None` when all is well.
     pub health_reason: Option<String>,
+    /// The update channel (`stable` or `beta`) campaigns may target.
+    pub channel: String,
 }
 
 impl Fleet {
@@ -265,5 +267,6 @@ fn summarize(r: &AgentRecord, link: Option<&AgentLink>, health: Option<&Assessme
             None => r.last_seen.clone(),
         },
         agent_id: r.agent_id.clone(),
+        channel: r.channel.clone(),
     }
 }

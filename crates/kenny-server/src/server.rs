@@ -178,6 +178,13 @@ pub async fn start_with_clock(
     )
     .context("loading the web filters")?;
     webfilter.start(shutdown.clone());
+    crate::rollout::start(
+        store.clone(),
+        registry.clone(),
+        forwarder.clone(),
+        clock.clone(),
+        shutdown.clone(),
+    );
     let base_url: Arc<str> = base_url.into();
     let state = Arc::new(AppState {
         accounts: Accounts {

@@ -4,6 +4,7 @@ mod agents;
 mod alerts;
 mod audit;
 pub(crate) mod audited;
+mod campaigns;
 mod chat;
 mod error;
 mod extract;
@@ -40,6 +41,10 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/agents/{id}/update", post(hosts::update))
         .route("/api/agents/{id}/updates", get(hosts::updates))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))
+        .route("/api/agents/{id}/channel", put(campaigns::set_channel))
+        .route("/api/campaigns", get(campaigns::list).post(campaigns::start))
+        .route("/api/campaigns/{id}", get(campaigns::show))
+        .route("/api/campaigns/{id}/{action}", post(campaigns::act))
         .route("/api/agent/{id}/webfilter", get(webfilter::show).put(webfilter::change))
         .route("/api/agent/{id}/webfilter/push", post(webfilter::push))
         .route("/api/agent/{id}/accounts/{tool}", post(hosts::account_action))

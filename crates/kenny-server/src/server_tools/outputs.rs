@@ -29,6 +29,7 @@ fn agent_row() -> Value {
                 "health_reason",
                 nullable(string("The worst reason, \"<section>: <reason>\".")),
             ),
+            ("channel", string("Update channel: stable or beta.")),
         ],
     )
 }

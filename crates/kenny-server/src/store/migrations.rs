@@ -382,6 +382,29 @@ const MIGRATIONS: &[&str] = &[
         revoked_by TEXT
     );
     CREATE INDEX install_links_by_agent ON install_links (agent_id);",
+    // 23: update rollouts: each PC's channel, campaigns and what each did on each PC.
+    "ALTER TABLE agents ADD COLUMN channel TEXT NOT NULL DEFAULT 'stable' CHECK (channel IN ('stable', 'beta'));
+    CREATE TABLE update_campaigns (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        version TEXT NOT NULL,
+        target TEXT NOT NULL,
+        max_parallel INTEGER NOT NULL CHECK (max_parallel BETWEEN 1 AND 50),
+        state TEXT NOT NULL CHECK (state IN ('running', 'paused', 'cancelled', 'finished')),
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE update_campaign_pcs (
+        campaign_id INTEGER NOT NULL REFERENCES update_campaigns (id) ON DELETE CASCADE,
+        agent_id TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'updating', 'done', 'rolled_back', 'failed', 'held', 'skipped')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        rollbacks INTEGER NOT NULL DEFAULT 0,
+        detail TEXT NOT NULL DEFAULT '',
+        started_at TEXT,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (campaign_id, agent_id)
+    ) WITHOUT ROWID;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

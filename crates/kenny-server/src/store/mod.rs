@@ -5,6 +5,7 @@
 mod accounts;
 mod alerts;
 pub mod backup;
+mod campaigns;
 mod changes;
 mod chat;
 mod health;
@@ -19,6 +20,7 @@ mod webfilter;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use alerts::{AlertRow, ChannelRow, DeliveryRow, SilenceRow};
+pub use campaigns::{CampaignPc, CampaignRow, NewCampaign, PcChange};
 pub use changes::ChangeRow;
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};
 pub use health::{HealthRow, StoredThresholds};
@@ -78,6 +80,8 @@ pub struct AgentRecord {
     pub version: Option<String>,
     pub arch: Option<String>,
     pub last_seen: Option<String>,
+    /// The update channel an operator put the PC on: `stable` or `beta`.
+    pub channel: String,
 }
 
 /// A snapshot to store, with what the server made of it.
@@ -651,7 +655,7 @@ fn audit_query(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
     (sql, values)
 }
 
-const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version, arch, last_seen FROM agents";
+const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version, arch, last_seen, channel FROM agents";
 
 fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
@@ -662,6 +666,7 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
         version: r.get(4)?,
         arch: r.get(5)?,
         last_seen: r.get(6)?,
+        channel: r.get(7)?,
     })
 }
 

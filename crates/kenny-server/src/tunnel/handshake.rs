@@ -253,6 +253,7 @@ mod tests {
             version: None,
             arch: None,
             last_seen: None,
+            channel: "stable".into(),
         };
         let (cn, sn) = ([3; 32], [4; 32]);
         let ch = challenge(&server, "pc-1", &cn, &sn);

@@ -86,6 +86,19 @@ pub struct Updates {
     clock: Clock,
     waiting: WaitList,
     hashes: Arc<releases::HashCache>,
+    /// Each agent's latest report, numbered: how a rollout tells a rollback from any
+    /// other failure without reading an error's text.
+    reported: Mutex<(u64, HashMap<String, Reported>)>,
+}
+
+/// An agent's latest update report, as [`Updates::last_report`] gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reported {
+    /// Grows with every report this server took, from any agent.
+    pub seq: u64,
+    /// The version the report is about.
+    pub version: String,
+    pub report: Report,
 }
 
 /// An order on its way to one agent: the wire arguments, and where its report arrives.
@@ -130,6 +143,7 @@ impl Updates {
             clock,
             waiting: Arc::default(),
             hashes: Arc::default(),
+            reported: Mutex::default(),
         }
     }
 
@@ -330,6 +344,16 @@ impl Updates {
             reason: text("reason"),
             from: text("from"),
         };
+        {
+            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            reported.0 += 1;
+            let entry = Reported {
+                seq: reported.0,
+                version: manifest.version.clone(),
+                report: report.clone(),
+            };
+            reported.1.insert(agent_id.to_owned(), entry);
+        }
         let waiting = lock(&self.waiting).remove(&manifest.order_id);
         let requested_by = waiting.as_ref().map(|w| w.requested_by.clone()).unwrap_or_default();
         tracing::info!(agent = %agent_id, to = %manifest.version, outcome = outcome.as_str(), reason = %report.reason, "agent update finished");
@@ -355,6 +379,12 @@ impl Updates {
                 tracing::warn!(error = %e, "could not record an agent update report");
             }
         });
+    }
+
+    /// The latest report `agent_id` sent since this server started.
+    pub(crate) fn last_report(&self, agent_id: &str) -> Option<Reported> {
+        let reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        reported.1.get(agent_id).cloned()
     }
 
     fn genuine_manifest(&self, agent_id: &str, fields: &Map<String, Value>) -> Option<Manifest> {

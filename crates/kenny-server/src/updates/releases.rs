@@ -136,6 +136,18 @@ pub(crate) fn exact(dir: &Path, os: &str, arch: &str, version: Version) -> Optio
     builds_for(dir, os, arch).into_iter().find(|r| r.version == version)
 }
 
+/// The `os-arch` pairs `dir` holds a build of exactly `version` for, sorted.
+pub(crate) fn platforms_of(dir: &Path, version: Version) -> Vec<String> {
+    let mut found: Vec<String> = all(dir)
+        .into_iter()
+        .filter(|b| b.parsed == version)
+        .map(|b| format!("{}-{}", b.os, b.arch))
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// Size and lower-case hex SHA-256 of a file, read once.
 pub(crate) fn size_and_sha256(path: &Path) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;

@@ -554,3 +554,66 @@ async fn what_an_agent_reports_is_text_on_the_pages() {
         host.text
     );
 }
+
+/// The updates page and the campaign API from the dashboard: a superuser's session
+/// acts with the CSRF token and only with it, an operator reads without buttons, a
+/// `user` gets neither.
+#[tokio::test]
+async fn campaigns_from_the_dashboard_need_the_csrf_token_and_the_role() {
+    let server = TestServer::start().await.unwrap();
+    person(&server, "sue", Role::Superuser, &[]).await;
+    person(&server, "olga", Role::Operator, &[]).await;
+    person(&server, "kim", Role::User, &["pc-off"]).await;
+    server.enroll("pc-off").await.unwrap();
+    let releases = server.data_dir().join("agent-releases");
+    std::fs::create_dir_all(&releases).unwrap();
+    std::fs::write(releases.join("kenny-agent-0.2.0-linux-x86_64"), b"build").unwrap();
+
+    let sue = Session::sign_in(&server, "sue", PASSWORD).await;
+    let body = json!({"version": "0.2.0", "agents": ["pc-off"], "max_parallel": 2});
+    let forged = sue.send_with(Method::POST, "/api/campaigns", Some(&body), None).await;
+    assert_eq!(forged.status, 403, "no CSRF token, no campaign: {}", forged.body);
+    let created = sue.post("/api/campaigns", body).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = created.body["id"].as_i64().unwrap();
+    assert_eq!(created.body["agents"][0]["status"], "pending");
+
+    let page = sue.browser.get("/updates").await.unwrap();
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert!(
+        page.text
+            .contains(&format!("data-api=\"POST /api/campaigns/{id}/pause\""))
+    );
+    assert!(page.text.contains("href=\"/updates\""));
+    let paused = sue.press(&format!("/api/campaigns/{id}/pause")).await;
+    assert_eq!((paused.status, paused.body["state"].as_str()), (200, Some("paused")));
+    let page = sue.browser.get("/updates").await.unwrap();
+    assert!(page.text.contains(&format!("/api/campaigns/{id}/resume")) && !page.text.contains("/pause\""));
+
+    let olga = Session::sign_in(&server, "olga", PASSWORD).await;
+    let page = olga.browser.get("/updates").await.unwrap();
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text.contains("pc-off") && !page.text.contains("data-api"),
+        "{}",
+        page.text
+    );
+    let refused = olga.press(&format!("/api/campaigns/{id}/cancel")).await;
+    api_error(&refused, 403, "forbidden");
+
+    let kim = Session::sign_in(&server, "kim", PASSWORD).await;
+    assert_eq!(kim.browser.get("/updates").await.unwrap().status, 403);
+    assert!(!kim.browser.get("/").await.unwrap().text.contains("href=\"/updates\""));
+    api_error(&kim.get("/api/campaigns").await, 403, "forbidden");
+    api_error(
+        &kim.send_with(
+            Method::PUT,
+            "/api/agents/pc-off/channel",
+            Some(&json!({"channel": "beta"})),
+            Some(&kim.csrf),
+        )
+        .await,
+        403,
+        "forbidden",
+    );
+}

@@ -1,5 +1,5 @@
 //! The server's integration tests, one binary: each module is a subject (accounts,
-//! the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in), all
+//! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in), all
 //! through `kenny-testkit` against a real server on loopback. One binary, not one per
 //! file, so the suite links the server once.
 
@@ -12,6 +12,7 @@
 mod common;
 
 mod accounts_api;
+mod campaigns;
 mod chat;
 mod dashboard_api;
 mod http_auth;

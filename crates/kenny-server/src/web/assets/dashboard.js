@@ -524,7 +524,8 @@
   }
 
   function setupAlerts() {
-    if (!$('#alerts-page')) return;
+    // The updates page's campaign buttons and form work the same way.
+    if (!$('#alerts-page') && !$('#updates-page')) return;
     const main = $('main');
     for (const f of $$('form[data-api]', main)) showKinds(f);
     main.addEventListener('change', (ev) => {

@@ -136,6 +136,7 @@ mod tests {
             last_seen: Some("2026-01-02T03:04:05.000Z".into()),
             health: None,
             health_reason: None,
+            channel: "stable".into(),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The signed-in dashboard: today, fleet, host, alerts, audit, account and admin pages. Server-rendered HTML in
+//! The signed-in dashboard: today, fleet, host, alerts, audit, updates, account and admin pages. Server-rendered HTML in
 //! one shared layout, with one stylesheet and one script served from this binary (no
 //! build step). Pages are maud `html!` templates, which escape every value spliced in
 //! (nothing here is pre-escaped but maud's own `DOCTYPE`); the script only ever sets
@@ -16,6 +16,7 @@ mod host;
 mod household;
 mod install_links;
 mod today;
+mod updates;
 
 use std::sync::Arc;
 
@@ -44,6 +45,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/alerts", get(alerts::page))
         .route("/hosts/{id}", get(host::page))
         .route("/audit", get(audit::page))
+        .route("/updates", get(updates::page))
         .route("/admin", get(admin::page))
         .route("/account", get(account::page))
         .route("/assets/dashboard.css", get(stylesheet))
@@ -104,6 +106,7 @@ pub(super) enum Nav {
     Fleet,
     Alerts,
     Audit,
+    Updates,
     Account,
     Admin,
     None,
@@ -134,6 +137,9 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
                         (link("/", "Fleet", Nav::Fleet))
                         (link("/alerts", "Alerts", Nav::Alerts))
                         (link("/audit", "Audit", Nav::Audit))
+                        @if who.role >= Role::Operator {
+                            (link("/updates", "Updates", Nav::Updates))
+                        }
                         (link("/account", "Account", Nav::Account))
                         @if who.role == Role::Superuser {
                             (link("/admin", "Admin", Nav::Admin))
