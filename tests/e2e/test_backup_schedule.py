@@ -3,7 +3,8 @@ each verified, copied to `--backup-copy-dir`, the oldest pruned to `--backup-kee
 both places while files kenny did not name stay; owner-only; the newest restores into
 a second data directory with what was there before it; a restart does not take an
 extra backup; a copy directory that is missing is logged and counted while the local
-backups go on; `/metrics` shows the last success and the failures."""
+backups go on; a backup that fails is logged, counted and retried while the server
+serves; `/metrics` shows the last success and the failures."""
 
 from __future__ import annotations
 
@@ -166,6 +167,21 @@ def test_backups_on_a_schedule_are_kept_copied_pruned_and_restore(kenny, tmp_pat
     kenny.stop_server()
     assert len(_ours(created)) == KEEP
     assert stat.S_IMODE(created.stat().st_mode) == 0o700, oct(created.stat().st_mode)
+
+    # A backup directory that cannot be made (a file is in the way): each failure is
+    # logged with the reason and counted, tried again, and the server goes on serving.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    kenny.start_server(
+        port=port, extra_args=["--backup-dir", str(blocker / "backups"), "--backup-every-secs", "1"], env=LOG_ENV
+    )
+    failed = _wait_for(kenny, "scheduled backup failed", 2)
+    assert all("--backup-dir" in e["message"] and str(blocker) in e["message"] for e in failed), failed
+    text = _metrics(kenny)
+    assert _gauge(text, 'kenny_backup_failures_total{stage="backup"}') >= 2
+    assert _gauge(text, "kenny_backup_last_success_timestamp_seconds") == 0
+    assert httpx.get(f"{kenny.base_url}/readyz", timeout=5).status_code == 200
+    assert blocker.read_text() == ""
 
 
 def test_scheduled_backup_flags_are_checked(tmp_path):

@@ -160,6 +160,22 @@ fn ensure_dir(dir: &Path) -> anyhow::Result<()> {
     })
 }
 
+/// Backup files are owner-only whatever the directory allows, but a directory others can
+/// list or write is worth a word: they could see when backups are made, or add files.
+fn warn_if_open(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(meta) = std::fs::metadata(dir) {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                dir = %dir.display(),
+                "the backup directory is open to other users (mode {mode:o}); the backups in it are owner-only, but `chmod 700` it to keep it private"
+            );
+        }
+    }
+}
+
 /// Renames `part` to `name` in `dir` and makes the rename durable.
 fn publish(dir: &Path, part: &Path, name: &str) -> anyhow::Result<PathBuf> {
     let done = dir.join(name);
@@ -279,6 +295,7 @@ pub async fn run(
         metrics.backup_made(t.unix_timestamp());
     }
     metrics.backup_scheduled(schedule.copy_dir.is_some());
+    warn_if_open(&schedule.dir);
     let mut due = next_due(newest, clock.now_utc(), schedule.every);
     tracing::info!(
         dir = %schedule.dir.display(),
@@ -317,7 +334,7 @@ pub async fn run(
                     Some(Err(e)) => {
                         metrics.backup_failed(true);
                         tracing::error!(
-                            "scheduled backup not copied: {e:#}; the backup in {} is kept, the next one is copied again",
+                            "scheduled backup not copied: {e:#}; the backup in {} is kept; the next backup is copied once the directory is there",
                             schedule.dir.display()
                         );
                     }
@@ -464,5 +481,39 @@ mod tests {
         let why = made.copy.unwrap().unwrap_err().to_string();
         assert!(why.contains("does not exist"), "{why}");
         assert!(made.file.exists());
+    }
+
+    #[test]
+    fn a_failed_run_leaves_the_backups_there_and_no_half_written_file() {
+        let data = tempfile::tempdir().unwrap();
+        drop(crate::store::Store::open(data.path()).unwrap());
+        crate::secrets::load_or_create_server_key(data.path()).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let schedule = Schedule {
+            dir: out.path().join("backups"),
+            copy_dir: None,
+            every: Duration::from_secs(60),
+            keep: 1,
+        };
+        let first = run_once(data.path(), &schedule, datetime!(2026-12-01 00:00 UTC)).unwrap();
+        // The database is gone (a data directory on a failed disk): the run fails and
+        // the one backup there stays, whatever --backup-keep says.
+        std::fs::remove_file(data.path().join(crate::store::DB_FILE)).unwrap();
+        let err = run_once(data.path(), &schedule, datetime!(2026-12-01 00:01 UTC)).unwrap_err();
+        assert!(err.to_string().contains("no kenny database"), "{err:#}");
+        let left: Vec<_> = std::fs::read_dir(&schedule.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, [first.file.file_name().unwrap().to_str().unwrap()]);
+
+        // A backup directory that cannot be made says which and what to check.
+        let blocked = Schedule {
+            dir: out.path().join("a-file").join("backups"),
+            ..schedule
+        };
+        std::fs::write(out.path().join("a-file"), "").unwrap();
+        let err = run_once(data.path(), &blocked, datetime!(2026-12-01 00:02 UTC)).unwrap_err();
+        assert!(err.to_string().contains("--backup-dir"), "{err:#}");
     }
 }
