@@ -57,11 +57,15 @@ fn create_private(path: &Path) -> anyhow::Result<File> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path).with_context(|| {
-        format!(
-            "creating {} (a backup never overwrites a file; pick a new name)",
-            path.display()
-        )
+    options.open(path).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::AlreadyExists => " (a backup never overwrites a file; pick a new name)",
+            std::io::ErrorKind::PermissionDenied => {
+                " (this user may not write there; check the directory's owner and mode)"
+            }
+            _ => "",
+        };
+        anyhow::Error::new(e).context(format!("creating {}{hint}", path.display()))
     })
 }
 
