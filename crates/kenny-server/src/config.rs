@@ -38,6 +38,8 @@ pub struct ServeConfig {
     pub metrics_token: Option<String>,
     /// Serve HTTPS from these files instead of plain HTTP.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Backups taken on an interval while the server runs; `None`: only by hand.
+    pub backups: Option<crate::backup::schedule::Schedule>,
 }
 
 impl ServeConfig {
@@ -58,6 +60,7 @@ impl ServeConfig {
             chat: Default::default(),
             webfilter_max_domains: crate::webfilter::MAX_DOMAINS_ON_THE_WIRE,
             metrics_token: None,
+            backups: None,
         }
     }
 }

@@ -178,6 +178,24 @@ struct ServeArgs {
     /// Seconds between looks at the certificate files for changes.
     #[arg(long, env = "KENNY_TLS_RELOAD_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     tls_reload_secs: u64,
+    /// Take a backup on a schedule into this directory (created owner-only when
+    /// missing), each verified; the oldest beyond --backup-keep are deleted. Only
+    /// kenny-<UTC time>.kennybackup files are ever deleted there.
+    #[arg(long, env = "KENNY_BACKUP_DIR")]
+    backup_dir: Option<PathBuf>,
+    /// Also copy each new backup into this directory (a mounted NAS or USB disk), with
+    /// the same retention. It must exist: kenny never creates it.
+    #[arg(long, env = "KENNY_BACKUP_COPY_DIR", requires = "backup_dir")]
+    backup_copy_dir: Option<PathBuf>,
+    /// Hours between scheduled backups.
+    #[arg(long, env = "KENNY_BACKUP_EVERY_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=720))]
+    backup_every_hours: u64,
+    /// For tests only: seconds between scheduled backups, instead of --backup-every-hours.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    backup_every_secs: Option<u64>,
+    /// How many scheduled backups to keep (in each directory).
+    #[arg(long, env = "KENNY_BACKUP_KEEP", default_value_t = 14, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    backup_keep: u64,
     #[command(flatten)]
     data: DataDir,
 }
@@ -351,6 +369,11 @@ fn main() -> anyhow::Result<()> {
                 tls_cert,
                 tls_key,
                 tls_reload_secs,
+                backup_dir,
+                backup_copy_dir,
+                backup_every_hours,
+                backup_every_secs,
+                backup_keep,
                 data,
             } = *args;
             // rmcp's service loop logs an ERROR when it cannot send an answer because the
@@ -363,6 +386,12 @@ fn main() -> anyhow::Result<()> {
                 cert,
                 key,
                 reload_every: Duration::from_secs(tls_reload_secs),
+            });
+            config.backups = backup_dir.map(|dir| kenny_server::backup::schedule::Schedule {
+                dir,
+                copy_dir: backup_copy_dir,
+                every: Duration::from_secs(backup_every_secs.unwrap_or(backup_every_hours * 3600)),
+                keep: usize::try_from(backup_keep).unwrap_or(14),
             });
             config.heartbeat = Duration::from_secs(heartbeat_secs);
             config.call_timeout = call_timeout_secs.map(Duration::from_secs);

@@ -1,7 +1,8 @@
 //! What `/metrics` shows, in the Prometheus text format: calls by tool and outcome with
 //! their latency, counted where they end (the forwarder, the MCP edge, the server's own
 //! tools), and gauges the route reads when scraped (agents connected and known, the
-//! audit writer's queue, web filters). Loopback callers may read it; anyone else needs
+//! audit writer's queue, web filters), and the scheduled backups' last success and
+//! failures, set by `backup::schedule` as they happen. Loopback callers may read it; anyone else needs
 //! `--metrics-token` ([`may_scrape`]). The route itself is in `server`.
 
 use std::time::Duration;
@@ -41,6 +42,12 @@ struct TokenKind {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BackupStage {
+    /// `backup` (the backup itself) or `copy` (its copy to `--backup-copy-dir`).
+    stage: String,
+}
+
 /// The server's counters, shared by everything that counts.
 pub struct Metrics {
     registry: Registry,
@@ -53,6 +60,8 @@ pub struct Metrics {
     deliveries: Family<DeliveryLabels, Gauge>,
     chat_tokens: Family<TokenKind, Gauge>,
     chat_turns: Gauge,
+    backup_last_success: Gauge,
+    backup_failures: Family<BackupStage, Counter>,
     /// Tool names besides the catalog's that count under their own name (the server's).
     own_tools: Vec<&'static str>,
 }
@@ -118,8 +127,22 @@ impl Metrics {
             "Dashboard chat turns today (UTC)",
             chat_turns.clone(),
         );
+        let backup_last_success = Gauge::default();
+        registry.register(
+            "backup_last_success_timestamp_seconds",
+            "When the newest scheduled backup was taken (Unix time; 0: none yet, or scheduled backups are off)",
+            backup_last_success.clone(),
+        );
+        let backup_failures = Family::<BackupStage, Counter>::default();
+        registry.register(
+            "backup_failures",
+            "Scheduled backups that failed since the server started, by stage (backup, copy)",
+            backup_failures.clone(),
+        );
         Metrics {
             registry,
+            backup_last_success,
+            backup_failures,
             calls,
             seconds,
             agents_connected,
@@ -147,6 +170,30 @@ impl Metrics {
         self.seconds
             .get_or_create(&ToolLabel { tool })
             .observe(took.as_secs_f64());
+    }
+
+    /// Scheduled backups are on: their failure counters show from the start (at 0), the
+    /// copy's only when there is a copy directory.
+    pub(crate) fn backup_scheduled(&self, with_copy: bool) {
+        let stages: &[&str] = if with_copy { &["backup", "copy"] } else { &["backup"] };
+        for stage in stages {
+            let _ = self.backup_failures.get_or_create(&BackupStage {
+                stage: (*stage).to_owned(),
+            });
+        }
+    }
+
+    /// A scheduled backup taken at `unix_secs` is written and verified.
+    pub(crate) fn backup_made(&self, unix_secs: i64) {
+        self.backup_last_success.set(unix_secs);
+    }
+
+    /// A scheduled backup failed, or (`copy`) only its copy did.
+    pub(crate) fn backup_failed(&self, copy: bool) {
+        let stage = if copy { "copy" } else { "backup" };
+        self.backup_failures
+            .get_or_create(&BackupStage { stage: stage.into() })
+            .inc();
     }
 
     /// The text a scrape gets, with the gauges read by the caller just now.
@@ -257,5 +304,24 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains("rm -rf"));
+    }
+
+    #[test]
+    fn backups_show_their_last_success_and_failures_by_stage() {
+        let m = Metrics::default();
+        m.backup_scheduled(true);
+        m.backup_made(1_764_621_852);
+        m.backup_failed(true);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(
+            out.contains("kenny_backup_last_success_timestamp_seconds 1764621852"),
+            "{out}"
+        );
+        assert!(out.contains(r#"kenny_backup_failures_total{stage="copy"} 1"#), "{out}");
+        assert!(
+            out.contains(r#"kenny_backup_failures_total{stage="backup"} 0"#),
+            "{out}"
+        );
     }
 }

@@ -251,6 +251,15 @@ pub async fn start_with_clock(
         }
         None => tracing::info!("audit retention is off: audit rows are kept for ever"),
     }
+    if let Some(schedule) = state.site.config.backups.clone() {
+        tokio::spawn(crate::backup::schedule::run(
+            state.site.config.data_dir.clone(),
+            schedule,
+            state.fleet.clock.clone(),
+            state.fleet.metrics.clone(),
+            shutdown.clone(),
+        ));
+    }
     let limits = state.site.config.http;
     let task = tokio::spawn(async move {
         // Held while this server runs, released when it has stopped.

@@ -2,7 +2,8 @@
 //! (a consistent copy of the database plus the server key, which agents pin: without it
 //! no agent would trust a restored server), `backup verify` checks one, and `restore`
 //! puts one in place with the server stopped, or stages it for the server's next start.
-//! The data directory's lock tells a running server from a stopped one.
+//! The data directory's lock tells a running server from a stopped one. `schedule` takes
+//! backups on an interval inside a running server (`serve --backup-dir`).
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ use anyhow::{Context, bail};
 use crate::secrets::SERVER_KEY_FILE;
 use crate::store::DB_FILE;
 use crate::store::backup::{self as sql, BackupInfo};
+
+pub mod schedule;
 
 /// The name of the server key inside a backup.
 const KEY_IN_BACKUP: &str = "server_key";
@@ -54,11 +57,15 @@ fn create_private(path: &Path) -> anyhow::Result<File> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path).with_context(|| {
-        format!(
-            "creating {} (a backup never overwrites a file; pick a new name)",
-            path.display()
-        )
+    options.open(path).map_err(|e| {
+        let hint = match e.kind() {
+            std::io::ErrorKind::AlreadyExists => " (a backup never overwrites a file; pick a new name)",
+            std::io::ErrorKind::PermissionDenied => {
+                " (this user may not write there; check the directory's owner and mode)"
+            }
+            _ => "",
+        };
+        anyhow::Error::new(e).context(format!("creating {}{hint}", path.display()))
     })
 }
 
