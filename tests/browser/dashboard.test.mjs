@@ -182,6 +182,16 @@ test('fleet, host actions, audit and admin as a superuser', async () => {
   await page.waitForFunction(() => /revoked/.test(document.querySelector('#install-links tbody').textContent));
   assert.match(await page.textContent('#link-result'), /Revoked the link for garage-pc/);
 
+  // A PC's enrollment is rotated (asked first), then the PC is removed.
+  page.once('dialog', (d) => d.accept());
+  await page.click('#agents tr[data-agent-id="kitchen-pc"] button[data-agent-action="rekey"]');
+  await page.waitForFunction(() => /enroll it again/.test(document.querySelector('#agent-result').textContent));
+  assert.match(await page.textContent('#install-command'), /--agent-id kitchen-pc .*--enroll-token kenny_agt_/);
+  page.once('dialog', (d) => d.accept());
+  await page.click('#agents tr[data-agent-id="kitchen-pc"] button[data-agent-action="remove"]');
+  await page.waitForFunction(() => !document.querySelector('#agents tr[data-agent-id="kitchen-pc"]'));
+  assert.match(await page.textContent('#agent-result'), /Removed kitchen-pc\. Its history is kept 30 days/);
+
   // Own token: shown once, on the account page.
   await page.click('nav.mainnav >> text=Account');
   await page.waitForURL(`${server.base}/account`);

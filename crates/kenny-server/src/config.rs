@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub webfilter_max_domains: usize,
     /// Lets callers other than loopback read `/metrics` with `Authorization: Bearer`.
     pub metrics_token: Option<String>,
+    /// How long a removed PC's history is kept before it is purged.
+    pub removed_retention: Duration,
     /// Serve HTTPS from these files instead of plain HTTP.
     pub tls: Option<crate::tls::TlsFiles>,
     /// Backups taken on an interval while the server runs; `None`: only by hand.
@@ -54,6 +56,7 @@ impl ServeConfig {
             allow_token_auth: true,
             audit_retention: Some(DEFAULT_AUDIT_RETENTION),
             history: Default::default(),
+            removed_retention: Duration::from_secs(30 * 86_400),
             http: Default::default(),
             agent_handshake_timeout: Duration::from_secs(10),
             oauth: Default::default(),

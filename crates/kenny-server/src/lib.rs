@@ -33,6 +33,7 @@ pub(crate) mod policy;
 pub mod principal;
 pub(crate) mod ratelimit;
 pub mod registry;
+pub(crate) mod retire;
 pub(crate) mod rollout;
 pub mod secrets;
 pub mod server;

@@ -146,6 +146,11 @@ struct ServeArgs {
     /// Days daily points are kept; older ones are deleted.
     #[arg(long, env = "KENNY_HISTORY_DAILY_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(1..=36500))]
     history_daily_days: u64,
+    /// Days a removed PC's history (snapshots, points, changes, alerts, filter) is kept
+    /// before it is purged; adding the id again before then keeps it. The audit log
+    /// follows --audit-retention-days.
+    #[arg(long, env = "KENNY_REMOVED_PC_RETENTION_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=3650))]
+    removed_pc_retention_days: u64,
     /// Most names one PC's web filter may block (at most 10000, what agents accept);
     /// a longer list is refused with the reason, never cut short.
     #[arg(long, env = "KENNY_WEBFILTER_MAX_DOMAINS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000))]
@@ -356,6 +361,7 @@ fn main() -> anyhow::Result<()> {
                 history_hourly_days,
                 history_daily_days,
                 webfilter_max_domains,
+                removed_pc_retention_days,
                 metrics_token,
                 max_connections,
                 http_header_timeout_secs,
@@ -398,6 +404,7 @@ fn main() -> anyhow::Result<()> {
             config.allow_token_auth = !disable_token_auth;
             config.audit_retention =
                 (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
+            config.removed_retention = Duration::from_secs(removed_pc_retention_days * 86_400);
             config.webfilter_max_domains = usize::try_from(webfilter_max_domains).unwrap_or(10_000);
             config.metrics_token = metrics_token.filter(|t| !t.trim().is_empty());
             config.history = kenny_server::history::Retention {

@@ -241,6 +241,12 @@ pub async fn start_with_clock(
         state.site.config.history,
         shutdown.clone(),
     ));
+    tokio::spawn(crate::retire::purge_loop(
+        state.fleet.store.clone(),
+        state.fleet.clock.clone(),
+        state.site.config.removed_retention,
+        shutdown.clone(),
+    ));
     match state.site.config.audit_retention {
         Some(retention) => {
             tracing::info!(

@@ -59,6 +59,47 @@ pub(super) async fn create(
     ))
 }
 
+/// `POST /api/agents/{id}/rekey`: forgets the PC's key and issues a new enrollment
+/// token (the same answer as adding it); its live connection ends at once.
+pub(super) async fn rekey(
+    State(fleet): State<Fleet>,
+    State(site): State<Site>,
+    Superuser(who): Superuser,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let enrollment = crate::retire::rekey(&fleet, &site.config.data_dir, &agent_id)
+        .await
+        .map_err(|e| match e.downcast::<crate::store::StoreError>() {
+            Ok(store_error) => ApiError::from(store_error),
+            Err(other) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", other.to_string()),
+        })?;
+    tracing::info!(agent = %agent_id, by = %who.username, "agent enrollment rotated");
+    let command = crate::admin::install_command(&site.base_url, &enrollment);
+    Ok(Json(json!({
+        "agent_id": enrollment.agent_id,
+        "token": enrollment.token,
+        "server_pubkey": enrollment.server_pubkey,
+        "server": &*site.base_url,
+        "install_command": command,
+    })))
+}
+
+/// `DELETE /api/agents/{id}`: removes the PC. Its history is purged after the
+/// retention period (`--removed-pc-retention-days`); the audit log keeps its rows.
+pub(super) async fn remove(
+    State(fleet): State<Fleet>,
+    State(site): State<Site>,
+    Superuser(who): Superuser,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    crate::retire::remove(&fleet, &agent_id, &who.username).await?;
+    let kept = site.config.removed_retention.as_secs() / 86_400;
+    Ok(Json(json!({
+        "removed": agent_id,
+        "history_kept_days": kept,
+    })))
+}
+
 /// The newest health snapshot the agent pushed (agents push one on connecting and
 /// then every `--telemetry-interval-secs`).
 pub(super) async fn telemetry(

@@ -38,6 +38,8 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
             get(hosts::screenshot).post(hosts::capture),
         )
         .route("/api/agent/{id}/remotehelp", post(hosts::remote_help))
+        .route("/api/agents/{id}", delete(agents::remove))
+        .route("/api/agents/{id}/rekey", post(agents::rekey))
         .route("/api/agents/{id}/update", post(hosts::update))
         .route("/api/agents/{id}/updates", get(hosts::updates))
         .route("/api/agents/{id}/telemetry", get(agents::telemetry))

@@ -119,6 +119,14 @@ impl HealthBook {
         read(&self.by_agent).get(agent_id).map(|j| j.assessment.clone())
     }
 
+    /// Drops a removed PC's verdict, so no listing or roll-up counts it.
+    pub(crate) fn forget(&self, agent_id: &str) {
+        self.by_agent
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(agent_id);
+    }
+
     /// Runs `f` over every assessment at once, without copying them.
     pub(crate) fn with_all<T>(&self, f: impl FnOnce(&HashMap<String, Judged>) -> T) -> T {
         f(&read(&self.by_agent))

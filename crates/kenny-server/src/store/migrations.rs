@@ -405,6 +405,16 @@ const MIGRATIONS: &[&str] = &[
         updated_at TEXT NOT NULL,
         PRIMARY KEY (campaign_id, agent_id)
     ) WITHOUT ROWID;",
+    // 24: removed PCs: gone from `agents` at once (no key, no token), their history
+    // kept until the purge after the retention period, unless the id is added again.
+    "CREATE TABLE removed_agents (
+        agent_id TEXT PRIMARY KEY,
+        removed_at TEXT NOT NULL,
+        removed_by TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TRIGGER agents_readded AFTER INSERT ON agents BEGIN
+        DELETE FROM removed_agents WHERE agent_id = NEW.agent_id;
+    END;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -14,6 +14,7 @@ mod metrics;
 mod migrations;
 mod oauth;
 mod policy;
+mod removal;
 mod screenshots;
 mod updates;
 mod webfilter;

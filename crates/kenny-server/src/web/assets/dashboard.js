@@ -409,6 +409,24 @@
     };
 
     main.addEventListener('click', async (ev) => {
+      const agentButton = ev.target.closest('button[data-agent-action]');
+      if (agentButton) {
+        const id = agentButton.closest('tr[data-agent-id]').dataset.agentId;
+        const out = $('#agent-result');
+        if (agentButton.dataset.agentAction === 'rekey') {
+          if (!window.confirm(`Forget ${id}'s key and make a new enrollment token? The PC is cut off until it enrolls again with the new token.`)) return;
+          const r = await api('POST', `/api/agents/${enc(id)}/rekey`);
+          if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+          showStatus(out, secretBox(`Run this on ${id} to enroll it again:`, r.data.install_command,
+            'The old key no longer logs in; this token works once.', 'install-command'), 'ok');
+        } else {
+          if (!window.confirm(`Remove ${id}? It is cut off at once and can never log in with its key again; its history is deleted after the retention period.`)) return;
+          const r = await api('DELETE', `/api/agents/${enc(id)}`);
+          if (!r.ok) return showStatus(out, errorText(r.error), 'error');
+          showStatus(out, `Removed ${id}. Its history is kept ${plural(r.data.history_kept_days, 'day')}, then deleted.`, 'ok');
+        }
+        return refreshSections(['agents']);
+      }
       const revoke = ev.target.closest('button[data-link-revoke]');
       if (revoke) {
         const r = await api('DELETE', `/api/install-links/${enc(revoke.dataset.linkRevoke)}`);

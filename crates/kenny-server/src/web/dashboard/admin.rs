@@ -142,16 +142,20 @@ fn agents_section(agents: &[AgentSummary], base_url: &str) -> Markup {
                 p class="muted" { "No agents yet." }
             } @else {
                 table class="stack" {
-                    thead { tr { th { "Agent" } th { "State" } th { "OS" } th { "Key" } th { "Last seen" } } }
+                    thead { tr { th { "Agent" } th { "State" } th { "OS" } th { "Key" } th { "Last seen" } th {} } }
                     tbody {
                         @for a in agents {
-                            tr {
+                            tr data-agent-id=(a.agent_id) {
                                 @let id = a.agent_id.as_str();
                                 td data-label="Agent" { a href={ "/hosts/" (id) } { (id) } }
                                 td data-label="State" { @if a.online { "online" } @else { "offline" } }
                                 td data-label="OS" { (a.os.as_deref().unwrap_or("—")) }
                                 td data-label="Key" { @if a.enrolled { "enrolled" } @else { "waiting for the PC" } }
                                 td data-label="Last seen" { (time_el(a.last_seen.as_deref())) }
+                                td data-label="" class="row-actions" {
+                                    button type="button" class="secondary" data-agent-action="rekey" { "New enrollment" }
+                                    button type="button" class="danger" data-agent-action="remove" { "Remove" }
+                                }
                             }
                         }
                     }
