@@ -6,7 +6,8 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock rustfmt.toml clippy.toml ./
 COPY crates ./crates
-RUN cargo build --release --locked -p kenny-server -p kenny-agent
+RUN cargo build --profile dist --locked -p kenny-server \
+ && cargo build --profile dist-agent --locked -p kenny-agent
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -16,8 +17,8 @@ RUN apt-get update \
  && mkdir -p /var/lib/kenny /usr/local/lib/kenny \
  && chown kenny:kenny /var/lib/kenny \
  && chmod 0700 /var/lib/kenny
-COPY --from=build /src/target/release/kenny-server /usr/local/bin/kenny-server
-COPY --from=build /src/target/release/kenny-agent /usr/local/lib/kenny/kenny-agent
+COPY --from=build /src/target/dist/kenny-server /usr/local/bin/kenny-server
+COPY --from=build /src/target/dist-agent/kenny-agent /usr/local/lib/kenny/kenny-agent
 USER kenny
 ENV KENNY_LISTEN=0.0.0.0:7420 KENNY_DATA_DIR=/var/lib/kenny
 VOLUME ["/var/lib/kenny"]
