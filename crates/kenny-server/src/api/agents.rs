@@ -41,22 +41,30 @@ pub(super) async fn create(
     let now = fleet.clock.now();
     let enrollment = tokio::task::spawn_blocking(move || crate::admin::add_agent_at(&store, &data_dir, &id, &now))
         .await?
-        .map_err(|e| match e.downcast::<crate::store::StoreError>() {
-            Ok(store_error) => ApiError::from(store_error),
-            Err(other) => ApiError::bad_request(other.to_string()),
-        })?;
+        .map_err(|e| enrollment_error(e, ApiError::bad_request))?;
     tracing::info!(agent = %enrollment.agent_id, by = %who.username, "agent added");
+    Ok((StatusCode::CREATED, enrollment_answer(&site, enrollment)))
+}
+
+/// A store refusal keeps its status; anything else is `other`.
+fn enrollment_error(e: anyhow::Error, other: impl FnOnce(String) -> ApiError) -> ApiError {
+    match e.downcast::<crate::store::StoreError>() {
+        Ok(store_error) => ApiError::from(store_error),
+        Err(e) => other(e.to_string()),
+    }
+}
+
+/// What adding a PC and rotating its enrollment answer: the values the PC needs and
+/// the command that installs it. The token is here and nowhere else.
+fn enrollment_answer(site: &Site, enrollment: crate::admin::AgentEnrollment) -> Json<Value> {
     let command = crate::admin::install_command(&site.base_url, &enrollment);
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({
-            "agent_id": enrollment.agent_id,
-            "token": enrollment.token,
-            "server_pubkey": enrollment.server_pubkey,
-            "server": &*site.base_url,
-            "install_command": command,
-        })),
-    ))
+    Json(json!({
+        "agent_id": enrollment.agent_id,
+        "token": enrollment.token,
+        "server_pubkey": enrollment.server_pubkey,
+        "server": &*site.base_url,
+        "install_command": command,
+    }))
 }
 
 /// `POST /api/agents/{id}/rekey`: forgets the PC's key and issues a new enrollment
@@ -69,19 +77,13 @@ pub(super) async fn rekey(
 ) -> Result<Json<Value>, ApiError> {
     let enrollment = crate::retire::rekey(&fleet, &site.config.data_dir, &agent_id)
         .await
-        .map_err(|e| match e.downcast::<crate::store::StoreError>() {
-            Ok(store_error) => ApiError::from(store_error),
-            Err(other) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", other.to_string()),
+        .map_err(|e| {
+            enrollment_error(e, |why| {
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", why)
+            })
         })?;
     tracing::info!(agent = %agent_id, by = %who.username, "agent enrollment rotated");
-    let command = crate::admin::install_command(&site.base_url, &enrollment);
-    Ok(Json(json!({
-        "agent_id": enrollment.agent_id,
-        "token": enrollment.token,
-        "server_pubkey": enrollment.server_pubkey,
-        "server": &*site.base_url,
-        "install_command": command,
-    })))
+    Ok(enrollment_answer(&site, enrollment))
 }
 
 /// `DELETE /api/agents/{id}`: removes the PC. Its history is purged after the

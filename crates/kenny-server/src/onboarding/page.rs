@@ -55,31 +55,45 @@ fn unusable(row: &InstallLinkRow, now: &str) -> Option<LinkRefusal> {
 }
 
 /// `GET /install/{token}`: a page for a person (or a chat app's preview); uses nothing.
-pub(crate) async fn show(State(fleet): State<Fleet>, State(site): State<Site>, Path(token): Path<String>) -> Response {
-    let hash = secrets::token_hash(&token);
+/// What a token opens now: the link, its OS and the time it was judged at, or why not.
+enum Looked {
+    Usable(InstallLinkRow, TargetOs, String),
+    Refused(LinkRefusal),
+    Failed(Response),
+}
+
+async fn look(fleet: &Fleet, token: &str) -> Looked {
+    let hash = secrets::token_hash(token);
     let row = match fleet.store.blocking(move |s| s.install_link_by_token(&hash)).await {
         Ok(row) => row,
-        Err(e) => return internal(&e.to_string()),
+        Err(e) => return Looked::Failed(internal(&e.to_string())),
     };
     let now = fleet.clock.now();
-    let refused = match &row {
-        None => Some(LinkRefusal::Unknown),
-        Some(row) => unusable(row, &now),
-    };
-    if let Some(refused) = refused {
-        let body = html! {
-            div.card {
-                h1 { "Install link refused" }
-                p.error { (refusal_reason(&refused)) }
-            }
-        };
-        return (refusal_status(&refused), crate::web::html::page("Install link", body)).into_response();
-    }
     let Some(row) = row else {
-        return internal("the link vanished while it was read");
+        return Looked::Refused(LinkRefusal::Unknown);
     };
-    let Ok(os) = TargetOs::parse(&row.os) else {
-        return internal("the link names an OS this server has no script for");
+    if let Some(refused) = unusable(&row, &now) {
+        return Looked::Refused(refused);
+    }
+    match TargetOs::parse(&row.os) {
+        Ok(os) => Looked::Usable(row, os, now),
+        Err(_) => Looked::Failed(internal("the link names an OS this server has no script for")),
+    }
+}
+
+pub(crate) async fn show(State(fleet): State<Fleet>, State(site): State<Site>, Path(token): Path<String>) -> Response {
+    let (row, os) = match look(&fleet, &token).await {
+        Looked::Usable(row, os, _) => (row, os),
+        Looked::Failed(response) => return response,
+        Looked::Refused(refused) => {
+            let body = html! {
+                div.card {
+                    h1 { "Install link refused" }
+                    p.error { (refusal_reason(&refused)) }
+                }
+            };
+            return (refusal_status(&refused), crate::web::html::page("Install link", body)).into_response();
+        }
     };
     let url = format!("{}/install/{token}", site.base_url.trim_end_matches('/'));
     let (who, how) = match os {
@@ -115,29 +129,17 @@ pub(crate) async fn redeem(
             refusal("install links are used from a shell on the PC, not from another web site"),
         );
     }
+    let (row, os, now) = match look(&fleet, &token).await {
+        Looked::Usable(row, os, now) => (row, os, now),
+        Looked::Failed(response) => return response,
+        Looked::Refused(refused) => {
+            return script_response(refusal_status(&refused), refusal(&refusal_reason(&refused)));
+        }
+    };
     let hash = secrets::token_hash(&token);
-    let lookup = hash.clone();
-    let row = match fleet.store.blocking(move |s| s.install_link_by_token(&lookup)).await {
-        Ok(row) => row,
-        Err(e) => return internal(&e.to_string()),
-    };
-    let now = fleet.clock.now();
-    let refused = match &row {
-        None => Some(LinkRefusal::Unknown),
-        Some(row) => unusable(row, &now),
-    };
-    if let Some(refused) = refused {
-        return script_response(refusal_status(&refused), refusal(&refusal_reason(&refused)));
-    }
-    let Some(Ok(os)) = row.as_ref().map(|r| TargetOs::parse(&r.os)) else {
-        return internal("the link names an OS this server has no script for");
-    };
     // The builds are found before the link is spent: without one there is nothing to
     // install, and the link stays good for when a build is added.
-    let Some(agent_id) = row.map(|r| r.agent_id) else {
-        return internal("the link vanished while it was read");
-    };
-    let builds = match signed_builds(&site, &agent_id, os, &now).await {
+    let builds = match signed_builds(&site, &row.agent_id, os, &now).await {
         Ok(b) if !b.is_empty() => b,
         Ok(_) => {
             return script_response(
