@@ -53,6 +53,10 @@ const ALLOWED: &[(&str, &str)] = &[
     ("sha2", "ed25519-dalek and ours on 0.10, rmcp on 0.11"),
     ("syn", "rmcp's async-trait on syn 3, the other proc macros on syn 2"),
     (
+        "winnow",
+        "toml 0.9 (the server's settings file) on 0.7, its own toml_parser on 1.0",
+    ),
+    (
         "windows-sys",
         "ring on 0.52, windows-service on 0.59, clap's anstream on 0.61",
     ),
