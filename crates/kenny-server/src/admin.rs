@@ -252,7 +252,9 @@ pub fn add_release(data_dir: &Path, file: &Path, version: &str, os: &str, arch: 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let target = dir.join(&name);
     if target.exists() {
-        if std::fs::read(&target)? == std::fs::read(file)? {
+        // Compared by size and hash, streamed: a build can be hundreds of MB.
+        let same = |p: &Path| crate::updates::releases::size_and_sha256(p);
+        if same(&target)? == same(file)? {
             return Ok(target);
         }
         bail!(
