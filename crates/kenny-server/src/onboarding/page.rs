@@ -38,23 +38,6 @@ fn refusal_status(refused: &LinkRefusal) -> StatusCode {
     }
 }
 
-/// Why a link that exists cannot be used now, judged like the redemption does.
-fn unusable(row: &InstallLinkRow, now: &str) -> Option<LinkRefusal> {
-    match row.state(now) {
-        "used" => Some(LinkRefusal::Used {
-            at: row.used_at.clone().unwrap_or_default(),
-        }),
-        "revoked" => Some(LinkRefusal::Revoked {
-            at: row.revoked_at.clone().unwrap_or_default(),
-        }),
-        "expired" => Some(LinkRefusal::Expired {
-            at: row.expires_at.clone(),
-        }),
-        _ => None,
-    }
-}
-
-/// `GET /install/{token}`: a page for a person (or a chat app's preview); uses nothing.
 /// What a token opens now: the link, its OS and the time it was judged at, or why not.
 enum Looked {
     Usable(InstallLinkRow, TargetOs, String),
@@ -72,7 +55,7 @@ async fn look(fleet: &Fleet, token: &str) -> Looked {
     let Some(row) = row else {
         return Looked::Refused(LinkRefusal::Unknown);
     };
-    if let Some(refused) = unusable(&row, &now) {
+    if let Some(refused) = row.refusal(&now) {
         return Looked::Refused(refused);
     }
     match TargetOs::parse(&row.os) {
@@ -81,6 +64,7 @@ async fn look(fleet: &Fleet, token: &str) -> Looked {
     }
 }
 
+/// `GET /install/{token}`: a page for a person (or a chat app's preview); uses nothing.
 pub(crate) async fn show(State(fleet): State<Fleet>, State(site): State<Site>, Path(token): Path<String>) -> Response {
     let (row, os) = match look(&fleet, &token).await {
         Looked::Usable(row, os, _) => (row, os),

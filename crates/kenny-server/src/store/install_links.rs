@@ -22,16 +22,26 @@ pub struct InstallLinkRow {
 }
 
 impl InstallLinkRow {
+    /// Why the link cannot be used at `now`; `None` while it can. The one judgement the
+    /// redemption, the link's page and the listings all make.
+    pub fn refusal(&self, now: &str) -> Option<LinkRefusal> {
+        match (&self.used_at, &self.revoked_at) {
+            (Some(at), _) => Some(LinkRefusal::Used { at: at.clone() }),
+            (None, Some(at)) => Some(LinkRefusal::Revoked { at: at.clone() }),
+            (None, None) if self.expires_at.as_str() <= now => Some(LinkRefusal::Expired {
+                at: self.expires_at.clone(),
+            }),
+            (None, None) => None,
+        }
+    }
+
     /// `active`, `used`, `revoked` or `expired`, as of `now`.
     pub fn state(&self, now: &str) -> &'static str {
-        if self.used_at.is_some() {
-            "used"
-        } else if self.revoked_at.is_some() {
-            "revoked"
-        } else if self.expires_at.as_str() <= now {
-            "expired"
-        } else {
-            "active"
+        match self.refusal(now) {
+            None => "active",
+            Some(LinkRefusal::Used { .. }) => "used",
+            Some(LinkRefusal::Revoked { .. }) => "revoked",
+            Some(LinkRefusal::Expired { .. } | LinkRefusal::Unknown) => "expired",
         }
     }
 }
@@ -173,15 +183,7 @@ impl Store {
             else {
                 return Ok(Err(LinkRefusal::Unknown));
             };
-            let refusal = match (&row.used_at, &row.revoked_at) {
-                (Some(at), _) => Some(LinkRefusal::Used { at: at.clone() }),
-                (None, Some(at)) => Some(LinkRefusal::Revoked { at: at.clone() }),
-                (None, None) if row.expires_at.as_str() <= now => Some(LinkRefusal::Expired {
-                    at: row.expires_at.clone(),
-                }),
-                (None, None) => None,
-            };
-            if let Some(refusal) = refusal {
+            if let Some(refusal) = row.refusal(now) {
                 return Ok(Err(refusal));
             }
             tx.execute(
