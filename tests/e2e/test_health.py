@@ -79,6 +79,11 @@ async def test_a_filling_disk_turns_the_pc_crit_with_its_reason_everywhere(kenny
         # Connected, it has sent a first snapshot: the small disk is empty.
         first = await _health(client, "pc-disk")
         assert str(mount_point) not in " ".join(first["reasons"]), first
+        # pc-calm shares this machine's own disks: on a CI machine whose "/" is nearly
+        # full it is crit too, for its own reason. What follows counts it as it is.
+        calm = await _health(client, "pc-calm")
+        calm_crit = calm["health"] == "crit"
+        assert all(str(mount_point) not in r for r in calm["reasons"]), calm
 
         _in_agent_namespace(agent.proc.pid, f'head -c 32M /dev/zero > "{mount_point}/fill"; sync')
         r = _api(kenny, "POST", "/api/agent/pc-disk/refresh")
@@ -98,15 +103,19 @@ async def test_a_filling_disk_turns_the_pc_crit_with_its_reason_everywhere(kenny
 
         overview = expect_ok(await call(client, "fleet_overview", {}))
         assert overview["total"] == 2 and overview["online"] == 2, overview
-        assert overview["health"]["crit"] == 1, overview["health"]
-        assert overview["attention"][0]["agent_id"] == "pc-disk", overview["attention"]
-        assert str(mount_point) in overview["attention"][0]["reason"], overview["attention"]
+        assert overview["health"]["crit"] == 1 + calm_crit, (overview["health"], calm)
+        flagged = {a["agent_id"]: a for a in overview["attention"]}
+        assert set(flagged) >= {"pc-disk"}, overview["attention"]
+        assert str(mount_point) in flagged["pc-disk"]["reason"], overview["attention"]
         assert overview["os"] == {"linux": 2}, overview
 
         crit = expect_ok(await call(client, "list_agents", {"health": "crit"}))
-        assert [a["agent_id"] for a in crit["agents"]] == ["pc-disk"] and crit["total"] == 1, crit
-        assert crit["agents"][0]["health"] == "crit"
-        assert str(mount_point) in crit["agents"][0]["health_reason"], crit
+        expected = ["pc-calm", "pc-disk"] if calm_crit else ["pc-disk"]
+        assert sorted(a["agent_id"] for a in crit["agents"]) == expected, crit
+        assert crit["total"] == len(expected), crit
+        disk_row = next(a for a in crit["agents"] if a["agent_id"] == "pc-disk")
+        assert disk_row["health"] == "crit"
+        assert str(mount_point) in disk_row["health_reason"], crit
 
         # The dashboard says the same: the server's verdict, not the agent's word.
         from signin_helpers import PASSWORD, _client, _login
