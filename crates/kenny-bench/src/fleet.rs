@@ -178,7 +178,7 @@ pub(crate) fn register_agents(store: &Store, from: usize, to: usize) -> anyhow::
 
 /// One simulated agent: the test kit's, which logs in with mutual auth and then
 /// answers the server's pings until dropped.
-async fn connect(
+pub(crate) async fn connect(
     url: String,
     agent_id: String,
     key: SigningKey,

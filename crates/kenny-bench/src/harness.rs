@@ -84,8 +84,18 @@ pub(crate) fn provision(data_dir: &Path) -> anyhow::Result<String> {
 }
 
 pub(crate) async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
+    start_server_at(bin_dir, data_dir, token, "127.0.0.1:0").await
+}
+
+/// As [`start_server`], on a given address (a restart takes back its port).
+pub(crate) async fn start_server_at(
+    bin_dir: &Path,
+    data_dir: &Path,
+    token: String,
+    listen: &str,
+) -> anyhow::Result<ServerProcess> {
     let mut child = Command::new(bin_dir.join("kenny-server"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .args(["serve", "--listen", listen, "--data-dir"])
         .arg(data_dir)
         // Above the largest fleet measured (10 000 agents) plus the MCP client; as an
         // environment variable, so the same bench also drives builds without the setting.

@@ -7,6 +7,8 @@
 //!   `--workload shell-exec` an `echo` through `sh -c` (guard parse, sandboxed child).
 //! - `fleet`: server memory with N simulated agents connected (real mutual-auth
 //!   handshakes over loopback), and `list_agents` latency at that fleet size.
+//! - `storm`: a server restart met by N simulated agents reconnecting at once; the
+//!   time until the server lists all of them online again.
 //! - `health`: snapshot ingest rate, `list_agents` and `fleet_overview` latency and
 //!   response size with N simulated agents that each pushed a snapshot; with
 //!   `--storage-pcs`, the database size per PC after a simulated month.
@@ -16,6 +18,7 @@ mod footprint;
 mod harness;
 mod health;
 mod stats;
+mod storm;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -59,6 +62,17 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1,1000,10000")]
         agents: Vec<usize>,
     },
+    /// A server restart met by its whole fleet: how long until every agent is back.
+    Storm {
+        #[arg(long, default_value_t = 10_000)]
+        agents: usize,
+        /// Handshakes in flight at once (agents reconnecting together).
+        #[arg(long, default_value_t = 1000)]
+        parallel: usize,
+        /// Restarts to time.
+        #[arg(long, default_value_t = 3)]
+        restarts: usize,
+    },
     /// Snapshot ingest and the health tools at fleet sizes; database size per PC.
     Health {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -87,6 +101,11 @@ fn main() -> anyhow::Result<()> {
                 workload,
             } => harness::calls(&bin_dir, &concurrency, Duration::from_secs(seconds), workload).await,
             Command::Fleet { agents } => fleet::run(&bin_dir, &agents).await,
+            Command::Storm {
+                agents,
+                parallel,
+                restarts,
+            } => storm::run(&bin_dir, agents, parallel, restarts).await,
             Command::Health {
                 agents,
                 storage_pcs,

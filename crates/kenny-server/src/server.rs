@@ -104,9 +104,7 @@ pub async fn start_with_clock(
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("listening on {}", config.listen))?;
+    let listener = crate::listener::bind(config.listen).with_context(|| format!("listening on {}", config.listen))?;
     let addr = listener.local_addr()?;
     let base_url = match &config.public_url {
         Some(u) => u.trim_end_matches('/').to_owned(),
