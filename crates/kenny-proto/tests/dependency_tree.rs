@@ -29,6 +29,10 @@ const ALLOWED: &[(&str, &str)] = &[
         "digest",
         "argon2's blake2 and ed25519-dalek on 0.10, rmcp's sha2 on 0.11",
     ),
+    (
+        "fallible-iterator",
+        "rusqlite on 0.3, the PostgreSQL client (the store's second backend) on 0.2",
+    ),
     ("foldhash", "as hashbrown"),
     (
         "getrandom",
@@ -37,6 +41,10 @@ const ALLOWED: &[(&str, &str)] = &[
     (
         "hashbrown",
         "rusqlite's hashlink, brush-parser's cached and rmcp's indexmap at three majors",
+    ),
+    (
+        "hmac",
+        "ours (TOTP, signed links) on 0.12, the PostgreSQL client's SCRAM on 0.13",
     ),
     ("miniz_oxide", "png on 0.8, flate2 (under png) on 0.9"),
     (
@@ -55,6 +63,10 @@ const ALLOWED: &[(&str, &str)] = &[
     (
         "winnow",
         "toml 0.9 (the server's settings file) on 0.7, its own toml_parser on 1.0",
+    ),
+    (
+        "wasi",
+        "only for wasm targets (never built here): getrandom 0.2 on 0.11, whoami (the PostgreSQL client's default user) on 0.14",
     ),
     (
         "windows-sys",

@@ -32,6 +32,7 @@ pub mod anthropic;
 mod api;
 mod browser;
 mod mcp;
+pub mod postgres;
 mod server;
 
 pub use agent::{AgentOptions, TestAgent};

@@ -8,11 +8,14 @@ pub mod backup;
 mod campaigns;
 mod changes;
 mod chat;
+pub(crate) mod db;
 mod health;
 mod install_links;
 mod metrics;
 mod migrations;
+mod migrations_pg;
 mod oauth;
+mod pg_pool;
 mod policy;
 mod removal;
 mod screenshots;
@@ -39,6 +42,8 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 
+use self::db::args;
+
 pub const DB_FILE: &str = "kenny.db";
 /// Read-only connections beside the writer. WAL lets them read while the writer
 /// commits; a handful covers the dashboard, the API and the handshakes at once.
@@ -52,6 +57,8 @@ pub enum StoreError {
     NotFound(String),
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {0}")]
+    Postgres(#[from] postgres::Error),
     #[error("{0}")]
     Internal(String),
     #[error("cannot use data directory {path}: {source}")]
@@ -67,9 +74,18 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// connection with [`Store::with`]; plain reads go through [`Store::read`], which uses
 /// one of [`READERS`] read-only connections and never waits for the writer.
 pub struct Store {
-    conn: Mutex<Connection>,
-    readers: ReadPool,
-    path: PathBuf,
+    backend: Backend,
+}
+
+/// Where the data lives: the embedded file (one writer, a few readers), or a
+/// PostgreSQL server shared by every replica (a pool; the server orders writes).
+enum Backend {
+    Sqlite {
+        conn: Mutex<Connection>,
+        readers: ReadPool,
+        path: PathBuf,
+    },
+    Postgres(pg_pool::PgPool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +219,14 @@ pub struct AuditFilter {
     pub outcome: Option<String>,
 }
 
+/// What a store call not yet written for PostgreSQL answers there (issue 15 moves the
+/// store over one module at a time; each moved one runs on both).
+fn not_on_postgres() -> StoreError {
+    StoreError::Internal(
+        "this part of kenny does not run on PostgreSQL yet; use the embedded SQLite store (no --database-url)".into(),
+    )
+}
+
 /// Opens a connection with the settings every kenny connection uses.
 pub fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
@@ -291,14 +315,30 @@ impl Store {
             returned: Condvar::new(),
         };
         Ok(Store {
-            conn: Mutex::new(conn),
-            readers,
-            path,
+            backend: Backend::Sqlite {
+                conn: Mutex::new(conn),
+                readers,
+                path,
+            },
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Connects to PostgreSQL at `url` (`postgres://user:password@host:port/db`) and
+    /// brings its schema up to date; every replica of a cluster opens the same one.
+    pub fn open_postgres(url: &str) -> Result<Store> {
+        let pool = pg_pool::PgPool::connect(url)?;
+        pool.with(migrations_pg::apply)?;
+        Ok(Store {
+            backend: Backend::Postgres(pool),
+        })
+    }
+
+    /// The SQLite file, when the data is in one.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => Some(path),
+            Backend::Postgres(_) => None,
+        }
     }
 
     /// Runs storage work on the blocking pool, so async callers never stall a runtime
@@ -317,25 +357,59 @@ impl Store {
     /// Runs `f` on the writer connection: every write, and reads inside a write's
     /// transaction.
     fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn)
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                f(&mut conn)
+            }
+            Backend::Postgres(_) => Err(not_on_postgres()),
+        }
+    }
+
+    /// Runs `f` on a connection that may write, on either backend: SQLite's one
+    /// writer, or any pooled PostgreSQL connection.
+    fn write_db<T>(&self, f: impl FnOnce(&db::Conn) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { conn, .. } => {
+                let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+                f(&db::Conn::Sqlite(&conn))
+            }
+            Backend::Postgres(pool) => pool.with(|c| f(&db::Conn::Postgres(c))),
+        }
+    }
+
+    /// Runs `f` on a connection for reading, on either backend (see [`Store::read`]).
+    fn read_db<T>(&self, f: impl FnOnce(&db::Conn) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { readers, .. } => {
+                let conn = readers.take();
+                f(&db::Conn::Sqlite(&conn))
+            }
+            Backend::Postgres(pool) => pool.with(|c| f(&db::Conn::Postgres(c))),
+        }
     }
 
     /// Runs `f` on a read-only connection: any idle one, else the first one given
     /// back. Never takes the writer, so a long read (a big audit page) holds up
     /// neither writes nor sign-ins. Sees everything committed before it starts.
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let conn = self.readers.take();
-        f(&conn)
+        match &self.backend {
+            Backend::Sqlite { readers, .. } => {
+                let conn = readers.take();
+                f(&conn)
+            }
+            Backend::Postgres(_) => Err(not_on_postgres()),
+        }
     }
 
     // ---- agents ------------------------------------------------------------
 
     pub fn create_agent(&self, agent_id: &str, token_hash: &str, now: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             let inserted = c.execute(
-                "INSERT OR IGNORE INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)",
-                params![agent_id, token_hash, now],
+                "INSERT INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (agent_id) DO NOTHING",
+                args![agent_id, token_hash, now],
             )?;
             if inserted == 0 {
                 return Err(StoreError::Conflict(format!(
@@ -348,10 +422,10 @@ impl Store {
 
     /// What the legacy handshake checks: the token hash, and whether a key is enrolled.
     pub fn agent_credentials(&self, agent_id: &str) -> Result<Option<AgentCredentials>> {
-        self.read(|c| {
-            Ok(c.query_row(
-                "SELECT token_hash, public_key IS NOT NULL FROM agents WHERE agent_id = ?1",
-                [agent_id],
+        self.read_db(|c| {
+            c.query_opt(
+                "SELECT token_hash, CASE WHEN public_key IS NULL THEN 0 ELSE 1 END FROM agents WHERE agent_id = ?1",
+                args![agent_id],
                 |r| {
                     Ok(AgentCredentials {
                         token_hash: r.get(0)?,
@@ -359,17 +433,16 @@ impl Store {
                     })
                 },
             )
-            .optional()?)
         })
     }
 
     /// Forgets the agent's enrolled key and replaces its token: the way to move an agent
     /// to a new key (a reinstalled PC, a lost state directory).
     pub fn rekey_agent(&self, agent_id: &str, token_hash: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             let changed = c.execute(
                 "UPDATE agents SET token_hash = ?2, public_key = NULL, enrolled_at = NULL WHERE agent_id = ?1",
-                params![agent_id, token_hash],
+                args![agent_id, token_hash],
             )?;
             if changed == 0 {
                 return Err(StoreError::NotFound(format!("no agent with id {agent_id:?}")));
@@ -379,66 +452,61 @@ impl Store {
     }
 
     pub fn agent_token_hash(&self, agent_id: &str) -> Result<Option<String>> {
-        self.read(|c| {
-            Ok(
-                c.query_row("SELECT token_hash FROM agents WHERE agent_id = ?1", [agent_id], |r| {
-                    r.get(0)
-                })
-                .optional()?,
+        self.read_db(|c| {
+            c.query_opt(
+                "SELECT token_hash FROM agents WHERE agent_id = ?1",
+                args![agent_id],
+                |r| r.get(0),
             )
         })
     }
 
     pub fn agent(&self, agent_id: &str) -> Result<Option<AgentRecord>> {
-        self.read(|c| {
-            Ok(c.query_row(
-                &format!("{AGENT_COLUMNS} WHERE agent_id = ?1"),
-                [agent_id],
-                agent_record,
-            )
-            .optional()?)
-        })
+        self.read_db(|c| c.query_opt(AGENT_BY_ID, args![agent_id], agent_record))
     }
 
     /// A number that changes whenever any agent row does (triggers keep it, for every
-    /// process that writes the file).
+    /// process that writes the database).
     pub fn agents_version(&self) -> Result<i64> {
-        self.read(|c| {
-            Ok(c.prepare_cached("SELECT v FROM agents_version WHERE id = 1")?
-                .query_row([], |r| r.get(0))?)
-        })
+        self.read_db(|c| c.query_one("SELECT v FROM agents_version WHERE id = 1", args![], |r| r.get(0)))
     }
 
     pub fn agents(&self) -> Result<Vec<AgentRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!("{AGENT_COLUMNS} ORDER BY agent_id"))?;
-            let rows = stmt
-                .query_map([], agent_record)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
-        })
+        self.read_db(|c| c.query_all(ALL_AGENTS, args![], agent_record))
     }
 
     /// Records the agent's public key. Enrollment happens once: the same key again is
     /// accepted (a retried request), a different key is refused.
     pub fn enroll_agent(&self, agent_id: &str, public_key: &str, now: &str) -> Result<()> {
-        self.with(|c| {
-            let current: Option<Option<String>> =
-                c.query_row("SELECT public_key FROM agents WHERE agent_id = ?1", [agent_id], |r| r.get(0)).optional()?;
-            match current {
-                None => Err(StoreError::NotFound(format!("no agent with id {agent_id:?}"))),
-                Some(Some(k)) if k == public_key => Ok(()),
-                Some(Some(_)) => Err(StoreError::Conflict(format!(
-                    "agent {agent_id:?} is already enrolled with another key; to replace it, run `kenny-server agent rekey {agent_id}` and enroll with the new token"
-                ))),
-                Some(None) => {
-                    c.execute(
-                        "UPDATE agents SET public_key = ?2, enrolled_at = ?3 WHERE agent_id = ?1",
-                        params![agent_id, public_key, now],
-                    )?;
-                    Ok(())
+        self.write_db(|c| {
+            c.in_tx(|c| {
+                let current: Option<Option<String>> = c.query_opt(
+                    "SELECT public_key FROM agents WHERE agent_id = ?1",
+                    args![agent_id],
+                    |r| r.get(0),
+                )?;
+                match current {
+                    None => Err(StoreError::NotFound(format!("no agent with id {agent_id:?}"))),
+                    Some(Some(k)) if k == public_key => Ok(()),
+                    Some(Some(_)) => Err(StoreError::Conflict(format!(
+                        "agent {agent_id:?} is already enrolled with another key; to replace it, run `kenny-server agent rekey {agent_id}` and enroll with the new token"
+                    ))),
+                    Some(None) => {
+                        // Only while no key is set: two enrollments racing on two
+                        // replicas cannot both win.
+                        let set = c.execute(
+                            "UPDATE agents SET public_key = ?2, enrolled_at = ?3 WHERE agent_id = ?1 AND public_key IS NULL",
+                            args![agent_id, public_key, now],
+                        )?;
+                        if set == 0 {
+                            return Err(StoreError::Conflict(format!(
+                                "agent {agent_id:?} was enrolled by another request just now; retry to see with which key"
+                            )));
+                        }
+                        Ok(())
+                    }
                 }
-            }
+            })
         })
     }
 
@@ -448,13 +516,13 @@ impl Store {
         meta: Option<&kenny_proto::frame::AgentMeta>,
         now: &str,
     ) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             match meta {
                 Some(m) => c.execute(
                     "UPDATE agents SET hostname = ?2, os = ?3, version = ?4, arch = ?5, last_seen = ?6 WHERE agent_id = ?1",
-                    params![agent_id, m.hostname, m.os, m.version, m.arch, now],
+                    args![agent_id, &m.hostname, &m.os, &m.version, m.arch.as_deref(), now],
                 )?,
-                None => c.execute("UPDATE agents SET last_seen = ?2 WHERE agent_id = ?1", params![agent_id, now])?,
+                None => c.execute("UPDATE agents SET last_seen = ?2 WHERE agent_id = ?1", args![agent_id, now])?,
             };
             Ok(())
         })
@@ -535,64 +603,69 @@ impl Store {
 
     /// Applies audit writes in order, in one transaction (the writer batches them).
     pub fn write_audit(&self, writes: &[AuditWrite]) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            {
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-                )?;
-                let mut finish = tx.prepare_cached(FINISH_CALL)?;
+        self.write_db(|c| {
+            c.in_tx(|tx| {
                 for w in writes {
                     match w {
-                        AuditWrite::Row(r) => insert.execute(params![
-                            r.call_id, r.at, r.user_id, r.username, r.credential_kind, r.credential_id, r.agent_id, r.tool,
-                            r.args_digest, r.outcome, r.error_code, r.duration_ms, r.client_addr, r.target
-                        ])?,
-                        AuditWrite::Finish(f) => {
-                            finish.execute(params![f.call_id, f.outcome, f.error_code, f.duration_ms])?
-                        }
+                        AuditWrite::Row(r) => tx.execute(
+                            INSERT_AUDIT,
+                            args![
+                                r.call_id.as_deref(),
+                                &r.at,
+                                r.user_id,
+                                r.username.as_deref(),
+                                r.credential_kind.as_deref(),
+                                r.credential_id.as_deref(),
+                                r.agent_id.as_deref(),
+                                &r.tool,
+                                &r.args_digest,
+                                r.outcome,
+                                r.error_code.as_deref(),
+                                r.duration_ms,
+                                r.client_addr.as_deref(),
+                                r.target.as_deref()
+                            ],
+                        )?,
+                        AuditWrite::Finish(f) => tx.execute(
+                            FINISH_CALL,
+                            args![&f.call_id, f.outcome, f.error_code.as_deref(), f.duration_ms],
+                        )?,
                     };
                 }
-            }
-            tx.commit()?;
-            Ok(())
+                Ok(())
+            })
         })
     }
 
     /// Marks calls that were sent but never completed (the server stopped while they
     /// ran) as interrupted. Run at start-up, before any call is sent.
     pub fn interrupt_unfinished_calls(&self) -> Result<usize> {
-        self.with(|c| Ok(c.execute(INTERRUPT_CALLS, params![OUTCOME_INTERRUPTED, OUTCOME_SENT])?))
+        self.write_db(|c| Ok(c.execute(INTERRUPT_CALLS, args![OUTCOME_INTERRUPTED, OUTCOME_SENT])? as usize))
     }
 
     /// One page of the audit trail, newest first. Only the filters given become
     /// conditions, so each is served by its index (see `audit_query`).
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let (sql, values) = audit_query(filter);
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&sql)?;
-            let rows = stmt
-                .query_map(rusqlite::params_from_iter(values.iter()), |r| {
-                    Ok(AuditEntry {
-                        id: r.get(0)?,
-                        at: r.get(1)?,
-                        user: r.get(2)?,
-                        credential_kind: r.get(3)?,
-                        credential_id: r.get(4)?,
-                        agent_id: r.get(5)?,
-                        tool: r.get(6)?,
-                        args_digest: r.get(7)?,
-                        outcome: r.get(8)?,
-                        error_code: r.get(9)?,
-                        duration_ms: r.get(10)?,
-                        call_id: r.get(11)?,
-                        client_addr: r.get(12)?,
-                        target: r.get(13)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(&sql, &values, |r| {
+                Ok(AuditEntry {
+                    id: r.get(0)?,
+                    at: r.get(1)?,
+                    user: r.get(2)?,
+                    credential_kind: r.get(3)?,
+                    credential_id: r.get(4)?,
+                    agent_id: r.get(5)?,
+                    tool: r.get(6)?,
+                    args_digest: r.get(7)?,
+                    outcome: r.get(8)?,
+                    error_code: r.get(9)?,
+                    duration_ms: r.get(10)?,
+                    call_id: r.get(11)?,
+                    client_addr: r.get(12)?,
+                    target: r.get(13)?,
+                })
+            })
         })
     }
 
@@ -600,9 +673,12 @@ impl Store {
     /// timestamp); returns how many went. Small batches keep each hold on the writer
     /// short: the retention task calls this until it returns less than `batch`.
     pub fn prune_audit(&self, cutoff: &str, batch: u32) -> Result<usize> {
-        self.with(|c| Ok(c.prepare_cached(PRUNE_AUDIT)?.execute(params![cutoff, batch])?))
+        self.write_db(|c| Ok(c.execute(PRUNE_AUDIT, args![cutoff, batch])? as usize))
     }
 }
+
+const INSERT_AUDIT: &str = "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target";
 
@@ -617,38 +693,38 @@ const PRUNE_AUDIT: &str = "DELETE FROM audit WHERE id IN (SELECT id FROM audit W
 /// through it and scans the whole table; so each filter given adds its own condition.
 /// Every equality filter has an index on `(column, id)` that also yields the rows
 /// newest first.
-fn audit_query(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
-    use rusqlite::types::Value;
+fn audit_query(f: &AuditFilter) -> (String, Vec<db::Value<'_>>) {
+    use db::Value;
     let mut conditions: Vec<String> = Vec::new();
-    let mut values: Vec<Value> = Vec::new();
-    let mut add = |condition: &str, value: Value| {
+    let mut values: Vec<Value<'_>> = Vec::new();
+    let mut add = |condition: &str, value: Value<'static>| {
         values.push(value);
         conditions.push(format!("{condition} ?{}", values.len()));
     };
     if let Some(v) = &f.agent_id {
-        add("agent_id =", Value::Text(v.clone()));
+        add("agent_id =", Value::from(v.clone()));
     }
     if let Some(v) = f.user_id {
-        add("user_id =", Value::Integer(v));
+        add("user_id =", Value::Int(v));
     }
     if let Some(v) = &f.tool {
-        add("tool =", Value::Text(v.clone()));
+        add("tool =", Value::from(v.clone()));
     }
     if let Some(v) = &f.username {
-        add("username =", Value::Text(v.clone()));
+        add("username =", Value::from(v.clone()));
     }
     if let Some(v) = &f.outcome {
-        add("outcome =", Value::Text(v.clone()));
+        add("outcome =", Value::from(v.clone()));
     }
     if let Some(v) = f.before_id {
-        add("id <", Value::Integer(v));
+        add("id <", Value::Int(v));
     }
     let filter = if conditions.is_empty() {
         String::new()
     } else {
         format!(" WHERE {}", conditions.join(" AND "))
     };
-    values.push(Value::Integer(i64::from(f.limit)));
+    values.push(Value::Int(i64::from(f.limit)));
     let sql = format!(
         "SELECT {AUDIT_COLUMNS} FROM audit{filter} ORDER BY id DESC LIMIT ?{}",
         values.len()
@@ -656,11 +732,14 @@ fn audit_query(f: &AuditFilter) -> (String, Vec<rusqlite::types::Value>) {
     (sql, values)
 }
 
-const AGENT_COLUMNS: &str = "SELECT agent_id, public_key, hostname, os, version, arch, last_seen, channel FROM agents";
+const AGENT_BY_ID: &str =
+    "SELECT agent_id, public_key, hostname, os, version, arch, last_seen, channel FROM agents WHERE agent_id = ?1";
+const ALL_AGENTS: &str =
+    "SELECT agent_id, public_key, hostname, os, version, arch, last_seen, channel FROM agents ORDER BY agent_id";
 
-fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
+fn agent_record(r: &db::Row) -> Result<AgentRecord> {
     Ok(AgentRecord {
-        agent_id: agent_id_column(r, 0)?,
+        agent_id: agent_id_of(r, 0)?,
         public_key: r.get(1)?,
         hostname: r.get(2)?,
         os: r.get(3)?,
@@ -669,6 +748,13 @@ fn agent_record(r: &rusqlite::Row<'_>) -> rusqlite::Result<AgentRecord> {
         last_seen: r.get(6)?,
         channel: r.get(7)?,
     })
+}
+
+/// An agent id as stored (see [`agent_id_column`]), on either backend.
+fn agent_id_of(r: &db::Row, index: usize) -> Result<kenny_proto::AgentId> {
+    let text: String = r.get(index)?;
+    kenny_proto::AgentId::parse(&text)
+        .map_err(|e| StoreError::Internal(format!("a stored agent id {text:?} is damaged: {e}")))
 }
 
 /// An agent id as stored: it was checked when written, so one that no longer reads as an

@@ -1,7 +1,6 @@
 //! The operator policy in storage: one row holding the rule list as JSON.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::args;
 use super::{Result, Store};
 
 /// The policy as last saved: rules as JSON text (already validated), who and when.
@@ -14,10 +13,10 @@ pub struct StoredPolicy {
 
 impl Store {
     pub fn operator_policy(&self) -> Result<Option<StoredPolicy>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT rules, updated_by, updated_at FROM operator_policy WHERE id = 1",
-                [],
+                args![],
                 |r| {
                     Ok(StoredPolicy {
                         rules_json: r.get(0)?,
@@ -26,17 +25,16 @@ impl Store {
                     })
                 },
             )
-            .optional()?)
         })
     }
 
     pub fn save_operator_policy(&self, policy: &StoredPolicy) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO operator_policy (id, rules, updated_by, updated_at) VALUES (1, ?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET rules = excluded.rules, updated_by = excluded.updated_by,
                  updated_at = excluded.updated_at",
-                params![policy.rules_json, policy.updated_by, policy.updated_at],
+                args![&policy.rules_json, &policy.updated_by, &policy.updated_at],
             )?;
             Ok(())
         })

@@ -27,7 +27,7 @@ fn row(at: &str, agent: &str) -> AuditWrite {
 }
 
 /// `EXPLAIN QUERY PLAN` of `sql` with `values` bound: one line per step.
-fn plan(store: &Store, sql: &str, values: &[rusqlite::types::Value]) -> Vec<String> {
+fn plan(store: &Store, sql: &str, values: &[super::db::Value<'_>]) -> Vec<String> {
     store
         .read(|c| {
             let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
@@ -89,18 +89,18 @@ fn every_audit_query_is_served_by_an_index() {
         let got = store.audit(&filter).unwrap();
         assert_eq!(got.len(), if on(0) { 1 } else { 2 }, "{filter:?}");
     }
-    let uses = |sql: &str, values: &[rusqlite::types::Value], index: &str| {
+    let uses = |sql: &str, values: &[super::db::Value<'_>], index: &str| {
         let text = plan(&store, sql, values).join(" | ");
         assert!(text.contains(&format!("INDEX {index}")), "{sql}: {text}");
     };
-    use rusqlite::types::Value;
+    use super::db::Value;
     uses(
         FINISH_CALL,
         &[
             Value::from("c".to_owned()),
             Value::from("ok".to_owned()),
             Value::Null,
-            Value::from(1),
+            Value::from(1i64),
         ],
         "audit_by_call",
     );
@@ -111,7 +111,7 @@ fn every_audit_query_is_served_by_an_index() {
     );
     uses(
         PRUNE_AUDIT,
-        &[Value::from("2026-01-01T00:00:00.000Z".to_owned()), Value::from(500)],
+        &[Value::from("2026-01-01T00:00:00.000Z".to_owned()), Value::from(500i64)],
         "audit_by_at",
     );
 }

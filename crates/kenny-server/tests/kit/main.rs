@@ -1,5 +1,5 @@
 //! The server's integration tests, one binary: each module is a subject (accounts,
-//! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in), all
+//! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in, the store on SQLite and PostgreSQL), all
 //! through `kenny-testkit` against a real server on loopback. One binary, not one per
 //! file, so the suite links the server once.
 
@@ -20,3 +20,4 @@ mod mcp_errors;
 mod oauth;
 mod policy_api;
 mod signin;
+mod store_backends;

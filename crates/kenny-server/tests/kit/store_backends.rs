@@ -1,0 +1,205 @@
+//! The store's calls that run on both backends, run on both: the embedded SQLite file
+//! and a real PostgreSQL server started for the test (issue 15). Each check is written
+//! once and given a store of each kind; both must answer the same.
+
+use kenny_server::store::{AuditFilter, AuditFinish, AuditRow, AuditWrite, Store, StoreError, StoredPolicy};
+use kenny_testkit::postgres::start_or_skip;
+
+fn on_both(test: &str, check: impl Fn(&Store)) {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(dir.path()).unwrap();
+    assert!(sqlite.path().is_some());
+    check(&sqlite);
+    let Some(pg) = start_or_skip(test) else { return };
+    let url = pg.database("kenny").unwrap();
+    let postgres = Store::open_postgres(&url).unwrap();
+    assert!(postgres.path().is_none(), "this store is on PostgreSQL, not in a file");
+    check(&postgres);
+    // Opening again finds the schema current and changes nothing.
+    check_reopen(&url);
+}
+
+fn check_reopen(url: &str) {
+    let again = Store::open_postgres(url).unwrap();
+    assert!(again.agent("pc-1").unwrap().is_some(), "the data survives a reopen");
+}
+
+#[test]
+fn agents_enroll_and_are_seen_the_same_on_both_backends() {
+    on_both("agents_on_both_backends", |store| {
+        let v0 = store.agents_version().unwrap();
+        store.create_agent("pc-1", "hash-1", "2026-12-01T00:00:00Z").unwrap();
+        store.create_agent("pc-0", "hash-0", "2026-12-01T00:00:00Z").unwrap();
+        assert!(matches!(
+            store.create_agent("pc-1", "other", "t"),
+            Err(StoreError::Conflict(m)) if m.contains("already exists")
+        ));
+        assert!(store.agents_version().unwrap() > v0, "adding agents moves the version");
+
+        let creds = store.agent_credentials("pc-1").unwrap().unwrap();
+        assert_eq!((creds.token_hash.as_str(), creds.enrolled), ("hash-1", false));
+        store.enroll_agent("pc-1", "KEY-A", "2026-12-01T00:00:01Z").unwrap();
+        store.enroll_agent("pc-1", "KEY-A", "2026-12-01T00:00:02Z").unwrap();
+        assert!(matches!(
+            store.enroll_agent("pc-1", "KEY-B", "t"),
+            Err(StoreError::Conflict(_))
+        ));
+        assert!(matches!(
+            store.enroll_agent("pc-9", "KEY", "t"),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(store.agent_credentials("pc-1").unwrap().unwrap().enrolled);
+
+        let before = store.agents_version().unwrap();
+        let meta = kenny_proto::frame::AgentMeta {
+            hostname: "den".into(),
+            os: "linux".into(),
+            version: "1.2.3".into(),
+            arch: Some("x86_64".into()),
+            channel: None,
+            dialect: None,
+        };
+        store
+            .record_agent_seen("pc-1", Some(&meta), "2026-12-01T00:00:03Z")
+            .unwrap();
+        assert!(store.agents_version().unwrap() > before);
+        let rec = store.agent("pc-1").unwrap().unwrap();
+        assert_eq!(rec.public_key.as_deref(), Some("KEY-A"));
+        assert_eq!(
+            (
+                rec.hostname.as_deref(),
+                rec.os.as_deref(),
+                rec.arch.as_deref(),
+                rec.last_seen.as_deref()
+            ),
+            (Some("den"), Some("linux"), Some("x86_64"), Some("2026-12-01T00:00:03Z"))
+        );
+        assert_eq!(rec.channel, "stable");
+        let ids: Vec<String> = store.agents().unwrap().iter().map(|a| a.agent_id.to_string()).collect();
+        assert_eq!(ids, ["pc-0", "pc-1"]);
+        assert_eq!(store.agent("nope").unwrap(), None);
+
+        store.rekey_agent("pc-1", "hash-new").unwrap();
+        let creds = store.agent_credentials("pc-1").unwrap().unwrap();
+        assert_eq!((creds.token_hash.as_str(), creds.enrolled), ("hash-new", false));
+        assert_eq!(store.agent_token_hash("pc-1").unwrap().as_deref(), Some("hash-new"));
+        assert!(matches!(store.rekey_agent("pc-9", "h"), Err(StoreError::NotFound(_))));
+    });
+}
+
+fn audit_row(call_id: Option<&str>, at: &str, agent: &str, outcome: &'static str) -> AuditWrite {
+    AuditWrite::Row(Box::new(AuditRow {
+        call_id: call_id.map(Into::into),
+        at: at.into(),
+        user_id: Some(1),
+        username: Some("ada".into()),
+        credential_kind: Some("pat".into()),
+        credential_id: Some("7".into()),
+        client_addr: Some("127.0.0.1".into()),
+        target: None,
+        agent_id: Some(agent.into()),
+        tool: "shell_exec".into(),
+        args_digest: "d".into(),
+        outcome,
+        error_code: None,
+        duration_ms: 0,
+    }))
+}
+
+#[test]
+fn the_audit_trail_reads_filters_finishes_and_prunes_the_same_on_both_backends() {
+    on_both("audit_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        store
+            .write_audit(&[
+                audit_row(Some("c1"), "2026-01-01T00:00:00.000Z", "pc-1", "sent"),
+                audit_row(Some("c2"), "2026-06-01T00:00:00.000Z", "pc-2", "sent"),
+                audit_row(None, "2026-06-02T00:00:00.000Z", "pc-1", "forbidden"),
+                AuditWrite::Finish(AuditFinish {
+                    call_id: "c1".into(),
+                    outcome: "ok",
+                    error_code: None,
+                    duration_ms: 12,
+                }),
+            ])
+            .unwrap();
+        let page = |filter: AuditFilter| store.audit(&AuditFilter { limit: 50, ..filter }).unwrap();
+        let all = page(AuditFilter::default());
+        assert_eq!(all.len(), 3);
+        assert!(all[0].id > all[1].id, "newest first");
+        let c1 = all.iter().find(|e| e.call_id.as_deref() == Some("c1")).unwrap();
+        assert_eq!(
+            (c1.outcome.as_str(), c1.duration_ms, c1.user.as_deref()),
+            ("ok", 12, Some("ada"))
+        );
+        assert_eq!(
+            page(AuditFilter {
+                agent_id: Some("pc-1".into()),
+                ..Default::default()
+            })
+            .len(),
+            2
+        );
+        assert_eq!(
+            page(AuditFilter {
+                outcome: Some("forbidden".into()),
+                ..Default::default()
+            })
+            .len(),
+            1
+        );
+        assert_eq!(
+            page(AuditFilter {
+                before_id: Some(all[0].id),
+                ..Default::default()
+            })
+            .len(),
+            2
+        );
+        // A call still `sent` when the server stopped is marked interrupted at start.
+        assert_eq!(store.interrupt_unfinished_calls().unwrap(), 1);
+        assert_eq!(
+            page(AuditFilter {
+                outcome: Some("interrupted".into()),
+                ..Default::default()
+            })
+            .len(),
+            1
+        );
+        assert_eq!(store.prune_audit("2026-03-01T00:00:00.000Z", 10).unwrap(), 1);
+        assert_eq!(page(AuditFilter::default()).len(), 2);
+        // A bad write loses nothing of the batch before it: the whole batch fails.
+        let before = page(AuditFilter::default()).len();
+        let dup = audit_row(Some("c2"), "2026-06-03T00:00:00.000Z", "pc-1", "sent");
+        assert!(
+            store
+                .write_audit(&[audit_row(Some("c9"), "2026-06-03T00:00:00.000Z", "pc-1", "sent"), dup])
+                .is_err()
+        );
+        assert_eq!(
+            page(AuditFilter::default()).len(),
+            before,
+            "a failed batch is rolled back whole"
+        );
+    });
+}
+
+#[test]
+fn the_operator_policy_is_one_row_on_both_backends() {
+    on_both("policy_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        assert_eq!(store.operator_policy().unwrap(), None);
+        let first = StoredPolicy {
+            rules_json: "[1]".into(),
+            updated_by: "ada".into(),
+            updated_at: "t1".into(),
+        };
+        store.save_operator_policy(&first).unwrap();
+        let second = StoredPolicy {
+            rules_json: "[2]".into(),
+            ..first
+        };
+        store.save_operator_policy(&second).unwrap();
+        assert_eq!(store.operator_policy().unwrap(), Some(second));
+    });
+}
