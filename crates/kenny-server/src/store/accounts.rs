@@ -1,8 +1,8 @@
 //! Accounts in storage: users, their hosts, personal access tokens and sign-in sessions.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
+use super::db::{Conn, Dialect, args};
 use super::{NewSession, Result, Store, StoreError, UserLogin, credential_columns, load_hosts, principal};
 use crate::principal::{CredentialKind, Principal, Role};
 
@@ -58,94 +58,87 @@ impl Store {
         hosts: &[String],
         now: &str,
     ) -> Result<i64> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let exists: bool = tx.query_row(
-                "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
-                [username],
-                |r| r.get(0),
-            )?;
-            if exists {
-                return Err(StoreError::Conflict(format!(
-                    "a user named {username:?} already exists"
-                )));
-            }
-            tx.execute(
-                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![username, password_hash, role.as_str(), now],
-            )?;
-            let id = tx.last_insert_rowid();
-            for host in hosts {
-                tx.execute(
-                    "INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)",
-                    params![id, host],
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                lock_accounts(tx)?;
+                let exists: bool = tx.query_one(
+                    "SELECT EXISTS(SELECT 1 FROM users WHERE username = ?1)",
+                    args![username],
+                    |r| r.get(0),
                 )?;
-            }
-            tx.commit()?;
-            Ok(id)
+                if exists {
+                    return Err(StoreError::Conflict(format!(
+                        "a user named {username:?} already exists"
+                    )));
+                }
+                let id: i64 = tx.query_one(INSERT_USER, args![username, password_hash, role.as_str(), now], |r| {
+                    r.get(0)
+                })?;
+                for host in hosts {
+                    tx.execute(INSERT_HOST, args![id, host])?;
+                }
+                Ok(id)
+            })
         })
     }
 
     /// Creates an account only if none exists yet.
     pub fn create_first_user(&self, username: &str, password_hash: &str, role: Role, now: &str) -> Result<i64> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let users: i64 = tx.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?;
-            if users > 0 {
-                return Err(StoreError::Conflict(
-                    "set-up is already done: an account exists; sign in instead".into(),
-                ));
-            }
-            tx.execute(
-                "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![username, password_hash, role.as_str(), now],
-            )?;
-            let id = tx.last_insert_rowid();
-            tx.commit()?;
-            Ok(id)
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                lock_accounts(tx)?;
+                let users: i64 = tx.query_one("SELECT COUNT(*) FROM users", args![], |r| r.get(0))?;
+                if users > 0 {
+                    return Err(StoreError::Conflict(
+                        "set-up is already done: an account exists; sign in instead".into(),
+                    ));
+                }
+                tx.query_one(INSERT_USER, args![username, password_hash, role.as_str(), now], |r| {
+                    r.get(0)
+                })
+            })
         })
     }
 
     pub fn count_superusers(&self) -> Result<i64> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_one(
                 "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0",
-                [],
+                args![],
                 |r| r.get(0),
-            )?)
+            )
         })
     }
 
     pub fn count_users(&self) -> Result<i64> {
-        self.read(|c| Ok(c.query_row("SELECT COUNT(*) FROM users", [], |r| r.get(0))?))
+        self.read_db(|c| c.query_one("SELECT COUNT(*) FROM users", args![], |r| r.get(0)))
     }
 
     pub fn user_login(&self, username: &str) -> Result<Option<UserLogin>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT id, username, password_hash, disabled, totp_secret, totp_last_step FROM users WHERE username = ?1",
-                [username],
+                args![username],
                 |r| {
                     Ok(UserLogin {
                         id: r.get(0)?,
                         username: r.get(1)?,
                         password_hash: r.get(2)?,
                         disabled: r.get(3)?,
-                        totp_secret: r.get::<_, Option<String>>(4)?.map(crate::secrets::Masked::new),
+                        totp_secret: r.get::<Option<String>>(4)?.map(crate::secrets::Masked::new),
                         totp_last_step: r.get(5)?,
                     })
                 },
             )
-            .optional()?)
         })
     }
 
     pub fn create_session(&self, s: &NewSession<'_>) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
+        self.write_db(|c| {
+            c.query_one(
                 "INSERT INTO sessions (user_id, token_hash, csrf_token, created_at, expires_at, client, user_agent)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                args![
                     s.user_id,
                     s.token_hash,
                     s.csrf_token,
@@ -154,66 +147,66 @@ impl Store {
                     s.client,
                     s.user_agent
                 ],
-            )?;
-            Ok(c.last_insert_rowid())
+                |r| r.get(0),
+            )
         })
     }
 
     /// The principal and CSRF token of a live session (not revoked, not expired at
     /// `now`, its user enabled).
     pub fn session_principal(&self, token_hash: &str, now: &str) -> Result<Option<(Principal, String)>> {
-        self.read(|c| {
-            let row = c
-                .query_row(
-                    "SELECT s.id, s.csrf_token, u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
-                     WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND u.disabled = 0",
-                    params![token_hash, now],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, i64>(2)?,
-                            r.get::<_, String>(3)?,
-                            r.get::<_, String>(4)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let Some((session_id, csrf, user_id, username, role)) = row else { return Ok(None) };
+        self.read_db(|c| {
+            let row = c.query_opt(
+                "SELECT s.id, s.csrf_token, u.id, u.username, u.role FROM sessions s JOIN users u ON u.id = s.user_id
+                 WHERE s.token_hash = ?1 AND s.revoked_at IS NULL AND s.expires_at > ?2 AND u.disabled = 0",
+                args![token_hash, now],
+                |r| {
+                    Ok((
+                        r.get::<i64>(0)?,
+                        r.get::<String>(1)?,
+                        r.get::<i64>(2)?,
+                        r.get::<String>(3)?,
+                        r.get::<String>(4)?,
+                    ))
+                },
+            )?;
+            let Some((session_id, csrf, user_id, username, role)) = row else {
+                return Ok(None);
+            };
             let principal = principal(c, CredentialKind::Session, session_id, user_id, username, &role)?;
             Ok(principal.map(|p| (p, csrf)))
         })
     }
 
     pub fn revoke_session(&self, session_id: i64, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE sessions SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
-                params![session_id, now],
+                args![session_id, now],
             )? > 0)
         })
     }
 
     pub fn first_superuser(&self) -> Result<Option<String>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT username FROM users WHERE role = 'superuser' AND disabled = 0 ORDER BY id LIMIT 1",
-                [],
+                args![],
                 |r| r.get(0),
             )
-            .optional()?)
         })
     }
 
     pub fn user_id(&self, username: &str) -> Result<i64> {
-        self.read(|c| {
-            c.query_row("SELECT id FROM users WHERE username = ?1", [username], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| {
-                    StoreError::NotFound(format!(
-                        "no user named {username:?}; create it with `kenny-server user add`"
-                    ))
-                })
+        self.read_db(|c| {
+            c.query_opt("SELECT id FROM users WHERE username = ?1", args![username], |r| {
+                r.get(0)
+            })?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "no user named {username:?}; create it with `kenny-server user add`"
+                ))
+            })
         })
     }
 
@@ -227,26 +220,24 @@ impl Store {
         token_hash: &str,
         now: &str,
     ) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO tokens (user_id, kind, label, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![user_id, kind.as_str(), label, token_hash, now],
-            )?;
-            Ok(c.last_insert_rowid())
+        self.write_db(|c| {
+            c.query_one(
+                "INSERT INTO tokens (user_id, kind, label, token_hash, created_at) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+                args![user_id, kind.as_str(), label, token_hash, now],
+                |r| r.get(0),
+            )
         })
     }
 
     /// The principal a live token of `kind` belongs to, if any.
     pub fn principal_for_token(&self, kind: CredentialKind, token_hash: &str) -> Result<Option<Principal>> {
-        self.read(|c| {
-            let row = c
-                .query_row(
-                    "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
-                     WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
-                    params![token_hash, kind.as_str()],
-                    credential_columns,
-                )
-                .optional()?;
+        self.read_db(|c| {
+            let row = c.query_opt(
+                "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
+                 WHERE t.token_hash = ?1 AND t.kind = ?2 AND t.revoked_at IS NULL AND u.disabled = 0",
+                args![token_hash, kind.as_str()],
+                credential_columns,
+            )?;
             let Some((token_id, user_id, username, role)) = row else {
                 return Ok(None);
             };
@@ -255,22 +246,19 @@ impl Store {
     }
 
     pub fn touch_tokens(&self, touched: &[(i64, String)]) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            for (id, at) in touched {
-                tx.execute("UPDATE tokens SET last_used_at = ?2 WHERE id = ?1", params![id, at])?;
-            }
-            tx.commit()?;
-            Ok(())
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                for (id, at) in touched {
+                    tx.execute("UPDATE tokens SET last_used_at = ?2 WHERE id = ?1", args![*id, at])?;
+                }
+                Ok(())
+            })
         })
     }
 
     pub fn users(&self) -> Result<Vec<UserRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached("SELECT id FROM users ORDER BY username")?;
-            let ids = stmt
-                .query_map([], |r| r.get::<_, i64>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
+        self.read_db(|c| {
+            let ids: Vec<i64> = c.query_all("SELECT id FROM users ORDER BY username", args![], |r| r.get(0))?;
             ids.into_iter()
                 .map(|id| load_user(c, id)?.ok_or_else(|| StoreError::NotFound("user vanished".into())))
                 .collect()
@@ -278,54 +266,54 @@ impl Store {
     }
 
     pub fn user(&self, id: i64) -> Result<Option<UserRecord>> {
-        self.read(|c| load_user(c, id))
+        self.read_db(|c| load_user(c, id))
     }
 
     /// Applies `patch`, refusing to leave no enabled superuser.
     pub fn update_user(&self, id: i64, patch: &UserPatch) -> Result<UserRecord> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let current = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
-            let role = patch.role.unwrap_or(current.role);
-            let disabled = patch.disabled.unwrap_or(current.disabled);
-            if current.role == Role::Superuser && !current.disabled && (role != Role::Superuser || disabled) {
-                guard_last_superuser(&tx, id)?;
-            }
-            tx.execute(
-                "UPDATE users SET role = ?2, disabled = ?3 WHERE id = ?1",
-                params![id, role.as_str(), disabled],
-            )?;
-            if role != Role::User || patch.hosts.is_some() {
-                tx.execute("DELETE FROM user_hosts WHERE user_id = ?1", [id])?;
-            }
-            if role == Role::User
-                && let Some(hosts) = &patch.hosts
-            {
-                for h in hosts {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO user_hosts (user_id, agent_id) VALUES (?1, ?2)",
-                        params![id, h],
-                    )?;
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                lock_accounts(tx)?;
+                let current =
+                    load_user(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
+                let role = patch.role.unwrap_or(current.role);
+                let disabled = patch.disabled.unwrap_or(current.disabled);
+                if current.role == Role::Superuser && !current.disabled && (role != Role::Superuser || disabled) {
+                    guard_last_superuser(tx, id)?;
                 }
-            }
-            let updated = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
-            tx.commit()?;
-            Ok(updated)
+                tx.execute(
+                    "UPDATE users SET role = ?2, disabled = ?3 WHERE id = ?1",
+                    args![id, role.as_str(), disabled],
+                )?;
+                if role != Role::User || patch.hosts.is_some() {
+                    tx.execute("DELETE FROM user_hosts WHERE user_id = ?1", args![id])?;
+                }
+                if role == Role::User
+                    && let Some(hosts) = &patch.hosts
+                {
+                    for h in hosts {
+                        tx.execute(INSERT_HOST, args![id, h])?;
+                    }
+                }
+                load_user(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))
+            })
         })
     }
 
     /// Deletes a user with its tokens and sessions, refusing to remove the last enabled
     /// superuser.
     pub fn delete_user(&self, id: i64) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let current = load_user(&tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
-            if current.role == Role::Superuser && !current.disabled {
-                guard_last_superuser(&tx, id)?;
-            }
-            tx.execute("DELETE FROM users WHERE id = ?1", [id])?;
-            tx.commit()?;
-            Ok(())
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                lock_accounts(tx)?;
+                let current =
+                    load_user(tx, id)?.ok_or_else(|| StoreError::NotFound(format!("no user with id {id}")))?;
+                if current.role == Role::Superuser && !current.disabled {
+                    guard_last_superuser(tx, id)?;
+                }
+                tx.execute("DELETE FROM users WHERE id = ?1", args![id])?;
+                Ok(())
+            })
         })
     }
 
@@ -340,16 +328,15 @@ impl Store {
         revoke_tokens: bool,
         now: &str,
     ) -> Result<usize> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            if tx.execute("UPDATE users SET password_hash = ?2 WHERE id = ?1", params![id, hash])? == 0 {
-                return Err(StoreError::NotFound(format!("no user with id {id}")));
-            }
-            end_sessions(&tx, id, keep_session, now)?;
-            revoke_oauth(&tx, id, now)?;
-            let revoked = if revoke_tokens { revoke_pats(&tx, id, now)? } else { 0 };
-            tx.commit()?;
-            Ok(revoked)
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                if tx.execute("UPDATE users SET password_hash = ?2 WHERE id = ?1", args![id, hash])? == 0 {
+                    return Err(StoreError::NotFound(format!("no user with id {id}")));
+                }
+                end_sessions(tx, id, keep_session, now)?;
+                revoke_oauth(tx, id, now)?;
+                if revoke_tokens { revoke_pats(tx, id, now) } else { Ok(0) }
+            })
         })
     }
 
@@ -357,33 +344,31 @@ impl Store {
     /// `revoke_tokens`, also revokes its personal access tokens for good. Returns how
     /// many tokens were revoked.
     pub fn end_sessions(&self, user_id: i64, revoke_tokens: bool, now: &str) -> Result<usize> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            end_sessions(&tx, user_id, None, now)?;
-            revoke_oauth(&tx, user_id, now)?;
-            let revoked = if revoke_tokens {
-                revoke_pats(&tx, user_id, now)?
-            } else {
-                0
-            };
-            tx.commit()?;
-            Ok(revoked)
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                end_sessions(tx, user_id, None, now)?;
+                revoke_oauth(tx, user_id, now)?;
+                if revoke_tokens {
+                    revoke_pats(tx, user_id, now)
+                } else {
+                    Ok(0)
+                }
+            })
         })
     }
 
     /// Revokes every live personal access token of a user; returns how many.
     pub fn revoke_user_tokens(&self, user_id: i64, now: &str) -> Result<usize> {
-        self.with(|c| revoke_pats(c, user_id, now))
+        self.write_db(|c| revoke_pats(c, user_id, now))
     }
 
     pub fn user_sessions(&self, user_id: i64, now: &str) -> Result<Vec<SessionRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT id, created_at, expires_at, client, user_agent FROM sessions
                  WHERE user_id = ?1 AND revoked_at IS NULL AND expires_at > ?2 ORDER BY id DESC",
-            )?;
-            let rows = stmt
-                .query_map(params![user_id, now], |r| {
+                args![user_id, now],
+                |r| {
                     Ok(SessionRecord {
                         id: r.get(0)?,
                         created_at: r.get(1)?,
@@ -391,30 +376,28 @@ impl Store {
                         client: r.get(3)?,
                         user_agent: r.get(4)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                },
+            )
         })
     }
 
     /// Ends one of the user's own sessions; false if it has no such live session.
     pub fn revoke_user_session(&self, user_id: i64, session_id: i64, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE sessions SET revoked_at = ?3 WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
-                params![session_id, user_id, now],
+                args![session_id, user_id, now],
             )? > 0)
         })
     }
 
     pub fn user_tokens(&self, user_id: i64) -> Result<Vec<TokenRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT id, label, created_at, last_used_at, revoked_at FROM tokens
                  WHERE user_id = ?1 AND kind = 'pat' ORDER BY id DESC",
-            )?;
-            let rows = stmt
-                .query_map([user_id], |r| {
+                args![user_id],
+                |r| {
                     Ok(TokenRecord {
                         id: r.get(0)?,
                         label: r.get(1)?,
@@ -422,18 +405,17 @@ impl Store {
                         last_used_at: r.get(3)?,
                         revoked_at: r.get(4)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                },
+            )
         })
     }
 
     /// Revokes one of the user's own tokens; false if it has no such live token.
     pub fn revoke_token(&self, user_id: i64, token_id: i64, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE tokens SET revoked_at = ?3 WHERE id = ?1 AND user_id = ?2 AND revoked_at IS NULL",
-                params![token_id, user_id, now],
+                args![token_id, user_id, now],
             )? > 0)
         })
     }
@@ -442,17 +424,21 @@ impl Store {
 impl Store {
     /// Stores a TOTP secret waiting for its first code.
     pub fn set_totp_pending(&self, user_id: i64, secret: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "UPDATE users SET totp_pending = ?2 WHERE id = ?1",
-                params![user_id, secret],
+                args![user_id, secret],
             )?;
             Ok(())
         })
     }
 
     pub fn totp_pending(&self, user_id: i64) -> Result<Option<String>> {
-        self.read(|c| Ok(c.query_row("SELECT totp_pending FROM users WHERE id = ?1", [user_id], |r| r.get(0))?))
+        self.read_db(|c| {
+            c.query_one("SELECT totp_pending FROM users WHERE id = ?1", args![user_id], |r| {
+                r.get(0)
+            })
+        })
     }
 
     /// Turns the pending secret on, with `step` as its last used step, and replaces the
@@ -464,82 +450,98 @@ impl Store {
         step: i64,
         recovery_hashes: &[String],
     ) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let changed = tx.execute(
-                "UPDATE users SET totp_secret = totp_pending, totp_pending = NULL, totp_last_step = ?2
-                 WHERE id = ?1 AND totp_pending = ?3 AND totp_secret IS NULL",
-                params![user_id, step, verified_secret],
-            )?;
-            if changed == 0 {
-                return Err(StoreError::Conflict(
-                    "the TOTP set-up changed meanwhile, or TOTP is already on; start again".into(),
-                ));
-            }
-            tx.execute("DELETE FROM recovery_codes WHERE user_id = ?1", [user_id])?;
-            for h in recovery_hashes {
-                tx.execute(
-                    "INSERT INTO recovery_codes (user_id, code_hash) VALUES (?1, ?2)",
-                    params![user_id, h],
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let changed = tx.execute(
+                    "UPDATE users SET totp_secret = totp_pending, totp_pending = NULL, totp_last_step = ?2
+                     WHERE id = ?1 AND totp_pending = ?3 AND totp_secret IS NULL",
+                    args![user_id, step, verified_secret],
                 )?;
-            }
-            tx.commit()?;
-            Ok(())
+                if changed == 0 {
+                    return Err(StoreError::Conflict(
+                        "the TOTP set-up changed meanwhile, or TOTP is already on; start again".into(),
+                    ));
+                }
+                tx.execute("DELETE FROM recovery_codes WHERE user_id = ?1", args![user_id])?;
+                for h in recovery_hashes {
+                    tx.execute(
+                        "INSERT INTO recovery_codes (user_id, code_hash) VALUES (?1, ?2)",
+                        args![user_id, h],
+                    )?;
+                }
+                Ok(())
+            })
         })
     }
 
     pub fn disable_totp(&self, user_id: i64) -> Result<()> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = 0 WHERE id = ?1",
-                [user_id],
-            )?;
-            c.execute("DELETE FROM recovery_codes WHERE user_id = ?1", [user_id])?;
-            Ok(())
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                tx.execute(
+                    "UPDATE users SET totp_secret = NULL, totp_pending = NULL, totp_last_step = 0 WHERE id = ?1",
+                    args![user_id],
+                )?;
+                tx.execute("DELETE FROM recovery_codes WHERE user_id = ?1", args![user_id])?;
+                Ok(())
+            })
         })
     }
 
     /// Records an accepted TOTP step; false if it is not newer than the last (a replay).
     pub fn advance_totp_step(&self, user_id: i64, step: i64) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE users SET totp_last_step = ?2 WHERE id = ?1 AND totp_last_step < ?2",
-                params![user_id, step],
+                args![user_id, step],
             )? > 0)
         })
     }
 
     /// Uses up a recovery code; false if it is unknown or used.
     pub fn use_recovery_code(&self, user_id: i64, code_hash: &str, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE recovery_codes SET used_at = ?3 WHERE user_id = ?1 AND code_hash = ?2 AND used_at IS NULL",
-                params![user_id, code_hash, now],
+                args![user_id, code_hash, now],
             )? > 0)
         })
     }
 }
 
-fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
-    let row = c
-        .query_row(
-            "SELECT id, username, role, disabled, created_at, totp_secret IS NOT NULL,
-                    (SELECT COUNT(*) FROM tokens t WHERE t.user_id = users.id AND t.kind = 'pat' AND t.revoked_at IS NULL)
-             FROM users WHERE id = ?1",
-            [id],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, bool>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, bool>(5)?,
-                    r.get::<_, i64>(6)?,
-                ))
-            },
-        )
-        .optional()?;
+const INSERT_USER: &str =
+    "INSERT INTO users (username, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4) RETURNING id";
+const INSERT_HOST: &str =
+    "INSERT INTO user_hosts (user_id, agent_id) VALUES (?1, ?2) ON CONFLICT (user_id, agent_id) DO NOTHING";
+
+/// Changes that check the accounts before writing (the last superuser, a name taken,
+/// the first account) take turns. SQLite's write transactions already do; on
+/// PostgreSQL two replicas could each read "another superuser is left" and each demote
+/// one, so they take one advisory lock until their commit.
+fn lock_accounts(c: &Conn) -> Result<()> {
+    if c.dialect() == Dialect::Postgres {
+        c.batch("SELECT pg_advisory_xact_lock(7306878361936683265)")?;
+    }
+    Ok(())
+}
+
+fn load_user(c: &Conn, id: i64) -> Result<Option<UserRecord>> {
+    let row = c.query_opt(
+        "SELECT id, username, role, disabled, created_at, CASE WHEN totp_secret IS NULL THEN 0 ELSE 1 END,
+                (SELECT COUNT(*) FROM tokens t WHERE t.user_id = users.id AND t.kind = 'pat' AND t.revoked_at IS NULL)
+         FROM users WHERE id = ?1",
+        args![id],
+        |r| {
+            Ok((
+                r.get::<i64>(0)?,
+                r.get::<String>(1)?,
+                r.get::<String>(2)?,
+                r.get::<bool>(3)?,
+                r.get::<String>(4)?,
+                r.get::<bool>(5)?,
+                r.get::<i64>(6)?,
+            ))
+        },
+    )?;
     let Some((id, username, role, disabled, created_at, totp_enabled, live_tokens)) = row else {
         return Ok(None);
     };
@@ -557,10 +559,10 @@ fn load_user(c: &Connection, id: i64) -> Result<Option<UserRecord>> {
     }))
 }
 
-fn guard_last_superuser(c: &Connection, id: i64) -> Result<()> {
-    let others: i64 = c.query_row(
+fn guard_last_superuser(c: &Conn, id: i64) -> Result<()> {
+    let others: i64 = c.query_one(
         "SELECT COUNT(*) FROM users WHERE role = 'superuser' AND disabled = 0 AND id != ?1",
-        [id],
+        args![id],
         |r| r.get(0),
     )?;
     if others == 0 {
@@ -571,30 +573,31 @@ fn guard_last_superuser(c: &Connection, id: i64) -> Result<()> {
     Ok(())
 }
 
-fn revoke_oauth(c: &Connection, user_id: i64, now: &str) -> Result<()> {
+fn revoke_oauth(c: &Conn, user_id: i64, now: &str) -> Result<()> {
     c.execute(
         "UPDATE oauth_tokens SET revoked_at = ?2 WHERE user_id = ?1 AND revoked_at IS NULL",
-        params![user_id, now],
+        args![user_id, now],
     )?;
     // Codes not yet exchanged would otherwise mint a fresh grant afterwards.
     c.execute(
         "UPDATE oauth_codes SET used_at = ?2 WHERE user_id = ?1 AND used_at IS NULL",
-        params![user_id, now],
+        args![user_id, now],
     )?;
     Ok(())
 }
 
-fn revoke_pats(c: &Connection, user_id: i64, now: &str) -> Result<usize> {
+fn revoke_pats(c: &Conn, user_id: i64, now: &str) -> Result<usize> {
     Ok(c.execute(
         "UPDATE tokens SET revoked_at = ?2 WHERE user_id = ?1 AND kind = 'pat' AND revoked_at IS NULL",
-        params![user_id, now],
-    )?)
+        args![user_id, now],
+    )? as usize)
 }
 
-fn end_sessions(c: &Connection, user_id: i64, keep: Option<i64>, now: &str) -> Result<()> {
+fn end_sessions(c: &Conn, user_id: i64, keep: Option<i64>, now: &str) -> Result<()> {
     c.execute(
-        "UPDATE sessions SET revoked_at = ?3 WHERE user_id = ?1 AND revoked_at IS NULL AND (?2 IS NULL OR id != ?2)",
-        params![user_id, keep, now],
+        "UPDATE sessions SET revoked_at = ?3
+         WHERE user_id = ?1 AND revoked_at IS NULL AND (CAST(?2 AS BIGINT) IS NULL OR id != ?2)",
+        args![user_id, keep, now],
     )?;
     Ok(())
 }

@@ -773,14 +773,14 @@ fn optional_agent_id_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Re
 }
 
 /// The columns a credential lookup selects: credential id, user id, user name, role.
-fn credential_columns(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, String, String)> {
+fn credential_columns(r: &db::Row) -> Result<(i64, i64, String, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
 }
 
 /// The principal a credential row stands for: the user, its role and (for `user`) its
 /// hosts. `None` for a role this build does not know.
 fn principal(
-    c: &Connection,
+    c: &db::Conn,
     credential_kind: crate::principal::CredentialKind,
     credential_id: i64,
     user_id: i64,
@@ -817,12 +817,12 @@ fn principal(
     }))
 }
 
-fn load_hosts(c: &Connection, user_id: i64) -> Result<Vec<String>> {
-    let mut stmt = c.prepare_cached("SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id")?;
-    let hosts = stmt
-        .query_map([user_id], |r| r.get(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(hosts)
+fn load_hosts(c: &db::Conn, user_id: i64) -> Result<Vec<String>> {
+    c.query_all(
+        "SELECT agent_id FROM user_hosts WHERE user_id = ?1 ORDER BY agent_id",
+        args![user_id],
+        |r| r.get(0),
+    )
 }
 
 #[cfg(unix)]

@@ -1,8 +1,7 @@
 //! OAuth state in storage: registered clients, authorization codes, and the access and
 //! refresh tokens of each grant ("family"). Secrets are stored hashed.
 
-use rusqlite::{Connection, OptionalExtension, params};
-
+use super::db::{Conn, Dialect, args};
 use super::{Result, Store, StoreError, credential_columns, principal};
 use crate::principal::{CredentialKind, Principal};
 
@@ -80,30 +79,22 @@ pub struct GrantRecord {
 impl Store {
     pub fn create_oauth_client(&self, client: &OAuthClient, now: &str) -> Result<()> {
         let uris = serde_json::to_string(&client.redirect_uris).map_err(|e| StoreError::Internal(e.to_string()))?;
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO oauth_clients (client_id, client_name, redirect_uris, created_at) VALUES (?1, ?2, ?3, ?4)",
-                params![client.client_id, client.client_name, uris, now],
+                args![&client.client_id, client.client_name.as_deref(), uris, now],
             )?;
             Ok(())
         })
     }
 
     pub fn oauth_client(&self, client_id: &str) -> Result<Option<OAuthClient>> {
-        self.read(|c| {
-            let row = c
-                .query_row(
-                    "SELECT client_id, client_name, redirect_uris FROM oauth_clients WHERE client_id = ?1",
-                    [client_id],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, String>(2)?,
-                        ))
-                    },
-                )
-                .optional()?;
+        self.read_db(|c| {
+            let row = c.query_opt(
+                "SELECT client_id, client_name, redirect_uris FROM oauth_clients WHERE client_id = ?1",
+                args![client_id],
+                |r| Ok((r.get::<String>(0)?, r.get::<Option<String>>(1)?, r.get::<String>(2)?)),
+            )?;
             Ok(row.map(|(client_id, client_name, uris)| OAuthClient {
                 client_id,
                 client_name,
@@ -113,11 +104,21 @@ impl Store {
     }
 
     pub fn create_code(&self, code_hash: &str, g: &CodeGrant) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO oauth_codes (code_hash, client_id, user_id, redirect_uri, code_challenge, resource, scope, family, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![code_hash, g.client_id, g.user_id, g.redirect_uri, g.code_challenge, g.resource, g.scope, g.family, g.expires_at],
+                args![
+                    code_hash,
+                    &g.client_id,
+                    g.user_id,
+                    &g.redirect_uri,
+                    &g.code_challenge,
+                    &g.resource,
+                    g.scope.as_deref(),
+                    &g.family,
+                    &g.expires_at
+                ],
             )?;
             Ok(())
         })
@@ -135,58 +136,58 @@ impl Store {
         tokens: &NewTokenPair<'_>,
         check: impl FnOnce(&CodeGrant) -> std::result::Result<(), R>,
     ) -> Result<Exchange<R>> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let row = tx
-                .query_row(
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let sql = format!(
                     "SELECT c.client_id, c.user_id, c.redirect_uri, c.code_challenge, c.resource, c.scope, c.family, c.expires_at,
-                            CASE WHEN u.disabled THEN COALESCE(c.used_at, 'disabled') ELSE c.used_at END
-                     FROM oauth_codes c JOIN users u ON u.id = c.user_id WHERE c.code_hash = ?1",
-                    [code_hash],
-                    |r| {
-                        Ok((
-                            CodeGrant {
-                                client_id: r.get(0)?,
-                                user_id: r.get(1)?,
-                                redirect_uri: r.get(2)?,
-                                code_challenge: r.get(3)?,
-                                resource: r.get(4)?,
-                                scope: r.get(5)?,
-                                family: r.get(6)?,
-                                expires_at: r.get(7)?,
-                            },
-                            r.get::<_, Option<String>>(8)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let outcome = match row {
-                None => Exchange::Unknown,
-                Some((grant, Some(_))) => {
-                    revoke_family(&tx, &grant.family, now)?;
-                    Exchange::Reused
-                }
-                Some((grant, None)) => {
-                    tx.execute("UPDATE oauth_codes SET used_at = ?2 WHERE code_hash = ?1", params![code_hash, now])?;
-                    if grant.expires_at.as_str() <= now {
-                        Exchange::Expired
-                    } else if let Err(why) = check(&grant) {
-                        Exchange::Refused(why)
-                    } else {
-                        let grant = RefreshGrant {
-                            client_id: grant.client_id,
-                            user_id: grant.user_id,
-                            resource: grant.resource,
-                            scope: grant.scope,
-                            family: grant.family,
-                        };
-                        insert_pair(&tx, &grant, tokens)?;
-                        Exchange::Issued(grant)
+                            CASE WHEN u.disabled <> 0 THEN COALESCE(c.used_at, 'disabled') ELSE c.used_at END
+                     FROM oauth_codes c JOIN users u ON u.id = c.user_id WHERE c.code_hash = ?1{}",
+                    row_lock(tx)
+                );
+                let row = tx.query_opt(&sql, args![code_hash], |r| {
+                    Ok((
+                        CodeGrant {
+                            client_id: r.get(0)?,
+                            user_id: r.get(1)?,
+                            redirect_uri: r.get(2)?,
+                            code_challenge: r.get(3)?,
+                            resource: r.get(4)?,
+                            scope: r.get(5)?,
+                            family: r.get(6)?,
+                            expires_at: r.get(7)?,
+                        },
+                        r.get::<Option<String>>(8)?,
+                    ))
+                })?;
+                Ok(match row {
+                    None => Exchange::Unknown,
+                    Some((grant, Some(_))) => {
+                        revoke_family(tx, &grant.family, now)?;
+                        Exchange::Reused
                     }
-                }
-            };
-            tx.commit()?;
-            Ok(outcome)
+                    Some((grant, None)) => {
+                        tx.execute(
+                            "UPDATE oauth_codes SET used_at = ?2 WHERE code_hash = ?1",
+                            args![code_hash, now],
+                        )?;
+                        if grant.expires_at.as_str() <= now {
+                            Exchange::Expired
+                        } else if let Err(why) = check(&grant) {
+                            Exchange::Refused(why)
+                        } else {
+                            let grant = RefreshGrant {
+                                client_id: grant.client_id,
+                                user_id: grant.user_id,
+                                resource: grant.resource,
+                                scope: grant.scope,
+                                family: grant.family,
+                            };
+                            insert_pair(tx, &grant, tokens)?;
+                            Exchange::Issued(grant)
+                        }
+                    }
+                })
+            })
         })
     }
 
@@ -202,73 +203,69 @@ impl Store {
         tokens: &NewTokenPair<'_>,
         check: impl FnOnce(&RefreshGrant) -> std::result::Result<(), R>,
     ) -> Result<Exchange<R>> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let row = tx
-                .query_row(
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let sql = format!(
                     "SELECT t.client_id, t.user_id, t.resource, t.scope, t.family, t.expires_at, t.used_at, t.revoked_at, u.disabled
-                     FROM oauth_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?1 AND t.kind = 'refresh'",
-                    [token_hash],
-                    |r| {
-                        Ok((
-                            RefreshGrant {
-                                client_id: r.get(0)?,
-                                user_id: r.get(1)?,
-                                resource: r.get(2)?,
-                                scope: r.get(3)?,
-                                family: r.get(4)?,
-                            },
-                            r.get::<_, String>(5)?,
-                            r.get::<_, Option<String>>(6)?,
-                            r.get::<_, Option<String>>(7)?,
-                            r.get::<_, bool>(8)?,
-                        ))
-                    },
-                )
-                .optional()?;
-            let outcome = match row {
-                None | Some((_, _, _, Some(_), _)) | Some((_, _, _, _, true)) => Exchange::Unknown,
-                Some((grant, _, Some(_), None, false)) => {
-                    revoke_family(&tx, &grant.family, now)?;
-                    Exchange::Reused
-                }
-                Some((grant, expires_at, None, None, false)) => match check(&grant) {
-                    Err(why) => Exchange::Refused(why),
-                    Ok(()) => {
-                        tx.execute(
-                            "UPDATE oauth_tokens SET used_at = ?2 WHERE token_hash = ?1",
-                            params![token_hash, now],
-                        )?;
-                        if expires_at.as_str() <= now {
-                            Exchange::Expired
-                        } else {
-                            insert_pair(&tx, &grant, tokens)?;
-                            Exchange::Issued(grant)
-                        }
+                     FROM oauth_tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash = ?1 AND t.kind = 'refresh'{}",
+                    row_lock(tx)
+                );
+                let row = tx.query_opt(&sql, args![token_hash], |r| {
+                    Ok((
+                        RefreshGrant {
+                            client_id: r.get(0)?,
+                            user_id: r.get(1)?,
+                            resource: r.get(2)?,
+                            scope: r.get(3)?,
+                            family: r.get(4)?,
+                        },
+                        r.get::<String>(5)?,
+                        r.get::<Option<String>>(6)?,
+                        r.get::<Option<String>>(7)?,
+                        r.get::<bool>(8)?,
+                    ))
+                })?;
+                Ok(match row {
+                    None | Some((_, _, _, Some(_), _)) | Some((_, _, _, _, true)) => Exchange::Unknown,
+                    Some((grant, _, Some(_), None, false)) => {
+                        revoke_family(tx, &grant.family, now)?;
+                        Exchange::Reused
                     }
-                },
-            };
-            tx.commit()?;
-            Ok(outcome)
+                    Some((grant, expires_at, None, None, false)) => match check(&grant) {
+                        Err(why) => Exchange::Refused(why),
+                        Ok(()) => {
+                            tx.execute(
+                                "UPDATE oauth_tokens SET used_at = ?2 WHERE token_hash = ?1",
+                                args![token_hash, now],
+                            )?;
+                            if expires_at.as_str() <= now {
+                                Exchange::Expired
+                            } else {
+                                insert_pair(tx, &grant, tokens)?;
+                                Exchange::Issued(grant)
+                            }
+                        }
+                    },
+                })
+            })
         })
     }
 
     /// The user's live grants (a refresh token not used, revoked or expired), newest
     /// first.
     pub fn user_grants(&self, user_id: i64, now: &str) -> Result<Vec<GrantRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT t.family, t.client_id, oc.client_name,
                         (SELECT redirect_uri FROM oauth_codes WHERE family = t.family LIMIT 1),
                         MIN(t.created_at), MAX(t.created_at), MAX(t.expires_at)
                  FROM oauth_tokens t LEFT JOIN oauth_clients oc ON oc.client_id = t.client_id
                  WHERE t.user_id = ?1 AND t.revoked_at IS NULL
-                 GROUP BY t.family, t.client_id
-                 HAVING SUM(t.kind = 'refresh' AND t.used_at IS NULL AND t.expires_at > ?2) > 0
+                 GROUP BY t.family, t.client_id, oc.client_name
+                 HAVING SUM(CASE WHEN t.kind = 'refresh' AND t.used_at IS NULL AND t.expires_at > ?2 THEN 1 ELSE 0 END) > 0
                  ORDER BY MAX(t.created_at) DESC",
-            )?;
-            let rows = stmt
-                .query_map(params![user_id, now], |r| {
+                args![user_id, now],
+                |r| {
                     Ok(GrantRecord {
                         id: r.get(0)?,
                         client_id: r.get(1)?,
@@ -278,34 +275,31 @@ impl Store {
                         last_issued_at: r.get(5)?,
                         expires_at: r.get(6)?,
                     })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                },
+            )
         })
     }
 
     /// Ends one of the user's own grants; false if it has no such live grant.
     pub fn revoke_user_grant(&self, user_id: i64, grant_id: &str, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "UPDATE oauth_tokens SET revoked_at = ?3 WHERE family = ?1 AND user_id = ?2 AND revoked_at IS NULL",
-                params![grant_id, user_id, now],
+                args![grant_id, user_id, now],
             )? > 0)
         })
     }
 
     /// The principal behind a live access token issued for `resource`.
     pub fn oauth_principal(&self, token_hash: &str, resource: &str, now: &str) -> Result<Option<Principal>> {
-        self.read(|c| {
-            let row = c
-                .query_row(
-                    "SELECT t.id, u.id, u.username, u.role FROM oauth_tokens t JOIN users u ON u.id = t.user_id
-                     WHERE t.token_hash = ?1 AND t.kind = 'access' AND t.revoked_at IS NULL AND t.expires_at > ?2
-                       AND t.resource = ?3 AND u.disabled = 0",
-                    params![token_hash, now, resource],
-                    credential_columns,
-                )
-                .optional()?;
+        self.read_db(|c| {
+            let row = c.query_opt(
+                "SELECT t.id, u.id, u.username, u.role FROM oauth_tokens t JOIN users u ON u.id = t.user_id
+                 WHERE t.token_hash = ?1 AND t.kind = 'access' AND t.revoked_at IS NULL AND t.expires_at > ?2
+                   AND t.resource = ?3 AND u.disabled = 0",
+                args![token_hash, now, resource],
+                credential_columns,
+            )?;
             let Some((token_id, user_id, username, role)) = row else {
                 return Ok(None);
             };
@@ -316,14 +310,12 @@ impl Store {
     /// RFC 7009: revokes the grant a token belongs to (its whole family). Unknown tokens
     /// are not an error.
     pub fn revoke_oauth_token(&self, token_hash: &str, now: &str) -> Result<bool> {
-        self.with(|c| {
-            let family: Option<String> = c
-                .query_row(
-                    "SELECT family FROM oauth_tokens WHERE token_hash = ?1",
-                    [token_hash],
-                    |r| r.get(0),
-                )
-                .optional()?;
+        self.write_db(|c| {
+            let family: Option<String> = c.query_opt(
+                "SELECT family FROM oauth_tokens WHERE token_hash = ?1",
+                args![token_hash],
+                |r| r.get(0),
+            )?;
             match family {
                 Some(f) => {
                     revoke_family(c, &f, now)?;
@@ -335,7 +327,17 @@ impl Store {
     }
 }
 
-fn insert_pair(c: &Connection, g: &RefreshGrant, t: &NewTokenPair<'_>) -> rusqlite::Result<()> {
+/// On PostgreSQL, the row an exchange reads is locked until its commit, so a replay on
+/// another replica waits and then sees it used (SQLite's write transaction already
+/// serializes the two).
+fn row_lock(c: &Conn) -> &'static str {
+    match c.dialect() {
+        Dialect::Postgres => " FOR UPDATE",
+        Dialect::Sqlite => "",
+    }
+}
+
+fn insert_pair(c: &Conn, g: &RefreshGrant, t: &NewTokenPair<'_>) -> Result<()> {
     for (hash, kind, expires_at) in [
         (t.access_hash, "access", t.access_expires_at),
         (t.refresh_hash, "refresh", t.refresh_expires_at),
@@ -343,16 +345,26 @@ fn insert_pair(c: &Connection, g: &RefreshGrant, t: &NewTokenPair<'_>) -> rusqli
         c.execute(
             "INSERT INTO oauth_tokens (token_hash, kind, family, client_id, user_id, resource, scope, created_at, expires_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![hash, kind, g.family, g.client_id, g.user_id, g.resource, g.scope, t.created_at, expires_at],
+            args![
+                hash,
+                kind,
+                &g.family,
+                &g.client_id,
+                g.user_id,
+                &g.resource,
+                g.scope.as_deref(),
+                t.created_at,
+                expires_at
+            ],
         )?;
     }
     Ok(())
 }
 
-fn revoke_family(c: &Connection, family: &str, now: &str) -> rusqlite::Result<usize> {
+fn revoke_family(c: &Conn, family: &str, now: &str) -> Result<u64> {
     c.execute(
         "UPDATE oauth_tokens SET revoked_at = ?2 WHERE family = ?1 AND revoked_at IS NULL",
-        params![family, now],
+        args![family, now],
     )
 }
 

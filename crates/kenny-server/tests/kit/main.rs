@@ -20,4 +20,5 @@ mod mcp_errors;
 mod oauth;
 mod policy_api;
 mod signin;
+mod store_accounts;
 mod store_backends;

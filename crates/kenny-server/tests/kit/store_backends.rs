@@ -5,7 +5,7 @@
 use kenny_server::store::{AuditFilter, AuditFinish, AuditRow, AuditWrite, Store, StoreError, StoredPolicy};
 use kenny_testkit::postgres::start_or_skip;
 
-fn on_both(test: &str, check: impl Fn(&Store)) {
+pub(crate) fn on_both(test: &str, check: impl Fn(&Store)) {
     let dir = tempfile::tempdir().unwrap();
     let sqlite = Store::open(dir.path()).unwrap();
     assert!(sqlite.path().is_some());
