@@ -1,7 +1,6 @@
 //! What changed on each PC between snapshots, as found when a snapshot is stored.
 
-use rusqlite::params;
-
+use super::db::{Dialect, Row, args};
 use super::{Result, Store};
 
 /// One change as stored; `at` is when the snapshot that showed it was taken.
@@ -25,14 +24,14 @@ const COLUMNS: &str = "SELECT id, agent_id, at, section, kind, item, detail, pri
 impl Store {
     /// One PC's changes at or after `since`, newest first.
     pub fn changes_of(&self, agent_id: &str, since: &str, limit: u32) -> Result<Vec<ChangeRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{COLUMNS} WHERE agent_id = ?1 AND at >= ?2 ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?3"
-            ))?;
-            let rows = stmt
-                .query_map(params![agent_id, since, limit], change_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                &format!(
+                    "{COLUMNS} WHERE agent_id = ?1 AND at >= ?2 ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?3"
+                ),
+                args![agent_id, since, limit],
+                change_row,
+            )
         })
     }
 
@@ -40,30 +39,35 @@ impl Store {
     /// array of ids), or of every PC when `None`. Limited after choosing the PCs, so one
     /// busy PC cannot push a scoped reader's own out of the list.
     pub fn changes_since(&self, since: &str, limit: u32, agents: Option<&str>) -> Result<Vec<ChangeRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{COLUMNS} WHERE at >= ?1 AND (?3 IS NULL OR agent_id IN (SELECT value FROM json_each(?3)))
-                 ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?2"
-            ))?;
-            let rows = stmt
-                .query_map(params![since, limit, agents], change_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            // Each backend reads a JSON array its own way.
+            let ids = match c.dialect() {
+                Dialect::Sqlite => "SELECT value FROM json_each(?3)",
+                Dialect::Postgres => "SELECT jsonb_array_elements_text(CAST(?3 AS JSONB))",
+            };
+            c.query_all(
+                &format!(
+                    "{COLUMNS} WHERE at >= ?1 AND (CAST(?3 AS TEXT) IS NULL OR agent_id IN ({ids}))
+                     ORDER BY at DESC, (priority = 'high') DESC, id LIMIT ?2"
+                ),
+                args![since, limit, agents],
+                change_row,
+            )
         })
     }
 
     /// Deletes changes older than `before`, at most `batch` at a time.
     pub fn prune_changes(&self, before: &str, batch: u32) -> Result<usize> {
-        self.with(|c| {
+        self.write_db(|c| {
             Ok(c.execute(
                 "DELETE FROM changes WHERE id IN (SELECT id FROM changes WHERE at < ?1 LIMIT ?2)",
-                params![before, batch],
-            )?)
+                args![before, batch],
+            )? as usize)
         })
     }
 }
 
-fn change_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChangeRow> {
+fn change_row(r: &Row) -> Result<ChangeRow> {
     Ok(ChangeRow {
         id: r.get(0)?,
         agent_id: r.get(1)?,

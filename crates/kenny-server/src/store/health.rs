@@ -1,8 +1,7 @@
 //! Health in storage: the operator's thresholds (one row, JSON) and each PC's latest
 //! assessment (JSON, with its status beside it for queries).
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::args;
 use super::{Result, Store};
 
 /// The thresholds as last saved: JSON (already validated), who and when.
@@ -23,10 +22,10 @@ pub struct HealthRow {
 
 impl Store {
     pub fn health_thresholds(&self) -> Result<Option<StoredThresholds>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT thresholds, updated_by, updated_at FROM health_thresholds WHERE id = 1",
-                [],
+                args![],
                 |r| {
                     Ok(StoredThresholds {
                         thresholds_json: r.get(0)?,
@@ -35,17 +34,16 @@ impl Store {
                     })
                 },
             )
-            .optional()?)
         })
     }
 
     pub fn save_health_thresholds(&self, t: &StoredThresholds) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO health_thresholds (id, thresholds, updated_by, updated_at) VALUES (1, ?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET thresholds = excluded.thresholds,
                  updated_by = excluded.updated_by, updated_at = excluded.updated_at",
-                params![t.thresholds_json, t.updated_by, t.updated_at],
+                args![&t.thresholds_json, &t.updated_by, &t.updated_at],
             )?;
             Ok(())
         })
@@ -53,38 +51,35 @@ impl Store {
 
     /// Every stored assessment: (agent_id, JSON).
     pub fn assessments(&self) -> Result<Vec<(String, String)>> {
-        self.read(|c| {
-            let mut stmt = c.prepare("SELECT agent_id, assessment FROM agent_health ORDER BY agent_id")?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                "SELECT agent_id, assessment FROM agent_health ORDER BY agent_id",
+                args![],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         })
     }
 
     /// How many PCs are at each health status.
     pub fn health_counts(&self) -> Result<Vec<(String, i64)>> {
-        self.read(|c| {
-            let mut stmt = c.prepare("SELECT status, COUNT(*) FROM agent_health GROUP BY status")?;
-            let rows = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                "SELECT status, COUNT(*) FROM agent_health GROUP BY status",
+                args![],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
         })
     }
 
     /// Replaces the stored assessments of these PCs, in one transaction.
     pub fn save_assessments(&self, rows: &[HealthRow]) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            {
-                let mut upsert = tx.prepare_cached(UPSERT_HEALTH)?;
+        self.write_db(|c| {
+            c.in_tx(|tx| {
                 for row in rows {
-                    upsert.execute(params![row.agent_id, row.status, row.assessment_json])?;
+                    tx.execute(UPSERT_HEALTH, args![&row.agent_id, row.status, &row.assessment_json])?;
                 }
-            }
-            tx.commit()?;
-            Ok(())
+                Ok(())
+            })
         })
     }
 }

@@ -1,8 +1,7 @@
 //! The compact history: one small point per snapshot, and the hourly and daily points
 //! older ones are averaged into (see `crate::history`).
 
-use rusqlite::params;
-
+use super::db::{Conn, Row, args};
 use super::{Result, Store};
 
 /// One point. `tier` 0 is as received, 1 hourly, 2 daily. `disks` is a JSON object of
@@ -21,85 +20,90 @@ pub struct MetricRow {
 }
 
 pub(super) const INSERT_METRIC: &str =
-    "INSERT OR REPLACE INTO metrics (agent_id, tier, at, health, cpu, load, memory, temperature, disks)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    "INSERT INTO metrics (agent_id, tier, at, health, cpu, load, memory, temperature, disks)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+     ON CONFLICT (agent_id, tier, at) DO UPDATE SET health = excluded.health, cpu = excluded.cpu,
+         load = excluded.load, memory = excluded.memory, temperature = excluded.temperature, disks = excluded.disks";
 
 const COLUMNS: &str = "SELECT agent_id, at, tier, health, cpu, load, memory, temperature, disks FROM metrics";
 
-pub(super) fn insert(c: &rusqlite::Connection, m: &MetricRow) -> rusqlite::Result<()> {
-    c.prepare_cached(INSERT_METRIC)?.execute(params![
-        m.agent_id,
-        m.tier,
-        m.at,
-        m.health,
-        m.cpu,
-        m.load,
-        m.memory,
-        m.temperature,
-        m.disks
-    ])?;
+pub(super) fn insert(c: &Conn, m: &MetricRow) -> Result<()> {
+    c.execute(
+        INSERT_METRIC,
+        args![
+            &m.agent_id,
+            m.tier,
+            &m.at,
+            m.health,
+            m.cpu,
+            m.load,
+            m.memory,
+            m.temperature,
+            &m.disks
+        ],
+    )?;
     Ok(())
 }
 
 impl Store {
     /// One PC's points at or after `since`, oldest first, every resolution together.
     pub fn metrics(&self, agent_id: &str, since: &str) -> Result<Vec<MetricRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!("{COLUMNS} WHERE agent_id = ?1 AND at >= ?2 ORDER BY at"))?;
-            let rows = stmt
-                .query_map(params![agent_id, since], metric_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                &format!("{COLUMNS} WHERE agent_id = ?1 AND at >= ?2 ORDER BY at"),
+                args![agent_id, since],
+                metric_row,
+            )
         })
     }
 
     /// The PCs with points of `tier` older than `before`.
     pub fn agents_with_metrics_before(&self, tier: i64, before: &str) -> Result<Vec<String>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached("SELECT DISTINCT agent_id FROM metrics WHERE tier = ?1 AND at < ?2")?;
-            let rows = stmt
-                .query_map(params![tier, before], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                "SELECT DISTINCT agent_id FROM metrics WHERE tier = ?1 AND at < ?2",
+                args![tier, before],
+                |r| r.get(0),
+            )
         })
     }
 
     /// One PC's points of `tier` older than `before`, oldest first.
     pub fn metrics_before(&self, agent_id: &str, tier: i64, before: &str) -> Result<Vec<MetricRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{COLUMNS} WHERE agent_id = ?1 AND tier = ?2 AND at < ?3 ORDER BY at"
-            ))?;
-            let rows = stmt
-                .query_map(params![agent_id, tier, before], metric_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                &format!("{COLUMNS} WHERE agent_id = ?1 AND tier = ?2 AND at < ?3 ORDER BY at"),
+                args![agent_id, tier, before],
+                metric_row,
+            )
         })
     }
 
     /// Replaces one PC's points of `tier` older than `before` with `merged`, at once.
     pub fn merge_metrics(&self, agent_id: &str, tier: i64, before: &str, merged: &[MetricRow]) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            tx.execute(
-                "DELETE FROM metrics WHERE agent_id = ?1 AND tier = ?2 AND at < ?3",
-                params![agent_id, tier, before],
-            )?;
-            for m in merged {
-                insert(&tx, m)?;
-            }
-            tx.commit()?;
-            Ok(())
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                tx.execute(
+                    "DELETE FROM metrics WHERE agent_id = ?1 AND tier = ?2 AND at < ?3",
+                    args![agent_id, tier, before],
+                )?;
+                for m in merged {
+                    insert(tx, m)?;
+                }
+                Ok(())
+            })
         })
     }
 
     /// Deletes points of `tier` older than `before`; returns how many.
     pub fn prune_metrics(&self, tier: i64, before: &str) -> Result<usize> {
-        self.with(|c| Ok(c.execute("DELETE FROM metrics WHERE tier = ?1 AND at < ?2", params![tier, before])?))
+        self.write_db(|c| {
+            Ok(c.execute("DELETE FROM metrics WHERE tier = ?1 AND at < ?2", args![tier, before])? as usize)
+        })
     }
 }
 
-fn metric_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MetricRow> {
+fn metric_row(r: &Row) -> Result<MetricRow> {
     Ok(MetricRow {
         agent_id: r.get(0)?,
         at: r.get(1)?,
@@ -125,18 +129,19 @@ pub struct ScrapeCounts {
 
 impl Store {
     pub fn scrape_counts(&self, day: &str) -> Result<ScrapeCounts> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.read_db(|c| {
+            let deliveries = c.query_all(
                 "SELECT ch.kind, d.status, COUNT(*) FROM alert_deliveries d
                  JOIN alert_channels ch ON ch.id = d.channel_id GROUP BY ch.kind, d.status",
+                args![],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
-            let deliveries = stmt
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<_>>()?;
-            let (chat_input_tokens, chat_output_tokens, chat_turns) = c.query_row(
-                "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(turns), 0)
+            // PostgreSQL sums integers as NUMERIC; the casts keep the sums integers there.
+            let (chat_input_tokens, chat_output_tokens, chat_turns) = c.query_one(
+                "SELECT CAST(COALESCE(SUM(input_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(output_tokens), 0) AS BIGINT),
+                        CAST(COALESCE(SUM(turns), 0) AS BIGINT)
                  FROM chat_usage WHERE day = ?1",
-                [day],
+                args![day],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
             Ok(ScrapeCounts {

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags};
 
 use self::db::args;
 
@@ -531,44 +531,50 @@ impl Store {
     /// Stores a snapshot (with the server's verdict on it, if judged, and what changed
     /// since the previous one) and prunes the agent's snapshots beyond the newest `keep`.
     pub fn insert_telemetry(&self, new: &NewSnapshot<'_>, keep: u32) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            tx.execute(
-                "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
-                params![new.agent_id, new.collected_at, new.received_at, new.snapshot],
-            )?;
-            if let Some(h) = new.health {
-                tx.execute(health::UPSERT_HEALTH, params![h.agent_id, h.status, h.assessment_json])?;
-            }
-            if let Some(m) = new.metrics {
-                metrics::insert(&tx, m)?;
-            }
-            for ch in new.changes {
+        self.write_db(|c| {
+            c.in_tx(|tx| {
                 tx.execute(
-                    changes::INSERT_CHANGE,
-                    params![
-                        new.agent_id,
-                        ch.at,
-                        ch.section,
-                        ch.kind,
-                        ch.item,
-                        ch.detail,
-                        ch.priority
-                    ],
+                    "INSERT INTO telemetry (agent_id, collected_at, received_at, snapshot) VALUES (?1, ?2, ?3, ?4)",
+                    args![new.agent_id, new.collected_at, new.received_at, new.snapshot],
                 )?;
-            }
-            tx.execute(
-                "DELETE FROM telemetry WHERE agent_id = ?1 AND id <= (
-                    SELECT id FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
-                params![new.agent_id, keep],
-            )?;
-            tx.commit()?;
-            Ok(())
+                if let Some(h) = new.health {
+                    tx.execute(health::UPSERT_HEALTH, args![&h.agent_id, h.status, &h.assessment_json])?;
+                }
+                if let Some(m) = new.metrics {
+                    metrics::insert(tx, m)?;
+                }
+                for ch in new.changes {
+                    tx.execute(
+                        changes::INSERT_CHANGE,
+                        args![
+                            new.agent_id,
+                            &ch.at,
+                            &ch.section,
+                            &ch.kind,
+                            &ch.item,
+                            &ch.detail,
+                            &ch.priority
+                        ],
+                    )?;
+                }
+                tx.execute(
+                    "DELETE FROM telemetry WHERE agent_id = ?1 AND id <= (
+                        SELECT id FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+                    args![new.agent_id, keep],
+                )?;
+                Ok(())
+            })
         })
     }
 
-    /// The database's size in bytes, after folding the write-ahead log into it.
+    /// The database's size in bytes (for SQLite, after folding the write-ahead log
+    /// into the file).
     pub fn file_size(&self) -> Result<u64> {
+        if let Backend::Postgres(pool) = &self.backend {
+            return pool.with(|c| {
+                db::Conn::Postgres(c).query_one("SELECT pg_database_size(current_database())", args![], |r| r.get(0))
+            });
+        }
         self.with(|c| {
             c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
             let pages: u64 = c.query_row("PRAGMA page_count", [], |r| r.get(0))?;
@@ -579,22 +585,21 @@ impl Store {
 
     /// The newest stored snapshot of an agent: (collected_at, received_at, snapshot JSON).
     pub fn latest_telemetry(&self, agent_id: &str) -> Result<Option<(String, String, String)>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT collected_at, received_at, snapshot FROM telemetry WHERE agent_id = ?1 ORDER BY id DESC LIMIT 1",
-                [agent_id],
+                args![agent_id],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
-            .optional()?)
         })
     }
 
     pub fn telemetry_count(&self, agent_id: &str) -> Result<i64> {
-        self.read(|c| {
-            Ok(
-                c.query_row("SELECT COUNT(*) FROM telemetry WHERE agent_id = ?1", [agent_id], |r| {
-                    r.get(0)
-                })?,
+        self.read_db(|c| {
+            c.query_one(
+                "SELECT COUNT(*) FROM telemetry WHERE agent_id = ?1",
+                args![agent_id],
+                |r| r.get(0),
             )
         })
     }
@@ -750,26 +755,15 @@ fn agent_record(r: &db::Row) -> Result<AgentRecord> {
     })
 }
 
-/// An agent id as stored (see [`agent_id_column`]), on either backend.
+/// An agent id as stored: it was checked when written, so one that no longer reads as
+/// an id is a damaged database, reported as such rather than served.
 fn agent_id_of(r: &db::Row, index: usize) -> Result<kenny_proto::AgentId> {
-    let text: String = r.get(index)?;
-    kenny_proto::AgentId::parse(&text)
+    parse_agent_id(&r.get::<String>(index)?)
+}
+
+fn parse_agent_id(text: &str) -> Result<kenny_proto::AgentId> {
+    kenny_proto::AgentId::parse(text)
         .map_err(|e| StoreError::Internal(format!("a stored agent id {text:?} is damaged: {e}")))
-}
-
-/// An agent id as stored: it was checked when written, so one that no longer reads as an
-/// id is a damaged database, reported as such rather than served.
-fn agent_id_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<kenny_proto::AgentId> {
-    let text: String = r.get(index)?;
-    kenny_proto::AgentId::parse(&text)
-        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e)))
-}
-
-fn optional_agent_id_column(r: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<Option<kenny_proto::AgentId>> {
-    match r.get_ref(index)? {
-        rusqlite::types::ValueRef::Null => Ok(None),
-        _ => agent_id_column(r, index).map(Some),
-    }
 }
 
 /// The columns a credential lookup selects: credential id, user id, user name, role.

@@ -22,3 +22,4 @@ mod policy_api;
 mod signin;
 mod store_accounts;
 mod store_backends;
+mod store_history;
