@@ -12,8 +12,9 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use postgres::types::{IsNull, ToSql as PgToSql, Type, to_sql_checked};
+use futures_executor::block_on;
 use rusqlite::types::{ToSqlOutput, ValueRef};
+use tokio_postgres::types::{IsNull, ToSql as PgToSql, Type, to_sql_checked};
 
 use super::{Result, StoreError};
 
@@ -175,7 +176,7 @@ impl PgToSql for Value<'_> {
 }
 
 /// A column's value read from a PostgreSQL row, whatever its type.
-fn pg_value(row: &postgres::Row, i: usize) -> Result<Value<'static>> {
+fn pg_value(row: &tokio_postgres::Row, i: usize) -> Result<Value<'static>> {
     let ty = row
         .columns()
         .get(i)
@@ -270,7 +271,7 @@ impl<T: FromColumn> FromColumn for Option<T> {
 /// One result row.
 pub(crate) enum Row<'r, 's> {
     Sqlite(&'r rusqlite::Row<'s>),
-    Postgres(&'r postgres::Row),
+    Postgres(&'r tokio_postgres::Row),
 }
 
 impl Row<'_, '_> {
@@ -283,47 +284,53 @@ impl Row<'_, '_> {
     }
 }
 
-/// A PostgreSQL connection with the statements it has prepared.
+/// A PostgreSQL connection with the statements it has prepared. Its socket is driven
+/// by the pool's runtime thread; calls here only wait for answers (`block_on` parks the
+/// calling thread without entering any runtime, so it works on any thread).
 pub(crate) struct PgConn {
-    client: postgres::Client,
-    statements: HashMap<String, postgres::Statement>,
+    client: tokio_postgres::Client,
+    statements: HashMap<String, tokio_postgres::Statement>,
+    /// Left in a state no later call may inherit (a transaction that would not roll back).
+    broken: bool,
 }
 
 impl PgConn {
-    pub(crate) fn new(client: postgres::Client) -> PgConn {
+    pub(crate) fn new(client: tokio_postgres::Client) -> PgConn {
         PgConn {
             client,
             statements: HashMap::new(),
+            broken: false,
         }
     }
 
-    pub(crate) fn is_closed(&self) -> bool {
-        self.client.is_closed()
+    /// Whether the pool must drop this connection instead of lending it again.
+    pub(crate) fn is_unusable(&self) -> bool {
+        self.broken || self.client.is_closed()
     }
 
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement> {
+    fn statement(&mut self, sql: &str) -> Result<tokio_postgres::Statement> {
         if let Some(s) = self.statements.get(sql) {
             return Ok(s.clone());
         }
-        let prepared = self.client.prepare(&numbered_params(sql))?;
+        let prepared = block_on(self.client.prepare(&numbered_params(sql)))?;
         self.statements.insert(sql.to_owned(), prepared.clone());
         Ok(prepared)
     }
 
-    fn query(&mut self, sql: &str, args: &[Value<'_>]) -> Result<Vec<postgres::Row>> {
+    fn query(&mut self, sql: &str, args: &[Value<'_>]) -> Result<Vec<tokio_postgres::Row>> {
         let statement = self.statement(sql)?;
         let params: Vec<&(dyn PgToSql + Sync)> = args.iter().map(|a| a as &(dyn PgToSql + Sync)).collect();
-        Ok(self.client.query(&statement, &params)?)
+        Ok(block_on(self.client.query(&statement, &params))?)
     }
 
     fn execute(&mut self, sql: &str, args: &[Value<'_>]) -> Result<u64> {
         let statement = self.statement(sql)?;
         let params: Vec<&(dyn PgToSql + Sync)> = args.iter().map(|a| a as &(dyn PgToSql + Sync)).collect();
-        Ok(self.client.execute(&statement, &params)?)
+        Ok(block_on(self.client.execute(&statement, &params))?)
     }
 
     pub(crate) fn batch(&mut self, sql: &str) -> Result<()> {
-        Ok(self.client.batch_execute(sql)?)
+        Ok(block_on(self.client.batch_execute(sql))?)
     }
 }
 
@@ -428,17 +435,18 @@ impl Conn<'_> {
             Dialect::Postgres => "BEGIN",
         };
         self.batch(begin)?;
-        match f(self) {
-            Ok(v) => {
-                self.batch("COMMIT")?;
-                Ok(v)
-            }
-            Err(e) => {
-                // The error that ended the transaction is the one to report.
-                let _ = self.batch("ROLLBACK");
-                Err(e)
-            }
+        // A failed COMMIT (SQLite busy, a PostgreSQL serialization failure) leaves the
+        // transaction open: it is rolled back like a failed body.
+        let result = f(self).and_then(|v| self.batch("COMMIT").map(|()| v));
+        if result.is_err()
+            && self.batch("ROLLBACK").is_err()
+            && let Conn::Postgres(c) = self
+        {
+            // Still inside a transaction we cannot end: the pool must not lend it again.
+            c.borrow_mut().broken = true;
         }
+        // The error that ended the transaction is the one to report.
+        result
     }
 }
 

@@ -58,7 +58,7 @@ pub enum StoreError {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[error("database error: {0}")]
-    Postgres(#[from] postgres::Error),
+    Postgres(#[from] tokio_postgres::Error),
     #[error("{0}")]
     Internal(String),
     #[error("cannot use data directory {path}: {source}")]

@@ -1,6 +1,9 @@
-//! A small pool of blocking PostgreSQL connections, used as SQLite's connections are:
-//! from blocking threads, one call at a time per connection. A connection that broke
-//! (the server restarted, the network dropped) is discarded, not given back.
+//! A small pool of PostgreSQL connections, used as SQLite's connections are: one
+//! blocking call at a time per connection, from whatever thread the store is called on.
+//! The connections' sockets are driven by one runtime thread the pool owns, so a call
+//! made from inside the server's runtime never starts a runtime of its own there. A
+//! connection that broke (the server restarted, the network dropped) is discarded, not
+//! given back.
 
 use std::cell::RefCell;
 use std::sync::{Condvar, Mutex};
@@ -16,7 +19,9 @@ const MAX_CONNECTIONS: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) struct PgPool {
-    config: postgres::Config,
+    config: tokio_postgres::Config,
+    /// The runtime thread's handle: connections are made and driven there.
+    driver: tokio::runtime::Handle,
     state: Mutex<PoolState>,
     returned: Condvar,
 }
@@ -31,16 +36,18 @@ impl PgPool {
     /// Parses `url` and opens a first connection, so a wrong address or password stops
     /// the start with PostgreSQL's own words.
     pub(super) fn connect(url: &str) -> Result<PgPool> {
-        let mut config: postgres::Config = url.parse().map_err(|e| {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             StoreError::Internal(format!(
                 "--database-url is not a PostgreSQL URL ({e}); write postgres://user:password@host:port/database"
             ))
         })?;
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("kenny-server");
-        let first = open(&config)?;
+        let driver = spawn_driver()?;
+        let first = open(&driver, &config)?;
         Ok(PgPool {
             config,
+            driver,
             state: Mutex::new(PoolState {
                 idle: vec![first],
                 open: 1,
@@ -66,7 +73,7 @@ impl PgPool {
             if state.open < MAX_CONNECTIONS {
                 state.open += 1;
                 drop(state);
-                return open(&self.config).inspect_err(|_| {
+                return open(&self.driver, &self.config).inspect_err(|_| {
                     self.state.lock().unwrap_or_else(|p| p.into_inner()).open -= 1;
                 });
             }
@@ -76,7 +83,7 @@ impl PgPool {
 
     fn give_back(&self, conn: PgConn) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.is_closed() {
+        if conn.is_unusable() {
             state.open -= 1;
         } else {
             state.idle.push(conn);
@@ -85,11 +92,39 @@ impl PgPool {
     }
 }
 
-fn open(config: &postgres::Config) -> Result<PgConn> {
-    let client = config.connect(postgres::NoTls).map_err(|e| {
-        StoreError::Internal(format!(
-            "could not connect to PostgreSQL ({e}); check --database-url and that the server accepts connections"
-        ))
-    })?;
+/// The thread that drives every connection of the pool; it runs as long as the
+/// process (a store is opened once).
+fn spawn_driver() -> Result<tokio::runtime::Handle> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Internal(format!("could not start the PostgreSQL driver: {e}")))?;
+    let handle = runtime.handle().clone();
+    std::thread::Builder::new()
+        .name("kenny-postgres".into())
+        .spawn(move || runtime.block_on(std::future::pending::<()>()))
+        .map_err(|e| StoreError::Internal(format!("could not start the PostgreSQL driver thread: {e}")))?;
+    Ok(handle)
+}
+
+fn open(driver: &tokio::runtime::Handle, config: &tokio_postgres::Config) -> Result<PgConn> {
+    let config = config.clone();
+    let connecting = driver.spawn(async move {
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+        // The connection ends when its client is dropped, or with the socket.
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!(error = %e, "a PostgreSQL connection ended with an error");
+            }
+        });
+        Ok::<_, tokio_postgres::Error>(client)
+    });
+    let client = futures_executor::block_on(connecting)
+        .map_err(|e| StoreError::Internal(format!("the PostgreSQL driver failed: {e}")))?
+        .map_err(|e| {
+            StoreError::Internal(format!(
+                "could not connect to PostgreSQL ({e}); check --database-url and that the server accepts connections"
+            ))
+        })?;
     Ok(PgConn::new(client))
 }
