@@ -203,3 +203,69 @@ fn the_operator_policy_is_one_row_on_both_backends() {
         assert_eq!(store.operator_policy().unwrap(), Some(second));
     });
 }
+
+#[test]
+fn a_removed_pc_goes_at_once_and_its_history_after_the_retention_on_both_backends() {
+    on_both("removal_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        store.create_agent("pc-2", "h", "t").unwrap();
+        store.create_agent("pc-3", "h", "t").unwrap();
+        store
+            .write_audit(&[audit_row(None, "2026-01-01T00:00:00.000Z", "pc-2", "ok")])
+            .unwrap();
+        store.remove_agent("pc-2", "ada", "2026-02-01T00:00:00.000Z").unwrap();
+        assert!(store.agent_credentials("pc-2").unwrap().is_none(), "no token, no key");
+        assert!(store.agent("pc-2").unwrap().is_none());
+        assert!(matches!(
+            store.remove_agent("pc-2", "ada", "t"),
+            Err(StoreError::NotFound(m)) if m.contains("no agent with id")
+        ));
+        assert!(
+            store
+                .purge_removed_agents("2026-02-01T00:00:00.000Z")
+                .unwrap()
+                .is_empty(),
+            "not past the retention yet"
+        );
+        assert_eq!(
+            store.purge_removed_agents("2026-03-03T00:00:00.000Z").unwrap(),
+            ["pc-2"]
+        );
+        assert!(
+            store
+                .purge_removed_agents("2026-12-01T00:00:00.000Z")
+                .unwrap()
+                .is_empty(),
+            "purged once"
+        );
+        let by_pc2 = AuditFilter {
+            agent_id: Some("pc-2".into()),
+            limit: 10,
+            ..Default::default()
+        };
+        assert_eq!(
+            store.audit(&by_pc2).unwrap().len(),
+            1,
+            "the audit log keeps its own retention"
+        );
+        // Removed twice before a purge: the later removal counts.
+        store.remove_agent("pc-3", "ada", "2026-02-01T00:00:00.000Z").unwrap();
+        store.create_agent("pc-3", "h", "t").unwrap();
+        store.remove_agent("pc-3", "bob", "2026-05-01T00:00:00.000Z").unwrap();
+        assert!(
+            store
+                .purge_removed_agents("2026-03-03T00:00:00.000Z")
+                .unwrap()
+                .is_empty()
+        );
+        // Added again before the purge: nothing of it goes.
+        store.create_agent("pc-3", "h", "t").unwrap();
+        assert!(
+            store
+                .purge_removed_agents("2026-12-01T00:00:00.000Z")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(store.agent("pc-3").unwrap().is_some());
+    });
+}
