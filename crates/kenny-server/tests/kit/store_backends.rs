@@ -2,7 +2,9 @@
 //! and a real PostgreSQL server started for the test (issue 15). Each check is written
 //! once and given a store of each kind; both must answer the same.
 
-use kenny_server::store::{AuditFilter, AuditFinish, AuditRow, AuditWrite, Store, StoreError, StoredPolicy};
+use kenny_server::store::{
+    AuditFilter, AuditFinish, AuditRow, AuditWrite, MAX_UPDATE_DETAIL, Store, StoreError, StoredPolicy, UpdateRecord,
+};
 use kenny_testkit::postgres::start_or_skip;
 
 fn on_both(test: &str, check: impl Fn(&Store)) {
@@ -267,5 +269,89 @@ fn a_removed_pc_goes_at_once_and_its_history_after_the_retention_on_both_backend
                 .is_empty()
         );
         assert!(store.agent("pc-3").unwrap().is_some());
+    });
+}
+
+fn update(order_id: &str, agent_id: &str, outcome: &str, requested_by: &str, at: &str) -> UpdateRecord {
+    UpdateRecord {
+        order_id: order_id.into(),
+        agent_id: agent_id.into(),
+        requested_by: requested_by.into(),
+        from_version: "0.1.0".into(),
+        to_version: "0.2.0".into(),
+        outcome: outcome.into(),
+        detail: String::new(),
+        at: at.into(),
+    }
+}
+
+#[test]
+fn update_outcomes_are_replaced_only_by_a_late_report_on_both_backends() {
+    on_both("updates_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        store
+            .record_update(&update("o1", "pc-1", "no_report", "root", "2026-01-01T00:00:00.000Z"))
+            .unwrap();
+        store
+            .record_update(&update("o1", "pc-1", "succeeded", "", "2026-01-01T00:01:00.000Z"))
+            .unwrap();
+        // A replay, a contradiction or a late no_report changes nothing.
+        store
+            .record_update(&update("o1", "pc-1", "rolled_back", "", "2026-01-01T00:02:00.000Z"))
+            .unwrap();
+        store
+            .record_update(&update("o1", "pc-1", "no_report", "x", "2026-01-01T00:03:00.000Z"))
+            .unwrap();
+        // Another agent cannot claim an order.
+        store
+            .record_update(&update("o2", "pc-1", "no_report", "root", "2026-01-02T00:00:00.000Z"))
+            .unwrap();
+        store
+            .record_update(&update("o2", "pc-2", "succeeded", "", "2026-01-02T00:01:00.000Z"))
+            .unwrap();
+        let mut long = update("o3", "pc-1", "rolled_back", "", "2026-01-03T00:00:00.000Z");
+        long.detail = "é".repeat(MAX_UPDATE_DETAIL + 20);
+        store.record_update(&long).unwrap();
+
+        let rows = store.agent_updates("pc-1", 10).unwrap();
+        let seen: Vec<(&str, &str, &str, &str)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.order_id.as_str(),
+                    r.outcome.as_str(),
+                    r.requested_by.as_str(),
+                    r.at.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("o3", "rolled_back", "", "2026-01-03T00:00:00.000Z"),
+                ("o2", "no_report", "root", "2026-01-02T00:00:00.000Z"),
+                ("o1", "succeeded", "root", "2026-01-01T00:01:00.000Z"),
+            ]
+        );
+        assert_eq!(rows[0].detail.chars().count(), MAX_UPDATE_DETAIL);
+        assert_eq!(store.agent_updates("pc-1", 1).unwrap().len(), 1);
+        assert!(store.agent_updates("pc-2", 10).unwrap().is_empty());
+
+        // A purged PC's updates go with it.
+        store.create_agent("pc-3", "h", "t").unwrap();
+        store
+            .record_update(&update("o4", "pc-3", "succeeded", "root", "2026-01-04T00:00:00.000Z"))
+            .unwrap();
+        store.remove_agent("pc-3", "ada", "2026-02-01T00:00:00.000Z").unwrap();
+        assert_eq!(
+            store.purge_removed_agents("2026-03-01T00:00:00.000Z").unwrap(),
+            ["pc-3"]
+        );
+        assert!(store.agent_updates("pc-3", 10).unwrap().is_empty());
+        assert_eq!(
+            store.agent_updates("pc-1", 10).unwrap().len(),
+            3,
+            "other PCs keep theirs"
+        );
     });
 }
