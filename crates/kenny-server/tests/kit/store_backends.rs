@@ -3,7 +3,8 @@
 //! once and given a store of each kind; both must answer the same.
 
 use kenny_server::store::{
-    AuditFilter, AuditFinish, AuditRow, AuditWrite, MAX_UPDATE_DETAIL, Store, StoreError, StoredPolicy, UpdateRecord,
+    AuditFilter, AuditFinish, AuditRow, AuditWrite, MAX_UPDATE_DETAIL, ScreenshotMeta, Store, StoreError, StoredPolicy,
+    UpdateRecord,
 };
 use kenny_testkit::postgres::start_or_skip;
 
@@ -353,5 +354,46 @@ fn update_outcomes_are_replaced_only_by_a_late_report_on_both_backends() {
             3,
             "other PCs keep theirs"
         );
+    });
+}
+
+#[test]
+fn one_screenshot_per_pc_is_kept_as_bytes_on_both_backends() {
+    on_both("screenshots_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        assert_eq!(store.screenshot("pc-1").unwrap(), None);
+        let mut meta = ScreenshotMeta {
+            agent_id: "pc-1".into(),
+            width: 2,
+            height: 1,
+            bytes: 3,
+            taken_at: "2026-01-01T00:00:00Z".into(),
+            taken_by: "root".into(),
+        };
+        store.put_screenshot(&meta, b"one").unwrap();
+        // Not text: the picture is kept byte for byte.
+        let png = [0x89u8, 0x50, 0x00, 0xff, 0xfe];
+        meta.bytes = 5;
+        meta.taken_by = "kim".into();
+        store.put_screenshot(&meta, &png).unwrap();
+        let (got, bytes) = store.screenshot("pc-1").unwrap().unwrap();
+        assert_eq!((got, bytes.as_slice()), (meta.clone(), &png[..]));
+        assert_eq!(store.screenshot_meta("pc-1").unwrap(), Some(meta.clone()));
+        assert_eq!(store.screenshot_meta("pc-2").unwrap(), None);
+
+        store.create_agent("pc-2", "h", "t").unwrap();
+        store
+            .put_screenshot(
+                &ScreenshotMeta {
+                    agent_id: "pc-2".into(),
+                    ..meta
+                },
+                &png,
+            )
+            .unwrap();
+        store.remove_agent("pc-2", "ada", "2026-02-01T00:00:00.000Z").unwrap();
+        store.purge_removed_agents("2026-03-01T00:00:00.000Z").unwrap();
+        assert_eq!(store.screenshot_meta("pc-2").unwrap(), None, "purged with its PC");
+        assert!(store.screenshot_meta("pc-1").unwrap().is_some());
     });
 }
