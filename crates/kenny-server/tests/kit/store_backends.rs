@@ -3,8 +3,8 @@
 //! once and given a store of each kind; both must answer the same.
 
 use kenny_server::store::{
-    AuditFilter, AuditFinish, AuditRow, AuditWrite, MAX_UPDATE_DETAIL, ScreenshotMeta, Store, StoreError, StoredPolicy,
-    UpdateRecord,
+    AuditFilter, AuditFinish, AuditRow, AuditWrite, LinkRefusal, MAX_UPDATE_DETAIL, NewInstallLink, ScreenshotMeta,
+    Store, StoreError, StoredPolicy, UpdateRecord,
 };
 use kenny_testkit::postgres::start_or_skip;
 
@@ -395,5 +395,99 @@ fn one_screenshot_per_pc_is_kept_as_bytes_on_both_backends() {
         store.purge_removed_agents("2026-03-01T00:00:00.000Z").unwrap();
         assert_eq!(store.screenshot_meta("pc-2").unwrap(), None, "purged with its PC");
         assert!(store.screenshot_meta("pc-1").unwrap().is_some());
+    });
+}
+
+fn link<'a>(token_hash: &'a str, agent_id: &'a str) -> NewInstallLink<'a> {
+    NewInstallLink {
+        token_hash,
+        agent_id,
+        os: "linux",
+        created_by: "ada",
+        created_at: "2026-01-01T00:00:00.000Z",
+        expires_at: "2026-01-02T00:00:00.000Z",
+    }
+}
+
+#[test]
+fn an_install_link_enrolls_once_on_both_backends() {
+    on_both("install_links_on_both_backends", |store| {
+        store.create_agent("pc-1", "old", "t").unwrap();
+        store.enroll_agent("pc-1", "KEY", "t").unwrap();
+        let a = store.create_install_link(&link("tok-a", "pc-1")).unwrap();
+        let b = store.create_install_link(&link("tok-b", "pc-new")).unwrap();
+        let c = store.create_install_link(&link("tok-c", "pc-new")).unwrap();
+        assert!(a < b && b < c);
+        assert!(
+            store.create_install_link(&link("tok-a", "pc-x")).is_err(),
+            "a token opens one link"
+        );
+        let ids: Vec<i64> = store.install_links(10).unwrap().iter().map(|l| l.id).collect();
+        assert_eq!(ids, [c, b, a]);
+        assert_eq!(store.install_links(1).unwrap().len(), 1);
+        assert_eq!(store.install_link_by_token("tok-b").unwrap().unwrap().id, b);
+        assert_eq!(store.install_link(a).unwrap().unwrap().agent_id, "pc-1");
+        assert_eq!(store.install_link(999).unwrap(), None);
+
+        let now = "2026-01-01T01:00:00.000Z";
+        let used = store
+            .redeem_install_link("tok-a", "new-hash", "10.0.0.1", now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (used.link_id, used.agent_id.as_str(), used.replaced_existing),
+            (a, "pc-1", true)
+        );
+        let creds = store.agent_credentials("pc-1").unwrap().unwrap();
+        assert_eq!((creds.token_hash.as_str(), creds.enrolled), ("new-hash", false));
+        let row = store.install_link(a).unwrap().unwrap();
+        assert_eq!(
+            (row.used_at.as_deref(), row.used_from.as_deref()),
+            (Some(now), Some("10.0.0.1"))
+        );
+        assert!(matches!(
+            store.redeem_install_link("tok-a", "other", "10.0.0.2", now).unwrap(),
+            Err(LinkRefusal::Used { .. })
+        ));
+        assert_eq!(store.agent_token_hash("pc-1").unwrap().as_deref(), Some("new-hash"));
+        assert!(matches!(
+            store.revoke_install_link(a, "ada", now),
+            Err(StoreError::Conflict(m)) if m.contains("already used")
+        ));
+        assert!(matches!(
+            store.revoke_install_link(999, "ada", now),
+            Err(StoreError::NotFound(_))
+        ));
+
+        let revoked = store.revoke_install_link(b, "ada", now).unwrap();
+        assert_eq!(
+            (revoked.revoked_at.as_deref(), revoked.revoked_by.as_deref()),
+            (Some(now), Some("ada"))
+        );
+        let again = store.revoke_install_link(b, "bob", "2026-01-01T02:00:00.000Z").unwrap();
+        assert_eq!(again.revoked_by.as_deref(), Some("ada"), "revoked once");
+        assert!(matches!(
+            store.redeem_install_link("tok-b", "h", "ip", now).unwrap(),
+            Err(LinkRefusal::Revoked { .. })
+        ));
+        assert!(matches!(
+            store
+                .redeem_install_link("tok-c", "h", "ip", "2026-01-03T00:00:00.000Z")
+                .unwrap(),
+            Err(LinkRefusal::Expired { .. })
+        ));
+        assert_eq!(
+            store.redeem_install_link("tok-zz", "h", "ip", now).unwrap(),
+            Err(LinkRefusal::Unknown)
+        );
+        assert!(
+            store.agent("pc-new").unwrap().is_none(),
+            "a refused link changes nothing"
+        );
+        assert_eq!(store.install_link(c).unwrap().unwrap().used_at, None);
+
+        let fresh = store.redeem_install_link("tok-c", "h-new", "ip", now).unwrap().unwrap();
+        assert!(!fresh.replaced_existing);
+        assert_eq!(store.agent_token_hash("pc-new").unwrap().as_deref(), Some("h-new"));
     });
 }
