@@ -3,8 +3,8 @@
 //! once and given a store of each kind; both must answer the same.
 
 use kenny_server::store::{
-    AuditFilter, AuditFinish, AuditRow, AuditWrite, LinkRefusal, MAX_UPDATE_DETAIL, NewInstallLink, ScreenshotMeta,
-    Store, StoreError, StoredPolicy, UpdateRecord,
+    AuditFilter, AuditFinish, AuditRow, AuditWrite, LinkRefusal, MAX_UPDATE_DETAIL, NewCampaign, NewInstallLink,
+    PcChange, ScreenshotMeta, Store, StoreError, StoredPolicy, UpdateRecord,
 };
 use kenny_testkit::postgres::start_or_skip;
 
@@ -489,5 +489,139 @@ fn an_install_link_enrolls_once_on_both_backends() {
         let fresh = store.redeem_install_link("tok-c", "h-new", "ip", now).unwrap().unwrap();
         assert!(!fresh.replaced_existing);
         assert_eq!(store.agent_token_hash("pc-new").unwrap().as_deref(), Some("h-new"));
+    });
+}
+
+fn campaign(agents: &[&str], max_parallel: u32) -> NewCampaign {
+    NewCampaign {
+        version: "0.2.0".into(),
+        target: "all".into(),
+        max_parallel,
+        created_by: "root".into(),
+        now: "2026-01-01T00:00:00.000Z".into(),
+        agents: agents.iter().map(|a| (*a).to_owned()).collect(),
+    }
+}
+
+fn pc_change<'a>(from: &'a str, to: &'a str, rollback: bool) -> PcChange<'a> {
+    PcChange {
+        from,
+        to,
+        rollback,
+        detail: "why",
+    }
+}
+
+#[test]
+fn a_campaign_rolls_out_pauses_and_finishes_the_same_on_both_backends() {
+    on_both("campaigns_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        store.create_agent("pc-2", "h", "t").unwrap();
+        let t = "2026-01-01T00:00:01.000Z";
+        // A PC listed twice is one PC of the campaign.
+        let id = store
+            .create_campaign(&campaign(&["pc-1", "pc-2", "pc-gone", "pc-1"], 2))
+            .unwrap();
+        let pcs = store.campaign_pcs(id).unwrap();
+        let seen: Vec<(&str, &str, bool)> = pcs
+            .iter()
+            .map(|p| (p.agent_id.as_str(), p.status.as_str(), p.known))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("pc-1", "pending", true),
+                ("pc-2", "pending", true),
+                ("pc-gone", "pending", false)
+            ]
+        );
+        let row = store.campaign(id).unwrap().unwrap();
+        assert_eq!((row.state.as_str(), row.max_parallel), ("running", 2));
+        assert_eq!(store.campaign(999).unwrap(), None);
+
+        assert!(store.start_campaign_pc(id, "pc-1", t).unwrap());
+        assert!(!store.start_campaign_pc(id, "pc-1", t).unwrap(), "already updating");
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-1", &pc_change("updating", "rolled_back", true), t)
+                .unwrap()
+        );
+        assert!(
+            !store
+                .settle_campaign_pc(id, "pc-1", &pc_change("updating", "done", false), t)
+                .unwrap(),
+            "moved on"
+        );
+        assert!(
+            store.start_campaign_pc(id, "pc-1", t).unwrap(),
+            "a rolled back PC is tried again"
+        );
+
+        let paused = store.set_campaign_state(id, &["running"], "paused", t).unwrap();
+        assert_eq!(paused.state, "paused");
+        assert!(!store.start_campaign_pc(id, "pc-2", t).unwrap(), "paused");
+        assert!(matches!(
+            store.set_campaign_state(id, &["running"], "paused", t),
+            Err(StoreError::Conflict(m)) if m.contains("is paused")
+        ));
+        assert!(matches!(
+            store.set_campaign_state(999, &["running"], "paused", t),
+            Err(StoreError::NotFound(_))
+        ));
+        assert_eq!(
+            store
+                .active_campaigns()
+                .unwrap()
+                .iter()
+                .map(|c| c.id)
+                .collect::<Vec<_>>(),
+            [id],
+            "a paused campaign with a PC updating is still followed"
+        );
+        store
+            .set_campaign_state(id, &["running", "paused"], "cancelled", t)
+            .unwrap();
+        let status: Vec<String> = store.campaign_pcs(id).unwrap().into_iter().map(|p| p.status).collect();
+        assert_eq!(status, ["updating", "skipped", "skipped"]);
+        assert!(
+            store
+                .settle_campaign_pc(id, "pc-1", &pc_change("updating", "done", false), t)
+                .unwrap()
+        );
+        let pc1 = &store.campaign_pcs(id).unwrap()[0];
+        assert_eq!((pc1.attempts, pc1.rollbacks, pc1.detail.as_str()), (2, 1, "why"));
+        assert!(
+            !store.finish_campaign(id, t).unwrap(),
+            "a cancelled campaign stays cancelled"
+        );
+        assert!(store.active_campaigns().unwrap().is_empty());
+
+        let second = store.create_campaign(&campaign(&["pc-2"], 1)).unwrap();
+        assert!(!store.finish_campaign(second, t).unwrap(), "pc-2 is pending");
+        assert!(
+            store
+                .settle_campaign_pc(second, "pc-2", &pc_change("pending", "skipped", false), t)
+                .unwrap()
+        );
+        assert!(store.finish_campaign(second, t).unwrap());
+        assert_eq!(
+            store.campaigns().unwrap().iter().map(|c| c.id).collect::<Vec<_>>(),
+            [second, id]
+        );
+
+        // A campaign refused by the database leaves neither it nor any of its PCs.
+        assert!(store.create_campaign(&campaign(&["pc-1"], 0)).is_err());
+        assert_eq!(store.campaigns().unwrap().len(), 2);
+
+        store.set_agent_channel("pc-2", "beta").unwrap();
+        assert_eq!(store.agent("pc-2").unwrap().unwrap().channel, "beta");
+        assert!(matches!(
+            store.set_agent_channel("pc-9", "beta"),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(
+            store.set_agent_channel("pc-2", "nightly").is_err(),
+            "only stable or beta"
+        );
     });
 }
