@@ -3,8 +3,8 @@
 //! once and given a store of each kind; both must answer the same.
 
 use kenny_server::store::{
-    AuditFilter, AuditFinish, AuditRow, AuditWrite, LinkRefusal, MAX_UPDATE_DETAIL, NewCampaign, NewInstallLink,
-    PcChange, ScreenshotMeta, Store, StoreError, StoredPolicy, UpdateRecord,
+    AlertRow, AuditFilter, AuditFinish, AuditRow, AuditWrite, ChannelRow, LinkRefusal, MAX_UPDATE_DETAIL, NewCampaign,
+    NewInstallLink, PcChange, ScreenshotMeta, SilenceRow, Store, StoreError, StoredPolicy, UpdateRecord,
 };
 use kenny_testkit::postgres::start_or_skip;
 
@@ -622,6 +622,229 @@ fn a_campaign_rolls_out_pauses_and_finishes_the_same_on_both_backends() {
         assert!(
             store.set_agent_channel("pc-2", "nightly").is_err(),
             "only stable or beta"
+        );
+    });
+}
+
+fn alert(agent_id: &str, key: &str, opened_at: &str) -> AlertRow {
+    AlertRow {
+        id: 0,
+        agent_id: agent_id.into(),
+        key: key.into(),
+        status: "warn".into(),
+        reason: "disk 91%".into(),
+        attention: None,
+        opened_at: opened_at.into(),
+        updated_at: opened_at.into(),
+        closed_at: None,
+        silenced: false,
+        notified: false,
+    }
+}
+
+fn channel(name: &str, enabled: bool) -> ChannelRow {
+    ChannelRow {
+        id: 0,
+        name: name.into(),
+        kind: "ntfy".into(),
+        config: "{}".into(),
+        digest: false,
+        enabled,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        digest_sent_at: None,
+    }
+}
+
+#[test]
+fn alerts_silences_channels_and_deliveries_work_the_same_on_both_backends() {
+    on_both("alerts_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        let a1 = store
+            .insert_alert(&alert("pc-1", "disk", "2026-01-01T00:00:00.000Z"))
+            .unwrap();
+        let a2 = store
+            .insert_alert(&alert("pc-2", "offline", "2026-01-02T00:00:00.000Z"))
+            .unwrap();
+        assert!(a2 > a1);
+        assert_eq!(store.open_alerts().unwrap().len(), 2);
+        let closed = AlertRow {
+            id: a1,
+            attention: Some("look".into()),
+            updated_at: "2026-01-03T00:00:00.000Z".into(),
+            closed_at: Some("2026-01-03T00:00:00.000Z".into()),
+            notified: true,
+            ..alert("pc-1", "disk", "2026-01-01T00:00:00.000Z")
+        };
+        store.update_alert(&closed).unwrap();
+        assert_eq!(
+            store.open_alerts().unwrap().iter().map(|a| a.id).collect::<Vec<_>>(),
+            [a2]
+        );
+        assert_eq!(
+            store.last_notified_alert("pc-1", "disk").unwrap().as_deref(),
+            Some("2026-01-03T00:00:00.000Z")
+        );
+        assert_eq!(store.last_notified_alert("pc-2", "offline").unwrap(), None);
+
+        let since = "2026-01-02T00:00:00.000Z";
+        let ids = |agents: Option<&str>| -> Vec<i64> {
+            store
+                .alerts_since(since, 10, agents)
+                .unwrap()
+                .iter()
+                .map(|a| a.id)
+                .collect()
+        };
+        assert_eq!(ids(None), [a2, a1], "closed within the window counts");
+        assert_eq!(ids(Some(r#"["pc-2"]"#)), [a2]);
+        assert_eq!(ids(Some(r#"["pc-1","pc-2","pc-9"]"#)), [a2, a1]);
+        assert!(ids(Some("[]")).is_empty(), "no PCs, no alerts");
+        assert_eq!(store.alerts_since(since, 1, None).unwrap().len(), 1);
+        assert!(
+            store
+                .alerts_since("2026-01-04T00:00:00.000Z", 10, None)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(store.alerts_since(since, 10, Some("pc-1")).is_err(), "not a JSON array");
+        assert_eq!(store.alerts_since(since, 10, None).unwrap()[1], closed);
+
+        let silence = SilenceRow {
+            id: 0,
+            agent_id: "pc-1".into(),
+            section: "disk".into(),
+            until: "2026-01-10T00:00:00.000Z".into(),
+            reason: "new disk coming".into(),
+            created_by: "ada".into(),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+        };
+        let sid = store.insert_silence(&silence).unwrap();
+        let now = "2026-01-05T00:00:00.000Z";
+        assert_eq!(
+            store.active_silences(Some("pc-1"), now).unwrap(),
+            [SilenceRow { id: sid, ..silence }]
+        );
+        assert_eq!(store.active_silences(None, now).unwrap().len(), 1);
+        assert!(store.active_silences(Some("pc-2"), now).unwrap().is_empty());
+        assert!(
+            store
+                .active_silences(None, "2026-01-11T00:00:00.000Z")
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(store.silence(sid).unwrap().unwrap().section, "disk");
+        assert_eq!(store.silence(999).unwrap(), None);
+        store.end_silence(sid, now).unwrap();
+        assert!(store.active_silences(None, now).unwrap().is_empty());
+        assert!(matches!(store.end_silence(sid, now), Err(StoreError::NotFound(_))));
+
+        let on = store.insert_channel(&channel("phone", true)).unwrap();
+        let off = store.insert_channel(&channel("old", false)).unwrap();
+        assert_eq!(store.channels().unwrap().len(), 2);
+        store
+            .update_channel(&ChannelRow {
+                id: on,
+                digest: true,
+                ..channel("phone2", true)
+            })
+            .unwrap();
+        let got = store.channel(on).unwrap().unwrap();
+        assert_eq!((got.name.as_str(), got.digest, got.enabled), ("phone2", true, true));
+        assert!(matches!(
+            store.update_channel(&ChannelRow {
+                id: 999,
+                ..channel("x", true)
+            }),
+            Err(StoreError::NotFound(_))
+        ));
+        store.set_digest_sent(on, "2026-01-05T00:00:00.000Z").unwrap();
+        assert_eq!(
+            store.channel(on).unwrap().unwrap().digest_sent_at.as_deref(),
+            Some("2026-01-05T00:00:00.000Z")
+        );
+
+        assert_eq!(store.next_delivery_at().unwrap(), None);
+        let t0 = "2026-01-01T00:00:00.000Z";
+        assert_eq!(
+            store.queue_deliveries(Some(a1), "alert", "{\"m\":1}", t0).unwrap(),
+            1,
+            "enabled channels only"
+        );
+        assert_eq!(store.queue_deliveries(None, "digest", "{}", t0).unwrap(), 1);
+        let test = store
+            .queue_delivery(off, "test", "{}", "2026-01-01T00:00:05.000Z")
+            .unwrap();
+        assert_eq!(store.next_delivery_at().unwrap().as_deref(), Some(t0));
+        let due = store.due_deliveries("2026-01-01T00:00:01.000Z", 10).unwrap();
+        assert_eq!(
+            due.iter()
+                .map(|d| (d.channel_id, d.alert_id, d.event.as_str()))
+                .collect::<Vec<_>>(),
+            [(on, Some(a1), "alert"), (on, None, "digest")]
+        );
+        assert_eq!(store.due_deliveries("2026-01-01T00:00:01.000Z", 1).unwrap().len(), 1);
+        store
+            .record_attempt(due[0].id, "sent", None, t0, "2026-01-01T00:00:02.000Z")
+            .unwrap();
+        store
+            .record_attempt(due[1].id, "failed", Some("gone"), t0, "2026-01-01T00:00:02.000Z")
+            .unwrap();
+        store
+            .record_attempt(
+                test,
+                "pending",
+                Some("timeout"),
+                "2026-01-01T00:01:00.000Z",
+                "2026-01-01T00:00:06.000Z",
+            )
+            .unwrap();
+        let recent = store.recent_deliveries(10).unwrap();
+        let seen: Vec<_> = recent
+            .iter()
+            .map(|(d, name)| {
+                (
+                    d.id,
+                    d.status.as_str(),
+                    d.attempts,
+                    d.last_error.as_deref(),
+                    d.sent_at.as_deref(),
+                    name.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (test, "pending", 1, Some("timeout"), None, "old"),
+                (due[1].id, "failed", 1, Some("gone"), None, "phone2"),
+                (due[0].id, "sent", 1, None, Some("2026-01-01T00:00:02.000Z"), "phone2"),
+            ]
+        );
+        assert_eq!(
+            store.next_delivery_at().unwrap().as_deref(),
+            Some("2026-01-01T00:01:00.000Z")
+        );
+
+        store.delete_channel(off).unwrap();
+        assert!(matches!(store.delete_channel(off), Err(StoreError::NotFound(_))));
+        assert_eq!(
+            store.recent_deliveries(10).unwrap().len(),
+            2,
+            "a channel's deliveries go with it"
+        );
+        assert_eq!(store.next_delivery_at().unwrap(), None);
+
+        // The closed alert and the two finished deliveries; the open alert stays.
+        assert_eq!(store.prune_alerts("2026-02-01T00:00:00.000Z").unwrap(), 3);
+        assert_eq!(store.open_alerts().unwrap().len(), 1);
+        assert!(store.recent_deliveries(10).unwrap().is_empty());
+
+        assert_eq!(store.setting("k").unwrap(), None);
+        store.save_setting("k", "v1", "ada", "t1").unwrap();
+        store.save_setting("k", "v2", "bob", "t2").unwrap();
+        assert_eq!(
+            store.setting("k").unwrap(),
+            Some(("v2".into(), "bob".into(), "t2".into()))
         );
     });
 }
