@@ -3,8 +3,9 @@
 //! once and given a store of each kind; both must answer the same.
 
 use kenny_server::store::{
-    AlertRow, AuditFilter, AuditFinish, AuditRow, AuditWrite, ChannelRow, LinkRefusal, MAX_UPDATE_DETAIL, NewCampaign,
-    NewInstallLink, PcChange, ScreenshotMeta, SilenceRow, Store, StoreError, StoredPolicy, UpdateRecord,
+    ActivityRow, AlertRow, AuditFilter, AuditFinish, AuditRow, AuditWrite, ChannelRow, FilterConfigRow, FilterStateRow,
+    LinkRefusal, MAX_UPDATE_DETAIL, NewCampaign, NewInstallLink, PcChange, ScreenshotMeta, SilenceRow, SourceFetch,
+    Store, StoreError, StoredPolicy, UpdateRecord,
 };
 use kenny_testkit::postgres::start_or_skip;
 
@@ -846,5 +847,152 @@ fn alerts_silences_channels_and_deliveries_work_the_same_on_both_backends() {
             store.setting("k").unwrap(),
             Some(("v2".into(), "bob".into(), "t2".into()))
         );
+    });
+}
+
+fn visit(domain: &str, last_seen: &str, flag: Option<&str>) -> ActivityRow {
+    ActivityRow {
+        domain: domain.into(),
+        first_seen: "2026-12-01T08:00:00.000Z".into(),
+        last_seen: last_seen.into(),
+        hits: 2,
+        flag: flag.map(str::to_owned),
+    }
+}
+
+#[test]
+fn the_web_filter_tables_work_the_same_on_both_backends() {
+    on_both("webfilter_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        let config = |text: &str| FilterConfigRow {
+            agent_id: "pc-1".into(),
+            config: text.into(),
+            updated_at: "t".into(),
+            updated_by: "ada".into(),
+        };
+        store.put_filter_config(&config("{\"a\":1}")).unwrap();
+        store.put_filter_config(&config("{\"a\":2}")).unwrap();
+        assert_eq!(store.filter_configs().unwrap(), [config("{\"a\":2}")]);
+
+        let mut state = FilterStateRow {
+            agent_id: "pc-1".into(),
+            applied_hash: Some("hash".into()),
+            applied_count: 3,
+            applied_at: Some("t1".into()),
+            applied_by: Some("kenny".into()),
+            observed_active: Some(true),
+            applied_doh: true,
+            ..Default::default()
+        };
+        store.put_filter_state(&state).unwrap();
+        assert_eq!(store.filter_states().unwrap(), [state.clone()]);
+        state.observed_active = Some(false);
+        state.applied_doh = false;
+        state.problem = Some("over the cap".into());
+        store.put_filter_state(&state).unwrap();
+        assert_eq!(store.filter_states().unwrap(), [state.clone()]);
+        state.observed_active = None;
+        store.put_filter_state(&state).unwrap();
+        assert_eq!(store.filter_states().unwrap(), [state]);
+
+        let url = "https://lists.example/social.txt";
+        let source = store.add_source("social", url, 60, "ada", "t0").unwrap();
+        assert_eq!(
+            (
+                source.url.as_str(),
+                source.refresh_minutes,
+                source.domain_count,
+                source.fetched_at.as_deref()
+            ),
+            (url, 60, 0, None)
+        );
+        assert!(matches!(
+            store.add_source("games", url, 30, "bob", "t0"),
+            Err(StoreError::Conflict(m)) if m.contains("already a list source")
+        ));
+        assert!(store.source_lists().unwrap().is_empty(), "no list fetched yet");
+        let fresh = SourceFetch::Fresh {
+            domains: vec!["a.example".into(), "b.example".into()],
+            etag: Some("e1".into()),
+            last_modified: None,
+        };
+        store.record_fetch(source.id, "t1", &fresh).unwrap();
+        store
+            .record_fetch(source.id, "t2", &SourceFetch::Failed("HTTP 503".into()))
+            .unwrap();
+        let got = store.source(source.id).unwrap().unwrap();
+        assert_eq!(
+            (
+                got.domain_count,
+                got.etag.as_deref(),
+                got.fetched_at.as_deref(),
+                got.checked_at.as_deref(),
+                got.error.as_deref()
+            ),
+            (2, Some("e1"), Some("t1"), Some("t2"), Some("HTTP 503"))
+        );
+        store.record_fetch(source.id, "t3", &SourceFetch::Unchanged).unwrap();
+        assert_eq!(store.source(source.id).unwrap().unwrap().error, None);
+        assert_eq!(
+            store.source_lists().unwrap(),
+            [(
+                "social".to_owned(),
+                url.to_owned(),
+                vec!["a.example".to_owned(), "b.example".to_owned()]
+            )]
+        );
+        assert_eq!(store.list_sources().unwrap().len(), 1);
+        assert!(store.remove_source(source.id).unwrap());
+        assert!(!store.remove_source(source.id).unwrap());
+        assert_eq!(store.source(source.id).unwrap(), None);
+
+        let at = "2026-12-01T12:00:00.000Z";
+        let first = [
+            visit("casino.example", "2026-12-01T09:00:00.000Z", Some("category gambling")),
+            visit("plain.example", "2026-12-01T09:00:00.000Z", None),
+        ];
+        let newly = store.record_activity("pc-1", at, &first).unwrap();
+        assert_eq!(
+            newly.iter().map(|r| r.domain.as_str()).collect::<Vec<_>>(),
+            ["casino.example"]
+        );
+        let mut again = visit("casino.example", "2026-12-01T11:00:00.000Z", Some("category gambling"));
+        again.first_seen = "2026-12-01T10:00:00.000Z".into();
+        again.hits = 7;
+        assert!(
+            store.record_activity("pc-1", at, &[again]).unwrap().is_empty(),
+            "flagged once"
+        );
+        // An older report does not move the last sight back.
+        let older = visit("casino.example", "2026-12-01T07:00:00.000Z", Some("category gambling"));
+        store.record_activity("pc-1", at, &[older]).unwrap();
+        let since = "2026-12-01T00:00:00.000Z";
+        let flagged = store.activity("pc-1", since, true, 10).unwrap();
+        assert_eq!(flagged.len(), 1);
+        assert_eq!(
+            (
+                flagged[0].first_seen.as_str(),
+                flagged[0].last_seen.as_str(),
+                flagged[0].hits
+            ),
+            ("2026-12-01T08:00:00.000Z", "2026-12-01T11:00:00.000Z", 2)
+        );
+        let all = store.activity("pc-1", since, false, 10).unwrap();
+        assert_eq!(
+            all.iter().map(|r| r.domain.as_str()).collect::<Vec<_>>(),
+            ["casino.example", "plain.example"]
+        );
+        assert_eq!(store.activity("pc-1", since, false, 1).unwrap().len(), 1);
+        assert!(store.activity("pc-2", since, false, 10).unwrap().is_empty());
+        assert_eq!(store.prune_activity("2026-12-01T10:00:00.000Z").unwrap(), 1);
+        assert_eq!(store.activity("pc-1", since, false, 10).unwrap().len(), 1);
+
+        // A removed PC's filter and activity go at the purge.
+        store.remove_agent("pc-1", "ada", "2026-12-02T00:00:00.000Z").unwrap();
+        store.purge_removed_agents("2026-12-03T00:00:00.000Z").unwrap();
+        assert!(store.activity("pc-1", since, false, 10).unwrap().is_empty());
+        assert!(store.filter_configs().unwrap().is_empty());
+        assert!(store.filter_states().unwrap().is_empty());
+        store.create_agent("pc-1", "h", "t").unwrap();
     });
 }
