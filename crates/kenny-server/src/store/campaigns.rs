@@ -150,6 +150,12 @@ impl Store {
     pub fn set_campaign_state(&self, id: i64, from: &[&str], to: &str, now: &str) -> Result<CampaignRow> {
         self.write_db(|c| {
             c.in_tx(|tx| {
+                let refused = |current: &str| {
+                    StoreError::Conflict(format!(
+                        "campaign {id} is {current}; only a campaign that is {} can become {to}",
+                        from.join(" or ")
+                    ))
+                };
                 let current: Option<String> =
                     tx.query_opt("SELECT state FROM update_campaigns WHERE id = ?1", args![id], |r| r.get(0))?;
                 let Some(current) = current else {
@@ -158,15 +164,19 @@ impl Store {
                     )));
                 };
                 if !from.contains(&current.as_str()) {
-                    return Err(StoreError::Conflict(format!(
-                        "campaign {id} is {current}; only a campaign that is {} can become {to}",
-                        from.join(" or ")
-                    )));
+                    return Err(refused(&current));
                 }
-                tx.execute(
-                    "UPDATE update_campaigns SET state = ?2, updated_at = ?3 WHERE id = ?1",
-                    args![id, to, now],
+                // Only from the state just read: on PostgreSQL the read takes no lock,
+                // so another replica may have moved the campaign since.
+                let moved = tx.execute(
+                    "UPDATE update_campaigns SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
+                    args![id, to, now, &current],
                 )?;
+                if moved == 0 {
+                    let now_state: String =
+                        tx.query_one("SELECT state FROM update_campaigns WHERE id = ?1", args![id], |r| r.get(0))?;
+                    return Err(refused(&now_state));
+                }
                 if to == "cancelled" {
                     tx.execute(
                         "UPDATE update_campaign_pcs SET status = 'skipped', detail = 'the campaign was cancelled', updated_at = ?2
