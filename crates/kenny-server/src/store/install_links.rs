@@ -142,24 +142,31 @@ impl Store {
     pub fn revoke_install_link(&self, id: i64, by: &str, now: &str) -> Result<InstallLinkRow> {
         self.write_db(|c| {
             c.in_tx(|tx| {
+                let used = |row: &InstallLinkRow, at: &str| {
+                    StoreError::Conflict(format!(
+                        "install link {id} was already used at {at}; to cut the PC it enrolled off, rekey or remove agent {}",
+                        row.agent_id
+                    ))
+                };
                 let row = tx
                     .query_opt(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row)?
                     .ok_or_else(|| StoreError::NotFound(format!("no install link {id}")))?;
                 if let Some(at) = &row.used_at {
-                    return Err(StoreError::Conflict(format!(
-                        "install link {id} was already used at {at}; to cut the PC it enrolled off, rekey or remove agent {}",
-                        row.agent_id
-                    )));
+                    return Err(used(&row, at));
                 }
                 if row.revoked_at.is_none() {
                     // Only while still unused: a redemption on another replica between
-                    // the read and here wins, and the link reads back as used.
+                    // the read and here wins, and the revocation is refused as above.
                     tx.execute(
                         "UPDATE install_links SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND used_at IS NULL",
                         args![id, now, by],
                     )?;
                 }
-                tx.query_one(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row)
+                let row = tx.query_one(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row)?;
+                match (&row.used_at, &row.revoked_at) {
+                    (Some(at), None) => Err(used(&row, at)),
+                    _ => Ok(row),
+                }
             })
         })
     }
