@@ -1,8 +1,7 @@
 //! Alerts in storage: each alert from when it opened to when it closed, silences, the
 //! channels alerts go to, every delivery (with its retries) and small settings.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{Row, Value, args};
 use super::{Result, Store, StoreError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,69 +77,96 @@ impl Store {
     // ---- alerts -------------------------------------------------------------
 
     pub fn open_alerts(&self) -> Result<Vec<AlertRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!("{ALERT_COLUMNS} WHERE closed_at IS NULL ORDER BY id"))?;
-            let rows = stmt.query_map([], alert_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                &format!("{ALERT_COLUMNS} WHERE closed_at IS NULL ORDER BY id"),
+                args![],
+                alert_row,
+            )
         })
     }
 
     /// Alerts opened or closed at or after `since`, newest first: of the PCs in `agents`
     /// (a JSON array of ids), or of every PC when `None`.
     pub fn alerts_since(&self, since: &str, limit: u32, agents: Option<&str>) -> Result<Vec<AlertRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{ALERT_COLUMNS} WHERE (opened_at >= ?1 OR closed_at >= ?1)
-                 AND (?3 IS NULL OR agent_id IN (SELECT value FROM json_each(?3))) ORDER BY id DESC LIMIT ?2"
-            ))?;
-            let rows = stmt
-                .query_map(params![since, limit, agents], alert_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        // The ids become parameters of their own: taking a JSON array apart in SQL is
+        // done differently by each backend.
+        let ids: Option<Vec<String>> = agents
+            .map(|json| {
+                serde_json::from_str(json).map_err(|e| {
+                    StoreError::Internal(format!("the PCs to show alerts of are not a JSON array of ids: {e}"))
+                })
+            })
+            .transpose()?;
+        let mut values: Vec<Value<'_>> = vec![Value::from(since), Value::from(limit)];
+        let only = match &ids {
+            None => String::new(),
+            Some(ids) if ids.is_empty() => return Ok(Vec::new()),
+            Some(ids) => {
+                let first = values.len() + 1;
+                values.extend(ids.iter().map(Value::from));
+                let places: Vec<String> = (first..first + ids.len()).map(|i| format!("?{i}")).collect();
+                format!(" AND agent_id IN ({})", places.join(", "))
+            }
+        };
+        self.read_db(|c| {
+            c.query_all(
+                &format!("{ALERT_COLUMNS} WHERE (opened_at >= ?1 OR closed_at >= ?1){only} ORDER BY id DESC LIMIT ?2"),
+                &values,
+                alert_row,
+            )
         })
     }
 
     /// When an alert for this PC and key last went out, if ever.
     pub fn last_notified_alert(&self, agent_id: &str, key: &str) -> Result<Option<String>> {
-        self.with(|c| {
-            Ok(c.query_row(
+        self.write_db(|c| {
+            c.query_opt(
                 "SELECT updated_at FROM alerts WHERE agent_id = ?1 AND key = ?2 AND notified = 1 ORDER BY id DESC LIMIT 1",
-                params![agent_id, key],
+                args![agent_id, key],
                 |r| r.get(0),
             )
-            .optional()?)
         })
     }
 
     /// Stores a new alert; returns its id.
     pub fn insert_alert(&self, a: &AlertRow) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
+        self.write_db(|c| {
+            c.query_one(
                 "INSERT INTO alerts (agent_id, key, status, reason, attention, opened_at, updated_at, closed_at, silenced, notified)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![
-                    a.agent_id,
-                    a.key,
-                    a.status,
-                    a.reason,
-                    a.attention,
-                    a.opened_at,
-                    a.updated_at,
-                    a.closed_at,
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) RETURNING id",
+                args![
+                    &a.agent_id,
+                    &a.key,
+                    &a.status,
+                    &a.reason,
+                    a.attention.as_deref(),
+                    &a.opened_at,
+                    &a.updated_at,
+                    a.closed_at.as_deref(),
                     a.silenced,
                     a.notified
                 ],
-            )?;
-            Ok(c.last_insert_rowid())
+                |r| r.get(0),
+            )
         })
     }
 
     /// Saves an alert's current state (status, reason, closing, notified).
     pub fn update_alert(&self, a: &AlertRow) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "UPDATE alerts SET status = ?2, reason = ?3, attention = ?4, updated_at = ?5, closed_at = ?6, silenced = ?7, notified = ?8 WHERE id = ?1",
-                params![a.id, a.status, a.reason, a.attention, a.updated_at, a.closed_at, a.silenced, a.notified],
+                args![
+                    a.id,
+                    &a.status,
+                    &a.reason,
+                    a.attention.as_deref(),
+                    &a.updated_at,
+                    a.closed_at.as_deref(),
+                    a.silenced,
+                    a.notified
+                ],
             )?;
             Ok(())
         })
@@ -149,43 +175,39 @@ impl Store {
     // ---- silences -----------------------------------------------------------
 
     pub fn insert_silence(&self, s: &SilenceRow) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO alert_silences (agent_id, section, until, reason, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![s.agent_id, s.section, s.until, s.reason, s.created_by, s.created_at],
-            )?;
-            Ok(c.last_insert_rowid())
+        self.write_db(|c| {
+            c.query_one(
+                "INSERT INTO alert_silences (agent_id, section, until, reason, created_by, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 RETURNING id",
+                args![&s.agent_id, &s.section, &s.until, &s.reason, &s.created_by, &s.created_at],
+                |r| r.get(0),
+            )
         })
     }
 
     /// Silences still in force at `now`, for one PC or all.
     pub fn active_silences(&self, agent_id: Option<&str>, now: &str) -> Result<Vec<SilenceRow>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{SILENCE_COLUMNS} WHERE until > ?1 AND (?2 IS NULL OR agent_id = ?2) ORDER BY agent_id, section, id"
-            ))?;
-            let rows = stmt
-                .query_map(params![now, agent_id], silence_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
-        })
-    }
-
-    pub fn silence(&self, id: i64) -> Result<Option<SilenceRow>> {
-        self.with(|c| {
-            Ok(
-                c.query_row(&format!("{SILENCE_COLUMNS} WHERE id = ?1"), [id], silence_row)
-                    .optional()?,
+        self.write_db(|c| {
+            c.query_all(
+                &format!(
+                    "{SILENCE_COLUMNS} WHERE until > ?1 AND (CAST(?2 AS TEXT) IS NULL OR agent_id = ?2) ORDER BY agent_id, section, id"
+                ),
+                args![now, agent_id],
+                silence_row,
             )
         })
     }
 
+    pub fn silence(&self, id: i64) -> Result<Option<SilenceRow>> {
+        self.write_db(|c| c.query_opt(&format!("{SILENCE_COLUMNS} WHERE id = ?1"), args![id], silence_row))
+    }
+
     /// Ends a silence now.
     pub fn end_silence(&self, id: i64, now: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             let n = c.execute(
                 "UPDATE alert_silences SET until = ?2 WHERE id = ?1 AND until > ?2",
-                params![id, now],
+                args![id, now],
             )?;
             if n == 0 {
                 return Err(StoreError::NotFound(format!("no silence {id} in force")));
@@ -197,37 +219,29 @@ impl Store {
     // ---- channels -----------------------------------------------------------
 
     pub fn channels(&self) -> Result<Vec<ChannelRow>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(&format!("{CHANNEL_COLUMNS} ORDER BY id"))?;
-            let rows = stmt.query_map([], channel_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
-        })
+        self.write_db(|c| c.query_all(&format!("{CHANNEL_COLUMNS} ORDER BY id"), args![], channel_row))
     }
 
     pub fn channel(&self, id: i64) -> Result<Option<ChannelRow>> {
-        self.with(|c| {
-            Ok(
-                c.query_row(&format!("{CHANNEL_COLUMNS} WHERE id = ?1"), [id], channel_row)
-                    .optional()?,
+        self.write_db(|c| c.query_opt(&format!("{CHANNEL_COLUMNS} WHERE id = ?1"), args![id], channel_row))
+    }
+
+    pub fn insert_channel(&self, ch: &ChannelRow) -> Result<i64> {
+        self.write_db(|c| {
+            c.query_one(
+                "INSERT INTO alert_channels (name, kind, config, digest, enabled, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 RETURNING id",
+                args![&ch.name, &ch.kind, &ch.config, ch.digest, ch.enabled, &ch.created_at],
+                |r| r.get(0),
             )
         })
     }
 
-    pub fn insert_channel(&self, ch: &ChannelRow) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
-                "INSERT INTO alert_channels (name, kind, config, digest, enabled, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![ch.name, ch.kind, ch.config, ch.digest, ch.enabled, ch.created_at],
-            )?;
-            Ok(c.last_insert_rowid())
-        })
-    }
-
     pub fn update_channel(&self, ch: &ChannelRow) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             let n = c.execute(
                 "UPDATE alert_channels SET name = ?2, kind = ?3, config = ?4, digest = ?5, enabled = ?6 WHERE id = ?1",
-                params![ch.id, ch.name, ch.kind, ch.config, ch.digest, ch.enabled],
+                args![ch.id, &ch.name, &ch.kind, &ch.config, ch.digest, ch.enabled],
             )?;
             if n == 0 {
                 return Err(StoreError::NotFound(format!("no channel {}", ch.id)));
@@ -237,8 +251,8 @@ impl Store {
     }
 
     pub fn delete_channel(&self, id: i64) -> Result<()> {
-        self.with(|c| {
-            if c.execute("DELETE FROM alert_channels WHERE id = ?1", [id])? == 0 {
+        self.write_db(|c| {
+            if c.execute("DELETE FROM alert_channels WHERE id = ?1", args![id])? == 0 {
                 return Err(StoreError::NotFound(format!("no channel {id}")));
             }
             Ok(())
@@ -246,10 +260,10 @@ impl Store {
     }
 
     pub fn set_digest_sent(&self, id: i64, at: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "UPDATE alert_channels SET digest_sent_at = ?2 WHERE id = ?1",
-                params![id, at],
+                args![id, at],
             )?;
             Ok(())
         })
@@ -259,58 +273,59 @@ impl Store {
 
     /// Queues a message for every enabled channel; returns how many.
     pub fn queue_deliveries(&self, alert_id: Option<i64>, event: &str, message: &str, now: &str) -> Result<usize> {
-        self.with(|c| {
+        // Parameters in a SELECT list have no column to take their type from on
+        // PostgreSQL, hence the casts.
+        self.write_db(|c| {
             Ok(c.execute(
                 "INSERT INTO alert_deliveries (channel_id, alert_id, event, message, status, next_at, created_at)
-                 SELECT id, ?1, ?2, ?3, 'pending', ?4, ?4 FROM alert_channels WHERE enabled = 1",
-                params![alert_id, event, message, now],
-            )?)
+                 SELECT id, CAST(?1 AS BIGINT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), 'pending', CAST(?4 AS TEXT), CAST(?4 AS TEXT)
+                 FROM alert_channels WHERE enabled = 1",
+                args![alert_id, event, message, now],
+            )? as usize)
         })
     }
 
     /// Queues a message for one channel; returns the delivery's id.
     pub fn queue_delivery(&self, channel_id: i64, event: &str, message: &str, now: &str) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
+        self.write_db(|c| {
+            c.query_one(
                 "INSERT INTO alert_deliveries (channel_id, event, message, status, next_at, created_at)
-                 VALUES (?1, ?2, ?3, 'pending', ?4, ?4)",
-                params![channel_id, event, message, now],
-            )?;
-            Ok(c.last_insert_rowid())
+                 VALUES (?1, ?2, ?3, 'pending', ?4, ?4) RETURNING id",
+                args![channel_id, event, message, now],
+                |r| r.get(0),
+            )
         })
     }
 
     /// Pending deliveries due at `now`, oldest first.
     pub fn due_deliveries(&self, now: &str, limit: u32) -> Result<Vec<DeliveryRow>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(&format!(
-                "{DELIVERY_COLUMNS} WHERE status = 'pending' AND next_at <= ?1 ORDER BY next_at, id LIMIT ?2"
-            ))?;
-            let rows = stmt
-                .query_map(params![now, limit], delivery_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+        self.write_db(|c| {
+            c.query_all(
+                &format!("{DELIVERY_COLUMNS} WHERE status = 'pending' AND next_at <= ?1 ORDER BY next_at, id LIMIT ?2"),
+                args![now, limit],
+                delivery_row,
+            )
         })
     }
 
     /// The earliest time a pending delivery is due, if any.
     pub fn next_delivery_at(&self) -> Result<Option<String>> {
-        self.with(|c| {
-            Ok(c.query_row(
+        self.write_db(|c| {
+            c.query_one(
                 "SELECT MIN(next_at) FROM alert_deliveries WHERE status = 'pending'",
-                [],
+                args![],
                 |r| r.get(0),
-            )?)
+            )
         })
     }
 
     /// Records one attempt: sent, failed for good, or to be tried again at `next_at`.
     pub fn record_attempt(&self, id: i64, status: &str, error: Option<&str>, next_at: &str, now: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "UPDATE alert_deliveries SET status = ?2, attempts = attempts + 1, last_error = ?3, next_at = ?4,
                  sent_at = CASE WHEN ?2 = 'sent' THEN ?5 ELSE sent_at END WHERE id = ?1",
-                params![id, status, error, next_at, now],
+                args![id, status, error, next_at, now],
             )?;
             Ok(())
         })
@@ -318,61 +333,60 @@ impl Store {
 
     /// The newest deliveries, with their channel's name.
     pub fn recent_deliveries(&self, limit: u32) -> Result<Vec<(DeliveryRow, String)>> {
-        self.with(|c| {
-            let mut stmt = c.prepare_cached(
+        self.write_db(|c| {
+            c.query_all(
                 "SELECT d.id, d.channel_id, d.alert_id, d.event, d.message, d.status, d.attempts, d.next_at, d.last_error,
                         d.created_at, d.sent_at, ch.name
                  FROM alert_deliveries d JOIN alert_channels ch ON ch.id = d.channel_id ORDER BY d.id DESC LIMIT ?1",
-            )?;
-            let rows = stmt
-                .query_map([limit], |r| Ok((delivery_row(r)?, r.get(11)?)))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(rows)
+                args![limit],
+                |r| Ok((delivery_row(r)?, r.get(11)?)),
+            )
         })
     }
 
     /// Deletes closed alerts and finished deliveries older than `before`; returns how many.
     pub fn prune_alerts(&self, before: &str) -> Result<usize> {
-        self.with(|c| {
-            let alerts = c.execute(
-                "DELETE FROM alerts WHERE closed_at IS NOT NULL AND closed_at < ?1",
-                [before],
-            )?;
-            let deliveries = c.execute(
-                "DELETE FROM alert_deliveries WHERE status != 'pending' AND created_at < ?1",
-                [before],
-            )?;
-            Ok(alerts + deliveries)
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let alerts = tx.execute(
+                    "DELETE FROM alerts WHERE closed_at IS NOT NULL AND closed_at < ?1",
+                    args![before],
+                )?;
+                let deliveries = tx.execute(
+                    "DELETE FROM alert_deliveries WHERE status != 'pending' AND created_at < ?1",
+                    args![before],
+                )?;
+                Ok((alerts + deliveries) as usize)
+            })
         })
     }
 
     // ---- settings -----------------------------------------------------------
 
     pub fn setting(&self, key: &str) -> Result<Option<(String, String, String)>> {
-        self.with(|c| {
-            Ok(c.query_row(
+        self.write_db(|c| {
+            c.query_opt(
                 "SELECT value, updated_by, updated_at FROM settings WHERE key = ?1",
-                [key],
+                args![key],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
-            .optional()?)
         })
     }
 
     pub fn save_setting(&self, key: &str, value: &str, by: &str, at: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO settings (key, value, updated_by, updated_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_by = excluded.updated_by,
                  updated_at = excluded.updated_at",
-                params![key, value, by, at],
+                args![key, value, by, at],
             )?;
             Ok(())
         })
     }
 }
 
-fn alert_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
+fn alert_row(r: &Row) -> Result<AlertRow> {
     Ok(AlertRow {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -388,7 +402,7 @@ fn alert_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AlertRow> {
     })
 }
 
-fn silence_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SilenceRow> {
+fn silence_row(r: &Row) -> Result<SilenceRow> {
     Ok(SilenceRow {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -400,7 +414,7 @@ fn silence_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SilenceRow> {
     })
 }
 
-fn channel_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChannelRow> {
+fn channel_row(r: &Row) -> Result<ChannelRow> {
     Ok(ChannelRow {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -413,7 +427,7 @@ fn channel_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ChannelRow> {
     })
 }
 
-fn delivery_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeliveryRow> {
+fn delivery_row(r: &Row) -> Result<DeliveryRow> {
     Ok(DeliveryRow {
         id: r.get(0)?,
         channel_id: r.get(1)?,

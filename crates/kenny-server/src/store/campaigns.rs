@@ -2,8 +2,7 @@
 //! PC. Every change of a PC's status is a conditional UPDATE, so the rollout engine and
 //! an operator pausing or cancelling never overwrite each other's decision.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{Row, args};
 use super::{Result, Store, StoreError};
 
 /// Longest reason kept for one PC (parts of it come from the agent).
@@ -61,7 +60,7 @@ pub struct PcChange<'a> {
 const CAMPAIGN_COLUMNS: &str =
     "SELECT id, version, target, max_parallel, state, created_by, created_at, updated_at FROM update_campaigns";
 
-fn campaign(r: &rusqlite::Row<'_>) -> rusqlite::Result<CampaignRow> {
+fn campaign(r: &Row) -> Result<CampaignRow> {
     Ok(CampaignRow {
         id: r.get(0)?,
         version: r.get(1)?,
@@ -77,128 +76,129 @@ fn campaign(r: &rusqlite::Row<'_>) -> rusqlite::Result<CampaignRow> {
 impl Store {
     /// Stores a campaign and one `pending` row per PC, in one transaction.
     pub fn create_campaign(&self, new: &NewCampaign) -> Result<i64> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            tx.execute(
-                "INSERT INTO update_campaigns (version, target, max_parallel, state, created_by, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?5)",
-                params![new.version, new.target, new.max_parallel, new.created_by, new.now],
-            )?;
-            let id = tx.last_insert_rowid();
-            {
-                let mut insert = tx.prepare(
-                    "INSERT OR IGNORE INTO update_campaign_pcs (campaign_id, agent_id, status, updated_at)
-                     VALUES (?1, ?2, 'pending', ?3)",
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let id: i64 = tx.query_one(
+                    "INSERT INTO update_campaigns (version, target, max_parallel, state, created_by, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?5) RETURNING id",
+                    args![&new.version, &new.target, new.max_parallel, &new.created_by, &new.now],
+                    |r| r.get(0),
                 )?;
                 for agent in &new.agents {
-                    insert.execute(params![id, agent, new.now])?;
+                    tx.execute(
+                        "INSERT INTO update_campaign_pcs (campaign_id, agent_id, status, updated_at)
+                         VALUES (?1, ?2, 'pending', ?3) ON CONFLICT (campaign_id, agent_id) DO NOTHING",
+                        args![id, agent, &new.now],
+                    )?;
                 }
-            }
-            tx.commit()?;
-            Ok(id)
+                Ok(id)
+            })
         })
     }
 
     /// Every campaign, newest first.
     pub fn campaigns(&self) -> Result<Vec<CampaignRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!("{CAMPAIGN_COLUMNS} ORDER BY id DESC"))?;
-            Ok(stmt.query_map([], campaign)?.collect::<rusqlite::Result<_>>()?)
-        })
+        self.read_db(|c| c.query_all(&format!("{CAMPAIGN_COLUMNS} ORDER BY id DESC"), args![], campaign))
     }
 
     /// The campaigns the engine works on: running, and stopped ones with a PC still
     /// updating (its outcome is still to be recorded).
     pub fn active_campaigns(&self) -> Result<Vec<CampaignRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!(
-                "{CAMPAIGN_COLUMNS} WHERE state = 'running' OR id IN
-                 (SELECT campaign_id FROM update_campaign_pcs WHERE status = 'updating') ORDER BY id"
-            ))?;
-            Ok(stmt.query_map([], campaign)?.collect::<rusqlite::Result<_>>()?)
-        })
-    }
-
-    pub fn campaign(&self, id: i64) -> Result<Option<CampaignRow>> {
-        self.read(|c| {
-            Ok(
-                c.query_row(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), [id], campaign)
-                    .optional()?,
+        self.read_db(|c| {
+            c.query_all(
+                &format!(
+                    "{CAMPAIGN_COLUMNS} WHERE state = 'running' OR id IN
+                     (SELECT campaign_id FROM update_campaign_pcs WHERE status = 'updating') ORDER BY id"
+                ),
+                args![],
+                campaign,
             )
         })
     }
 
+    pub fn campaign(&self, id: i64) -> Result<Option<CampaignRow>> {
+        self.read_db(|c| c.query_opt(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), args![id], campaign))
+    }
+
     /// A campaign's PCs, by id.
     pub fn campaign_pcs(&self, id: i64) -> Result<Vec<CampaignPc>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT p.agent_id, p.status, p.attempts, p.rollbacks, p.detail, p.started_at, p.updated_at,
-                        a.agent_id IS NOT NULL
+                        CASE WHEN a.agent_id IS NULL THEN 0 ELSE 1 END
                  FROM update_campaign_pcs p LEFT JOIN agents a ON a.agent_id = p.agent_id
                  WHERE p.campaign_id = ?1 ORDER BY p.agent_id",
-            )?;
-            let rows = stmt.query_map([id], |r| {
-                Ok(CampaignPc {
-                    agent_id: r.get(0)?,
-                    status: r.get(1)?,
-                    attempts: r.get(2)?,
-                    rollbacks: r.get(3)?,
-                    detail: r.get(4)?,
-                    started_at: r.get(5)?,
-                    updated_at: r.get(6)?,
-                    known: r.get(7)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                args![id],
+                |r| {
+                    Ok(CampaignPc {
+                        agent_id: r.get(0)?,
+                        status: r.get(1)?,
+                        attempts: r.get(2)?,
+                        rollbacks: r.get(3)?,
+                        detail: r.get(4)?,
+                        started_at: r.get(5)?,
+                        updated_at: r.get(6)?,
+                        known: r.get(7)?,
+                    })
+                },
+            )
         })
     }
 
     /// Moves a campaign from one of `from` to `to`; the error says why it cannot.
     /// Cancelling also marks its pending PCs `skipped`, in the same transaction.
     pub fn set_campaign_state(&self, id: i64, from: &[&str], to: &str, now: &str) -> Result<CampaignRow> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let current: Option<String> = tx
-                .query_row("SELECT state FROM update_campaigns WHERE id = ?1", [id], |r| r.get(0))
-                .optional()?;
-            let Some(current) = current else {
-                return Err(StoreError::NotFound(format!(
-                    "no update campaign {id}; GET /api/campaigns lists them"
-                )));
-            };
-            if !from.contains(&current.as_str()) {
-                return Err(StoreError::Conflict(format!(
-                    "campaign {id} is {current}; only a campaign that is {} can become {to}",
-                    from.join(" or ")
-                )));
-            }
-            tx.execute(
-                "UPDATE update_campaigns SET state = ?2, updated_at = ?3 WHERE id = ?1",
-                params![id, to, now],
-            )?;
-            if to == "cancelled" {
-                tx.execute(
-                    "UPDATE update_campaign_pcs SET status = 'skipped', detail = 'the campaign was cancelled', updated_at = ?2
-                     WHERE campaign_id = ?1 AND status IN ('pending', 'rolled_back')",
-                    params![id, now],
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let refused = |current: &str| {
+                    StoreError::Conflict(format!(
+                        "campaign {id} is {current}; only a campaign that is {} can become {to}",
+                        from.join(" or ")
+                    ))
+                };
+                let current: Option<String> =
+                    tx.query_opt("SELECT state FROM update_campaigns WHERE id = ?1", args![id], |r| r.get(0))?;
+                let Some(current) = current else {
+                    return Err(StoreError::NotFound(format!(
+                        "no update campaign {id}; GET /api/campaigns lists them"
+                    )));
+                };
+                if !from.contains(&current.as_str()) {
+                    return Err(refused(&current));
+                }
+                // Only from the state just read: on PostgreSQL the read takes no lock,
+                // so another replica may have moved the campaign since.
+                let moved = tx.execute(
+                    "UPDATE update_campaigns SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
+                    args![id, to, now, &current],
                 )?;
-            }
-            let row = tx.query_row(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), [id], campaign)?;
-            tx.commit()?;
-            Ok(row)
+                if moved == 0 {
+                    let now_state: String =
+                        tx.query_one("SELECT state FROM update_campaigns WHERE id = ?1", args![id], |r| r.get(0))?;
+                    return Err(refused(&now_state));
+                }
+                if to == "cancelled" {
+                    tx.execute(
+                        "UPDATE update_campaign_pcs SET status = 'skipped', detail = 'the campaign was cancelled', updated_at = ?2
+                         WHERE campaign_id = ?1 AND status IN ('pending', 'rolled_back')",
+                        args![id, now],
+                    )?;
+                }
+                tx.query_one(&format!("{CAMPAIGN_COLUMNS} WHERE id = ?1"), args![id], campaign)
+            })
         })
     }
 
     /// The engine's start of an update: pending → updating, only while the campaign
     /// runs (a PC that rolled back once waits as `rolled_back`). `false` when a pause, a cancel or another start got there first.
     pub fn start_campaign_pc(&self, id: i64, agent_id: &str, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             let changed = c.execute(
                 "UPDATE update_campaign_pcs SET status = 'updating', attempts = attempts + 1, started_at = ?3,
                         detail = 'updating', updated_at = ?3
                  WHERE campaign_id = ?1 AND agent_id = ?2 AND status IN ('pending', 'rolled_back')
                    AND (SELECT state FROM update_campaigns WHERE id = ?1) = 'running'",
-                params![id, agent_id, now],
+                args![id, agent_id, now],
             )?;
             Ok(changed == 1)
         })
@@ -208,19 +208,11 @@ impl Store {
     /// from. `false` when the row had moved on meanwhile.
     pub fn settle_campaign_pc(&self, id: i64, agent_id: &str, change: &PcChange<'_>, now: &str) -> Result<bool> {
         let detail: String = change.detail.chars().take(MAX_DETAIL).collect();
-        self.with(|c| {
+        self.write_db(|c| {
             let changed = c.execute(
                 "UPDATE update_campaign_pcs SET status = ?4, rollbacks = rollbacks + ?5, detail = ?6, updated_at = ?7
                  WHERE campaign_id = ?1 AND agent_id = ?2 AND status = ?3",
-                params![
-                    id,
-                    agent_id,
-                    change.from,
-                    change.to,
-                    i64::from(change.rollback),
-                    detail,
-                    now
-                ],
+                args![id, agent_id, change.from, change.to, change.rollback, &detail, now],
             )?;
             Ok(changed == 1)
         })
@@ -228,12 +220,12 @@ impl Store {
 
     /// A running campaign with nothing left to do becomes `finished`.
     pub fn finish_campaign(&self, id: i64, now: &str) -> Result<bool> {
-        self.with(|c| {
+        self.write_db(|c| {
             let changed = c.execute(
                 "UPDATE update_campaigns SET state = 'finished', updated_at = ?2
                  WHERE id = ?1 AND state = 'running' AND NOT EXISTS
                    (SELECT 1 FROM update_campaign_pcs WHERE campaign_id = ?1 AND status IN ('pending', 'rolled_back', 'updating'))",
-                params![id, now],
+                args![id, now],
             )?;
             Ok(changed == 1)
         })
@@ -241,10 +233,10 @@ impl Store {
 
     /// Puts an update channel on a PC.
     pub fn set_agent_channel(&self, agent_id: &str, channel: &str) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             let changed = c.execute(
                 "UPDATE agents SET channel = ?2 WHERE agent_id = ?1",
-                params![agent_id, channel],
+                args![agent_id, channel],
             )?;
             if changed == 0 {
                 return Err(StoreError::NotFound(format!(

@@ -2,8 +2,7 @@
 //! the enrollment token a link hands out is minted when it is used, in the same
 //! transaction that marks it used, so no usable secret rests in the database.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{Row, args};
 use super::{Result, Store, StoreError};
 
 /// One link as listed (never its token).
@@ -68,7 +67,7 @@ pub struct Redeemed {
 
 const LINK_COLUMNS: &str = "SELECT id, agent_id, os, created_by, created_at, expires_at, used_at, used_from, revoked_at, revoked_by FROM install_links";
 
-fn link_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<InstallLinkRow> {
+fn link_row(r: &Row) -> Result<InstallLinkRow> {
     Ok(InstallLinkRow {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -95,11 +94,11 @@ pub struct NewInstallLink<'a> {
 
 impl Store {
     pub fn create_install_link(&self, link: &NewInstallLink<'_>) -> Result<i64> {
-        self.with(|c| {
-            c.execute(
+        self.write_db(|c| {
+            c.query_one(
                 "INSERT INTO install_links (token_hash, agent_id, os, created_by, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id",
+                args![
                     link.token_hash,
                     link.agent_id,
                     link.os,
@@ -107,33 +106,33 @@ impl Store {
                     link.created_at,
                     link.expires_at
                 ],
-            )?;
-            Ok(c.last_insert_rowid())
+                |r| r.get(0),
+            )
         })
     }
 
     /// Newest first, at most `limit`.
     pub fn install_links(&self, limit: u32) -> Result<Vec<InstallLinkRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!("{LINK_COLUMNS} ORDER BY id DESC LIMIT ?1"))?;
-            let rows = stmt.query_map([limit], link_row)?.collect::<rusqlite::Result<_>>()?;
-            Ok(rows)
+        self.read_db(|c| {
+            c.query_all(
+                &format!("{LINK_COLUMNS} ORDER BY id DESC LIMIT ?1"),
+                args![limit],
+                link_row,
+            )
         })
     }
 
     pub fn install_link(&self, id: i64) -> Result<Option<InstallLinkRow>> {
-        self.read(|c| {
-            Ok(c.query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)
-                .optional()?)
-        })
+        self.read_db(|c| c.query_opt(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row))
     }
 
     /// The link a token opens, without using it.
     pub fn install_link_by_token(&self, token_hash: &str) -> Result<Option<InstallLinkRow>> {
-        self.read(|c| {
-            Ok(
-                c.query_row(&format!("{LINK_COLUMNS} WHERE token_hash = ?1"), [token_hash], link_row)
-                    .optional()?,
+        self.read_db(|c| {
+            c.query_opt(
+                &format!("{LINK_COLUMNS} WHERE token_hash = ?1"),
+                args![token_hash],
+                link_row,
             )
         })
     }
@@ -141,27 +140,34 @@ impl Store {
     /// Revokes a link that is still unused; a used one is a conflict (what it enrolled
     /// stays enrolled: rekey the PC to undo that).
     pub fn revoke_install_link(&self, id: i64, by: &str, now: &str) -> Result<InstallLinkRow> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let row = tx
-                .query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)
-                .optional()?
-                .ok_or_else(|| StoreError::NotFound(format!("no install link {id}")))?;
-            if let Some(at) = &row.used_at {
-                return Err(StoreError::Conflict(format!(
-                    "install link {id} was already used at {at}; to cut the PC it enrolled off, rekey or remove agent {}",
-                    row.agent_id
-                )));
-            }
-            if row.revoked_at.is_none() {
-                tx.execute(
-                    "UPDATE install_links SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1",
-                    params![id, now, by],
-                )?;
-            }
-            let row = tx.query_row(&format!("{LINK_COLUMNS} WHERE id = ?1"), [id], link_row)?;
-            tx.commit()?;
-            Ok(row)
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let used = |row: &InstallLinkRow, at: &str| {
+                    StoreError::Conflict(format!(
+                        "install link {id} was already used at {at}; to cut the PC it enrolled off, rekey or remove agent {}",
+                        row.agent_id
+                    ))
+                };
+                let row = tx
+                    .query_opt(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row)?
+                    .ok_or_else(|| StoreError::NotFound(format!("no install link {id}")))?;
+                if let Some(at) = &row.used_at {
+                    return Err(used(&row, at));
+                }
+                if row.revoked_at.is_none() {
+                    // Only while still unused: a redemption on another replica between
+                    // the read and here wins, and the revocation is refused as above.
+                    tx.execute(
+                        "UPDATE install_links SET revoked_at = ?2, revoked_by = ?3 WHERE id = ?1 AND used_at IS NULL",
+                        args![id, now, by],
+                    )?;
+                }
+                let row = tx.query_one(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![id], link_row)?;
+                match (&row.used_at, &row.revoked_at) {
+                    (Some(at), None) => Err(used(&row, at)),
+                    _ => Ok(row),
+                }
+            })
         })
     }
 
@@ -175,39 +181,48 @@ impl Store {
         from: &str,
         now: &str,
     ) -> Result<std::result::Result<Redeemed, LinkRefusal>> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let Some(row) = tx
-                .query_row(&format!("{LINK_COLUMNS} WHERE token_hash = ?1"), [token_hash], link_row)
-                .optional()?
-            else {
-                return Ok(Err(LinkRefusal::Unknown));
-            };
-            if let Some(refusal) = row.refusal(now) {
-                return Ok(Err(refusal));
-            }
-            tx.execute(
-                "UPDATE install_links SET used_at = ?2, used_from = ?3 WHERE id = ?1",
-                params![row.id, now, from],
-            )?;
-            let rekeyed = tx.execute(
-                "UPDATE agents SET token_hash = ?2, public_key = NULL, enrolled_at = NULL WHERE agent_id = ?1",
-                params![row.agent_id, agent_token_hash],
-            )?;
-            if rekeyed == 0 {
-                tx.execute(
-                    "INSERT INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)",
-                    params![row.agent_id, agent_token_hash, now],
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let Some(row) = tx.query_opt(
+                    &format!("{LINK_COLUMNS} WHERE token_hash = ?1"),
+                    args![token_hash],
+                    link_row,
+                )?
+                else {
+                    return Ok(Err(LinkRefusal::Unknown));
+                };
+                if let Some(refusal) = row.refusal(now) {
+                    return Ok(Err(refusal));
+                }
+                // Only while unused and unrevoked: two redemptions racing on two
+                // replicas (PostgreSQL reads without locking) cannot both win.
+                let marked = tx.execute(
+                    "UPDATE install_links SET used_at = ?2, used_from = ?3
+                     WHERE id = ?1 AND used_at IS NULL AND revoked_at IS NULL",
+                    args![row.id, now, from],
                 )?;
-            }
-            tx.commit()?;
-            Ok(Ok(Redeemed {
-                link_id: row.id,
-                agent_id: row.agent_id,
-                os: row.os,
-                created_by: row.created_by,
-                replaced_existing: rekeyed > 0,
-            }))
+                if marked == 0 {
+                    let again = tx.query_one(&format!("{LINK_COLUMNS} WHERE id = ?1"), args![row.id], link_row)?;
+                    return Ok(Err(again.refusal(now).unwrap_or(LinkRefusal::Unknown)));
+                }
+                let rekeyed = tx.execute(
+                    "UPDATE agents SET token_hash = ?2, public_key = NULL, enrolled_at = NULL WHERE agent_id = ?1",
+                    args![&row.agent_id, agent_token_hash],
+                )?;
+                if rekeyed == 0 {
+                    tx.execute(
+                        "INSERT INTO agents (agent_id, token_hash, created_at) VALUES (?1, ?2, ?3)",
+                        args![&row.agent_id, agent_token_hash, now],
+                    )?;
+                }
+                Ok(Ok(Redeemed {
+                    link_id: row.id,
+                    agent_id: row.agent_id,
+                    os: row.os,
+                    created_by: row.created_by,
+                    replaced_existing: rekeyed > 0,
+                }))
+            })
         })
     }
 }

@@ -5,30 +5,40 @@
 //! again before that keeps it (a trigger forgets the removal). The audit log is never
 //! purged here: it follows its own retention.
 
-use rusqlite::params;
-
+use super::db::{Dialect, args};
 use super::{Result, Store, StoreError};
 
 /// Tables that keep their rows of a removed PC: the audit log has its own retention,
 /// and these two are the removal itself.
 const KEPT: [&str; 3] = ["audit", "agents", "removed_agents"];
 
+/// Every table with an `agent_id` column, as each backend describes its schema.
+const SQLITE_AGENT_TABLES: &str = "SELECT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
+     WHERE m.type = 'table' AND p.name = 'agent_id'";
+// `table_name` is an `sql_identifier`, which reads back as text only once cast; views
+// are left out as SQLite's query leaves them out.
+const POSTGRES_AGENT_TABLES: &str = "SELECT CAST(c.table_name AS TEXT) FROM information_schema.columns c
+     JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+     WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE' AND c.column_name = 'agent_id'";
+
 impl Store {
     /// Removes `agent_id`; its access to the PCs' users goes too, so a PC added later
     /// under the same id is not reachable by whoever could reach this one.
     pub fn remove_agent(&self, agent_id: &str, by: &str, now: &str) -> Result<()> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            if tx.execute("DELETE FROM agents WHERE agent_id = ?1", [agent_id])? == 0 {
-                return Err(StoreError::NotFound(format!("no agent with id {agent_id:?}")));
-            }
-            tx.execute("DELETE FROM user_hosts WHERE agent_id = ?1", [agent_id])?;
-            tx.execute(
-                "INSERT OR REPLACE INTO removed_agents (agent_id, removed_at, removed_by) VALUES (?1, ?2, ?3)",
-                params![agent_id, now, by],
-            )?;
-            tx.commit()?;
-            Ok(())
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                if tx.execute("DELETE FROM agents WHERE agent_id = ?1", args![agent_id])? == 0 {
+                    return Err(StoreError::NotFound(format!("no agent with id {agent_id:?}")));
+                }
+                tx.execute("DELETE FROM user_hosts WHERE agent_id = ?1", args![agent_id])?;
+                tx.execute(
+                    "INSERT INTO removed_agents (agent_id, removed_at, removed_by) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (agent_id) DO UPDATE SET removed_at = excluded.removed_at,
+                     removed_by = excluded.removed_by",
+                    args![agent_id, now, by],
+                )?;
+                Ok(())
+            })
         })
     }
 
@@ -36,35 +46,35 @@ impl Store {
     /// `agent_id` column (found in the schema, so a new table is covered without a
     /// change here), except the audit log. Returns the PCs purged.
     pub fn purge_removed_agents(&self, before: &str) -> Result<Vec<String>> {
-        self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let gone: Vec<String> = {
-                let mut stmt = tx.prepare("SELECT agent_id FROM removed_agents WHERE removed_at < ?1")?;
-                stmt.query_map([before], |r| r.get(0))?
-                    .collect::<rusqlite::Result<_>>()?
-            };
-            if gone.is_empty() {
-                return Ok(gone);
-            }
-            let tables: Vec<String> = {
-                let mut stmt = tx.prepare(
-                    "SELECT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
-                     WHERE m.type = 'table' AND p.name = 'agent_id'",
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let gone: Vec<String> = tx.query_all(
+                    "SELECT agent_id FROM removed_agents WHERE removed_at < ?1",
+                    args![before],
+                    |r| r.get(0),
                 )?;
-                stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
-            };
-            for table in tables.iter().filter(|t| !KEPT.contains(&t.as_str())) {
-                // A table name from the schema itself, quoted: not caller input.
-                let sql = format!("DELETE FROM \"{}\" WHERE agent_id = ?1", table.replace('"', "\"\""));
-                for id in &gone {
-                    tx.execute(&sql, [id])?;
+                if gone.is_empty() {
+                    return Ok(gone);
                 }
-            }
-            for id in &gone {
-                tx.execute("DELETE FROM removed_agents WHERE agent_id = ?1", [id])?;
-            }
-            tx.commit()?;
-            Ok(gone)
+                // The schema itself is described differently by each backend; nothing
+                // portable lists a table's columns.
+                let schema_query = match tx.dialect() {
+                    Dialect::Sqlite => SQLITE_AGENT_TABLES,
+                    Dialect::Postgres => POSTGRES_AGENT_TABLES,
+                };
+                let tables: Vec<String> = tx.query_all(schema_query, args![], |r| r.get(0))?;
+                for table in tables.iter().filter(|t| !KEPT.contains(&t.as_str())) {
+                    // A table name from the schema itself, quoted: not caller input.
+                    let sql = format!("DELETE FROM \"{}\" WHERE agent_id = ?1", table.replace('"', "\"\""));
+                    for id in &gone {
+                        tx.execute(&sql, args![id])?;
+                    }
+                }
+                for id in &gone {
+                    tx.execute("DELETE FROM removed_agents WHERE agent_id = ?1", args![id])?;
+                }
+                Ok(gone)
+            })
         })
     }
 }

@@ -1,8 +1,7 @@
 //! The newest screenshot of each agent, as taken from the dashboard: one PNG per agent,
 //! replaced by the next one.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{Row, args};
 use super::{Result, Store};
 
 /// What is known about a stored screenshot, without the picture.
@@ -21,43 +20,41 @@ pub struct ScreenshotMeta {
 impl Store {
     /// Keeps `png` as the agent's latest screenshot, replacing the one before.
     pub fn put_screenshot(&self, meta: &ScreenshotMeta, png: &[u8]) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO screenshots (agent_id, png, width, height, taken_at, taken_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (agent_id) DO UPDATE SET png = excluded.png, width = excluded.width,
                  height = excluded.height, taken_at = excluded.taken_at, taken_by = excluded.taken_by",
-                params![meta.agent_id, png, meta.width, meta.height, meta.taken_at, meta.taken_by],
+                args![&meta.agent_id, png, meta.width, meta.height, &meta.taken_at, &meta.taken_by],
             )?;
             Ok(())
         })
     }
 
     pub fn screenshot_meta(&self, agent_id: &str) -> Result<Option<ScreenshotMeta>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by FROM screenshots WHERE agent_id = ?1",
-                [agent_id],
+                args![agent_id],
                 meta_row,
             )
-            .optional()?)
         })
     }
 
     /// The latest screenshot with its picture.
     pub fn screenshot(&self, agent_id: &str) -> Result<Option<(ScreenshotMeta, Vec<u8>)>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 "SELECT agent_id, width, height, length(png), taken_at, taken_by, png FROM screenshots WHERE agent_id = ?1",
-                [agent_id],
+                args![agent_id],
                 |r| Ok((meta_row(r)?, r.get(6)?)),
             )
-            .optional()?)
         })
     }
 }
 
 /// The metadata columns, in the order both queries select them.
-fn meta_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ScreenshotMeta> {
+fn meta_row(r: &Row) -> Result<ScreenshotMeta> {
     Ok(ScreenshotMeta {
         agent_id: r.get(0)?,
         width: r.get(1)?,

@@ -1,8 +1,7 @@
 //! What became of each agent update: the agent's own report (succeeded or rolled back,
 //! and why), or the server's note that no report came.
 
-use rusqlite::params;
-
+use super::db::args;
 use super::{Result, Store};
 
 /// Most characters of an agent-supplied reason kept (the agent may be hostile).
@@ -30,14 +29,23 @@ impl Store {
     /// a replayed report cannot rewrite history.
     pub fn record_update(&self, r: &UpdateRecord) -> Result<()> {
         let detail: String = r.detail.chars().take(MAX_UPDATE_DETAIL).collect();
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO agent_updates (order_id, agent_id, requested_by, from_version, to_version, outcome, detail, at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (order_id) DO UPDATE SET outcome = excluded.outcome, detail = excluded.detail, at = excluded.at
                  WHERE agent_updates.outcome = 'no_report' AND excluded.outcome <> 'no_report'
                    AND agent_updates.agent_id = excluded.agent_id",
-                params![r.order_id, r.agent_id, r.requested_by, r.from_version, r.to_version, r.outcome, detail, r.at],
+                args![
+                    &r.order_id,
+                    &r.agent_id,
+                    &r.requested_by,
+                    &r.from_version,
+                    &r.to_version,
+                    &r.outcome,
+                    &detail,
+                    &r.at
+                ],
             )?;
             Ok(())
         })
@@ -45,24 +53,26 @@ impl Store {
 
     /// The agent's updates, newest first.
     pub fn agent_updates(&self, agent_id: &str, limit: u32) -> Result<Vec<UpdateRecord>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        // Two updates recorded at the same instant come in order id order: PostgreSQL
+        // has no insertion order to fall back on as SQLite's rowid was.
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT order_id, agent_id, requested_by, from_version, to_version, outcome, detail, at
-                 FROM agent_updates WHERE agent_id = ?1 ORDER BY at DESC, rowid DESC LIMIT ?2",
-            )?;
-            let rows = stmt.query_map(params![agent_id, limit], |r| {
-                Ok(UpdateRecord {
-                    order_id: r.get(0)?,
-                    agent_id: r.get(1)?,
-                    requested_by: r.get(2)?,
-                    from_version: r.get(3)?,
-                    to_version: r.get(4)?,
-                    outcome: r.get(5)?,
-                    detail: r.get(6)?,
-                    at: r.get(7)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                 FROM agent_updates WHERE agent_id = ?1 ORDER BY at DESC, order_id DESC LIMIT ?2",
+                args![agent_id, limit],
+                |r| {
+                    Ok(UpdateRecord {
+                        order_id: r.get(0)?,
+                        agent_id: r.get(1)?,
+                        requested_by: r.get(2)?,
+                        from_version: r.get(3)?,
+                        to_version: r.get(4)?,
+                        outcome: r.get(5)?,
+                        detail: r.get(6)?,
+                        at: r.get(7)?,
+                    })
+                },
+            )
         })
     }
 }

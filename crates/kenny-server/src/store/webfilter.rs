@@ -2,8 +2,7 @@
 //! last saw there, the list sources with their last good copies, and the web activity
 //! kept from PCs that record it.
 
-use rusqlite::{OptionalExtension, params};
-
+use super::db::{Row, args};
 use super::{Result, Store};
 
 /// A PC's stored configuration (JSON, read by `webfilter::config`).
@@ -89,7 +88,7 @@ pub struct ActivityRow {
 const SOURCE_COLUMNS: &str = "id, category, url, refresh_minutes, etag, last_modified, domain_count, fetched_at, \
      checked_at, error, created_by, created_at";
 
-fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
+fn source_row(r: &Row) -> Result<SourceRow> {
     Ok(SourceRow {
         id: r.get(0)?,
         category: r.get(1)?,
@@ -108,61 +107,62 @@ fn source_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceRow> {
 
 impl Store {
     pub fn filter_configs(&self) -> Result<Vec<FilterConfigRow>> {
-        self.read(|c| {
-            let mut stmt =
-                c.prepare("SELECT agent_id, config, updated_at, updated_by FROM webfilter_configs ORDER BY agent_id")?;
-            let rows = stmt.query_map([], |r| {
-                Ok(FilterConfigRow {
-                    agent_id: r.get(0)?,
-                    config: r.get(1)?,
-                    updated_at: r.get(2)?,
-                    updated_by: r.get(3)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.read_db(|c| {
+            c.query_all(
+                "SELECT agent_id, config, updated_at, updated_by FROM webfilter_configs ORDER BY agent_id",
+                args![],
+                |r| {
+                    Ok(FilterConfigRow {
+                        agent_id: r.get(0)?,
+                        config: r.get(1)?,
+                        updated_at: r.get(2)?,
+                        updated_by: r.get(3)?,
+                    })
+                },
+            )
         })
     }
 
     pub fn put_filter_config(&self, row: &FilterConfigRow) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO webfilter_configs (agent_id, config, updated_at, updated_by) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT (agent_id) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at,
                  updated_by = excluded.updated_by",
-                params![row.agent_id, row.config, row.updated_at, row.updated_by],
+                args![&row.agent_id, &row.config, &row.updated_at, &row.updated_by],
             )?;
             Ok(())
         })
     }
 
     pub fn filter_states(&self) -> Result<Vec<FilterStateRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule, observed_hash,
                         observed_active, observed_at, problem, problem_at, applied_doh FROM webfilter_state",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok(FilterStateRow {
-                    agent_id: r.get(0)?,
-                    applied_hash: r.get(1)?,
-                    applied_count: r.get(2)?,
-                    applied_at: r.get(3)?,
-                    applied_by: r.get(4)?,
-                    applied_rule: r.get(5)?,
-                    observed_hash: r.get(6)?,
-                    observed_active: r.get(7)?,
-                    observed_at: r.get(8)?,
-                    problem: r.get(9)?,
-                    problem_at: r.get(10)?,
-                    applied_doh: r.get(11)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                args![],
+                |r| {
+                    Ok(FilterStateRow {
+                        agent_id: r.get(0)?,
+                        applied_hash: r.get(1)?,
+                        applied_count: r.get(2)?,
+                        applied_at: r.get(3)?,
+                        applied_by: r.get(4)?,
+                        applied_rule: r.get(5)?,
+                        observed_hash: r.get(6)?,
+                        observed_active: r.get(7)?,
+                        observed_at: r.get(8)?,
+                        problem: r.get(9)?,
+                        problem_at: r.get(10)?,
+                        applied_doh: r.get(11)?,
+                    })
+                },
+            )
         })
     }
 
     pub fn put_filter_state(&self, s: &FilterStateRow) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             c.execute(
                 "INSERT INTO webfilter_state (agent_id, applied_hash, applied_count, applied_at, applied_by, applied_rule,
                      observed_hash, observed_active, observed_at, problem, problem_at, applied_doh)
@@ -173,18 +173,18 @@ impl Store {
                      observed_hash = excluded.observed_hash, observed_active = excluded.observed_active,
                      observed_at = excluded.observed_at, problem = excluded.problem, problem_at = excluded.problem_at,
                      applied_doh = excluded.applied_doh",
-                params![
-                    s.agent_id,
-                    s.applied_hash,
+                args![
+                    &s.agent_id,
+                    s.applied_hash.as_deref(),
                     s.applied_count,
-                    s.applied_at,
-                    s.applied_by,
-                    s.applied_rule,
-                    s.observed_hash,
+                    s.applied_at.as_deref(),
+                    s.applied_by.as_deref(),
+                    s.applied_rule.as_deref(),
+                    s.observed_hash.as_deref(),
                     s.observed_active,
-                    s.observed_at,
-                    s.problem,
-                    s.problem_at,
+                    s.observed_at.as_deref(),
+                    s.problem.as_deref(),
+                    s.problem_at.as_deref(),
                     s.applied_doh
                 ],
             )?;
@@ -193,67 +193,63 @@ impl Store {
     }
 
     pub fn list_sources(&self) -> Result<Vec<SourceRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(&format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources ORDER BY id"))?;
-            let rows = stmt.query_map([], source_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        self.read_db(|c| {
+            c.query_all(
+                &format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources ORDER BY id"),
+                args![],
+                source_row,
+            )
         })
     }
 
     /// Every source's last good list: (category, url, domains).
     pub fn source_lists(&self) -> Result<Vec<(String, String, Vec<String>)>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT category, url, domains FROM webfilter_sources WHERE domains IS NOT NULL ORDER BY id",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                let text: String = r.get(2)?;
-                Ok((r.get(0)?, r.get(1)?, text.lines().map(str::to_owned).collect()))
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                args![],
+                |r| {
+                    let text: String = r.get(2)?;
+                    Ok((r.get(0)?, r.get(1)?, text.lines().map(str::to_owned).collect()))
+                },
+            )
         })
     }
 
     pub fn add_source(&self, category: &str, url: &str, refresh_minutes: i64, by: &str, at: &str) -> Result<SourceRow> {
-        self.with(|c| {
-            let inserted = c.execute(
-                "INSERT INTO webfilter_sources (category, url, refresh_minutes, created_by, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (url) DO NOTHING",
-                params![category, url, refresh_minutes, by, at],
-            )?;
-            if inserted == 0 {
-                return Err(super::StoreError::Conflict(format!(
-                    "{url} is already a list source; remove it first to change it"
-                )));
-            }
-            let id = c.last_insert_rowid();
-            Ok(c.query_row(
-                &format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources WHERE id = ?1"),
-                [id],
+        self.write_db(|c| {
+            let added = c.query_opt(
+                &format!(
+                    "INSERT INTO webfilter_sources (category, url, refresh_minutes, created_by, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (url) DO NOTHING RETURNING {SOURCE_COLUMNS}"
+                ),
+                args![category, url, refresh_minutes, by, at],
                 source_row,
-            )?)
+            )?;
+            added.ok_or_else(|| {
+                super::StoreError::Conflict(format!("{url} is already a list source; remove it first to change it"))
+            })
         })
     }
 
     pub fn source(&self, id: i64) -> Result<Option<SourceRow>> {
-        self.read(|c| {
-            Ok(c.query_row(
+        self.read_db(|c| {
+            c.query_opt(
                 &format!("SELECT {SOURCE_COLUMNS} FROM webfilter_sources WHERE id = ?1"),
-                [id],
+                args![id],
                 source_row,
             )
-            .optional()?)
         })
     }
 
     pub fn remove_source(&self, id: i64) -> Result<bool> {
-        self.with(|c| Ok(c.execute("DELETE FROM webfilter_sources WHERE id = ?1", [id])? > 0))
+        self.write_db(|c| Ok(c.execute("DELETE FROM webfilter_sources WHERE id = ?1", args![id])? > 0))
     }
 
     /// Records a fetch: a fresh list replaces the last good one; a failure keeps it and
     /// says why.
     pub fn record_fetch(&self, id: i64, at: &str, fetch: &SourceFetch) -> Result<()> {
-        self.with(|c| {
+        self.write_db(|c| {
             match fetch {
                 SourceFetch::Fresh {
                     domains,
@@ -262,15 +258,22 @@ impl Store {
                 } => c.execute(
                     "UPDATE webfilter_sources SET domains = ?2, domain_count = ?3, etag = ?4, last_modified = ?5,
                          fetched_at = ?6, checked_at = ?6, error = NULL WHERE id = ?1",
-                    params![id, domains.join("\n"), domains.len() as i64, etag, last_modified, at],
+                    args![
+                        id,
+                        domains.join("\n"),
+                        domains.len(),
+                        etag.as_deref(),
+                        last_modified.as_deref(),
+                        at
+                    ],
                 )?,
                 SourceFetch::Unchanged => c.execute(
                     "UPDATE webfilter_sources SET checked_at = ?2, error = NULL WHERE id = ?1",
-                    params![id, at],
+                    args![id, at],
                 )?,
                 SourceFetch::Failed(why) => c.execute(
                     "UPDATE webfilter_sources SET checked_at = ?2, error = ?3 WHERE id = ?1",
-                    params![id, at, why],
+                    args![id, at, why],
                 )?,
             };
             Ok(())
@@ -281,71 +284,70 @@ impl Store {
     /// and takes the newer report's visit count (each report covers the day before it).
     /// Returns the rows flagged now that were not flagged before (to alert on once).
     pub fn record_activity(&self, agent_id: &str, at: &str, rows: &[ActivityRow]) -> Result<Vec<ActivityRow>> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let mut newly = Vec::new();
-            {
-                let mut known =
-                    tx.prepare("SELECT flag IS NOT NULL FROM web_activity WHERE agent_id = ?1 AND domain = ?2")?;
+        self.write_db(|c| {
+            c.in_tx(|tx| {
+                let mut newly = Vec::new();
                 for r in rows.iter().filter(|r| r.flag.is_some()) {
-                    let flagged_before: Option<bool> = known
-                        .query_row(params![agent_id, r.domain], |row| row.get(0))
-                        .optional()?;
+                    let flagged_before: Option<bool> = tx.query_opt(
+                        "SELECT CASE WHEN flag IS NULL THEN 0 ELSE 1 END FROM web_activity WHERE agent_id = ?1 AND domain = ?2",
+                        args![agent_id, &r.domain],
+                        |row| row.get(0),
+                    )?;
                     if flagged_before != Some(true) {
                         newly.push(r.clone());
                     }
                 }
-            }
-            {
-                let mut stmt = tx.prepare(
-                    "INSERT INTO web_activity (agent_id, domain, first_seen, last_seen, hits, flag, recorded_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (agent_id, domain) DO UPDATE SET
-                         first_seen = MIN(first_seen, excluded.first_seen),
-                         last_seen = MAX(last_seen, excluded.last_seen),
-                         hits = excluded.hits, flag = excluded.flag, recorded_at = excluded.recorded_at",
-                )?;
+                // The times are RFC 3339 text, so the earlier of two is the smaller string.
                 for r in rows {
-                    stmt.execute(params![
-                        agent_id,
-                        r.domain,
-                        r.first_seen,
-                        r.last_seen,
-                        r.hits,
-                        r.flag,
-                        at
-                    ])?;
+                    tx.execute(
+                        "INSERT INTO web_activity (agent_id, domain, first_seen, last_seen, hits, flag, recorded_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                         ON CONFLICT (agent_id, domain) DO UPDATE SET
+                             first_seen = CASE WHEN excluded.first_seen < web_activity.first_seen
+                                 THEN excluded.first_seen ELSE web_activity.first_seen END,
+                             last_seen = CASE WHEN excluded.last_seen > web_activity.last_seen
+                                 THEN excluded.last_seen ELSE web_activity.last_seen END,
+                             hits = excluded.hits, flag = excluded.flag, recorded_at = excluded.recorded_at",
+                        args![
+                            agent_id,
+                            &r.domain,
+                            &r.first_seen,
+                            &r.last_seen,
+                            r.hits,
+                            r.flag.as_deref(),
+                            at
+                        ],
+                    )?;
                 }
-            }
-            tx.commit()?;
-            Ok(newly)
+                Ok(newly)
+            })
         })
     }
 
     /// A PC's domains last seen at or after `since`, most recent first.
     pub fn activity(&self, agent_id: &str, since: &str, flagged_only: bool, limit: u32) -> Result<Vec<ActivityRow>> {
-        self.read(|c| {
-            let mut stmt = c.prepare(
+        self.read_db(|c| {
+            c.query_all(
                 "SELECT domain, first_seen, last_seen, hits, flag FROM web_activity
-                 WHERE agent_id = ?1 AND last_seen >= ?2 AND (?3 = 0 OR flag IS NOT NULL)
+                 WHERE agent_id = ?1 AND last_seen >= ?2 AND (CAST(?3 AS BIGINT) = 0 OR flag IS NOT NULL)
                  ORDER BY last_seen DESC, domain LIMIT ?4",
-            )?;
-            let rows = stmt.query_map(params![agent_id, since, flagged_only, limit], |r| {
-                Ok(ActivityRow {
-                    domain: r.get(0)?,
-                    first_seen: r.get(1)?,
-                    last_seen: r.get(2)?,
-                    hits: r.get(3)?,
-                    flag: r.get(4)?,
-                })
-            })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+                args![agent_id, since, flagged_only, limit],
+                |r| {
+                    Ok(ActivityRow {
+                        domain: r.get(0)?,
+                        first_seen: r.get(1)?,
+                        last_seen: r.get(2)?,
+                        hits: r.get(3)?,
+                        flag: r.get(4)?,
+                    })
+                },
+            )
         })
     }
 
     /// Drops activity last seen before `before`; how many rows went.
     pub fn prune_activity(&self, before: &str) -> Result<usize> {
-        self.with(|c| Ok(c.execute("DELETE FROM web_activity WHERE last_seen < ?1", [before])?))
+        self.write_db(|c| Ok(c.execute("DELETE FROM web_activity WHERE last_seen < ?1", args![before])? as usize))
     }
 }
 
