@@ -38,6 +38,33 @@ from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[2]
 BIN_DIR = Path(os.environ.get("KENNY_BIN_DIR") or REPO / "target" / "debug")
+# Which store the servers under test keep their data in: the embedded SQLite file
+# (default) or PostgreSQL (`KENNY_TEST_DATABASE=postgres`: one throwaway server for the
+# session, a database per test).
+DATABASE = os.environ.get("KENNY_TEST_DATABASE", "sqlite")
+if DATABASE not in ("sqlite", "postgres"):
+    raise SystemExit(f"KENNY_TEST_DATABASE must be sqlite or postgres, not {DATABASE!r}")
+_POSTGRES = None
+
+
+def _postgres():
+    """The session's PostgreSQL, started on first use."""
+    global _POSTGRES
+    if _POSTGRES is None:
+        from postgres_server import PostgresServer
+
+        _POSTGRES = PostgresServer()
+    return _POSTGRES
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _POSTGRES is not None:
+        _POSTGRES.stop()
+
+
+def sqlite_only(reason: str):
+    """Marks a test that reads or writes the SQLite file itself."""
+    return pytest.mark.skipif(DATABASE != "sqlite", reason=f"SQLite file only: {reason}")
 SERVER_BIN = BIN_DIR / "kenny-server"
 AGENT_BIN = BIN_DIR / "kenny-agent"
 
@@ -411,6 +438,12 @@ class Kenny:
         self.agents: dict[str, Agent] = {}
         self.admin_pat: str | None = None
         self._seq = 0
+        # With KENNY_TEST_DATABASE=postgres: this deployment's own database.
+        self.database_url = _postgres().new_database() if DATABASE == "postgres" else None
+
+    def store_env(self) -> dict[str, str]:
+        """What every kenny-server process of this deployment needs to find its data."""
+        return {"KENNY_DATABASE_URL": self.database_url} if self.database_url else {}
 
     # -- urls
 
@@ -455,7 +488,7 @@ class Kenny:
         assert self.server is None or not self.server.alive(), "server already running"
         deadline = time.monotonic() + bind_retry_secs
         while True:
-            env = dict(self.server_env)
+            env = {**self.store_env(), **self.server_env}
             if via_env:
                 argv = [str(SERVER_BIN), "serve"]
                 env.update({"KENNY_LISTEN": f"127.0.0.1:{port}", "KENNY_DATA_DIR": str(self.data_dir)})
@@ -508,7 +541,7 @@ class Kenny:
         argv = [str(SERVER_BIN), *args, "--data-dir", str(self.data_dir)]
         try:
             cp = subprocess.run(
-                argv, input=input, capture_output=True, text=True, timeout=ADMIN_TIMEOUT, env=_child_env(), cwd=self.root
+                argv, input=input, capture_output=True, text=True, timeout=ADMIN_TIMEOUT, env=_child_env(self.store_env()), cwd=self.root
             )
         except subprocess.TimeoutExpired as e:
             raise AssertionError(f"admin command hung: {argv}") from e

@@ -10,13 +10,13 @@ import time
 
 import httpx
 
-from conftest import SERVER_BIN
+from conftest import SERVER_BIN, _child_env
 from signin_helpers import _client, _login
 
 
 def _cli(kenny, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(SERVER_BIN), *args, "--data-dir", str(kenny.data_dir)], input=input,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=_child_env(kenny.store_env()))
 
 
 def _status_with(kenny, token: str) -> int:
@@ -73,3 +73,24 @@ def test_accounts_and_tokens_are_managed_from_the_command_line(kenny):
         assert res.returncode != 0 and "superuser" in res.stderr, (args, res.stderr)
     missing = _cli(kenny, "user", "disable", "nobody")
     assert missing.returncode != 0 and "nobody" in missing.stderr, missing
+
+
+def test_backups_refuse_a_postgresql_store(tmp_path):
+    """Backups copy the SQLite file; against a PostgreSQL store they would copy an empty
+    one. Each refuses before touching anything and names the tool to use instead (no
+    PostgreSQL is needed to see it: the refusal comes before connecting)."""
+    url = "postgres://kenny@127.0.0.1:1/kenny"
+    data = tmp_path / "data"
+    runs = {
+        "backup": [str(SERVER_BIN), "backup", "--out", str(tmp_path / "b.db"), "--data-dir", str(data)],
+        "restore": [str(SERVER_BIN), "restore", str(tmp_path / "b.db"), "--data-dir", str(data)],
+        "serve": [str(SERVER_BIN), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(data),
+                  "--backup-dir", str(tmp_path / "backups")],
+    }
+    for name, argv in runs.items():
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              env=_child_env({"KENNY_DATABASE_URL": url}))
+        assert done.returncode != 0, (name, done.stdout, done.stderr)
+        assert "pg_dump" in done.stderr and "PostgreSQL" in done.stderr, (name, done.stderr)
+        assert url not in done.stderr + done.stdout, "the URL (and any password in it) is never echoed"
+    assert not (tmp_path / "b.db").exists() and not (tmp_path / "backups").exists()

@@ -11,6 +11,9 @@ pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(365 * 24 * 360
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub data_dir: PathBuf,
+    /// Keep the data in this PostgreSQL database instead of the data directory's SQLite
+    /// file (the server key and release builds stay in the data directory).
+    pub database_url: Option<String>,
     /// The URL clients use to reach this server; defaults to `http://<listen>`.
     pub public_url: Option<String>,
     /// How often the server pings each agent; three silent beats mark it dead.
@@ -49,6 +52,7 @@ impl ServeConfig {
         ServeConfig {
             listen,
             data_dir,
+            database_url: None,
             public_url: None,
             tls: None,
             heartbeat: Duration::from_secs(15),

@@ -30,6 +30,12 @@ struct DataDir {
     /// Directory holding the database and the server key (created on first use).
     #[arg(long, env = "KENNY_DATA_DIR", default_value = "kenny-data", global = true)]
     data_dir: PathBuf,
+    /// Keep the data in PostgreSQL instead of the data directory's SQLite file
+    /// (postgres://user:password@host:port/database), for several replicas sharing one
+    /// state. Give it in the environment (KENNY_DATABASE_URL) or the settings file:
+    /// on the command line every local user can read its password.
+    #[arg(long, env = "KENNY_DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -387,6 +393,7 @@ fn main() -> anyhow::Result<()> {
             // way), so only the SDK's transport warnings are kept.
             kenny_host::init_logging("info,rmcp=warn,rmcp::service=off");
             let mut config = ServeConfig::new(listen, data.data_dir);
+            config.database_url = data.database_url;
             config.public_url = public_url;
             config.tls = tls_cert.zip(tls_key).map(|(cert, key)| kenny_server::tls::TlsFiles {
                 cert,
@@ -592,6 +599,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Backup { out, data } => {
+            refuse_on_postgres(&data, "backup")?;
             let info = kenny_server::backup::make(&data.data_dir, &out)?;
             println!("backup written to {}: {}", out.display(), serde_json::to_string(&info)?);
             Ok(())
@@ -602,6 +610,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Restore { file, staged, data } => {
+            refuse_on_postgres(&data, "restore")?;
             match kenny_server::backup::restore(&data.data_dir, &file, staged)? {
                 kenny_server::backup::Restored::Staged => println!(
                     "staged: the server restores {} when it next starts in {}",
@@ -691,8 +700,22 @@ fn whoami() -> String {
         .unwrap_or_else(|| "an administrator".into())
 }
 
+/// Backups are of the SQLite file; PostgreSQL has its own tools for that.
+fn refuse_on_postgres(data: &DataDir, command: &str) -> anyhow::Result<()> {
+    if data.database_url.is_some() {
+        anyhow::bail!(
+            "`{command}` works on the SQLite file, and --database-url puts the data in PostgreSQL; use pg_dump and pg_restore (or your provider's backups) there"
+        );
+    }
+    Ok(())
+}
+
 fn open(data: &DataDir) -> anyhow::Result<Store> {
-    Store::open(&data.data_dir).with_context(|| format!("opening the data directory {}", data.data_dir.display()))
+    match &data.database_url {
+        Some(url) => Store::open_postgres(url).context("opening the PostgreSQL database (--database-url)"),
+        None => Store::open(&data.data_dir)
+            .with_context(|| format!("opening the data directory {}", data.data_dir.display())),
+    }
 }
 
 fn read_password() -> anyhow::Result<(String, bool)> {

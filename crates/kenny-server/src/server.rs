@@ -66,15 +66,27 @@ pub async fn start_with_clock(
     clock: Clock,
 ) -> anyhow::Result<RunningServer> {
     let data_dir = config.data_dir.clone();
+    let database_url = config.database_url.clone();
+    if database_url.is_some() && config.backups.is_some() {
+        anyhow::bail!(
+            "--backup-dir backs up the SQLite file, and this server keeps its data in PostgreSQL (--database-url); back that up with pg_dump or your PostgreSQL provider's backups"
+        );
+    }
     let (data_lock, store) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         // One server per data directory; a restore waits for it to stop.
         let lock = crate::backup::lock_data_dir(&data_dir)?;
-        crate::backup::apply_staged(&data_dir)?;
-        Ok((lock, Store::open(&data_dir)))
+        let store = match &database_url {
+            Some(url) => Store::open_postgres(url).context("opening the PostgreSQL database (--database-url)"),
+            None => {
+                crate::backup::apply_staged(&data_dir)?;
+                Store::open(&data_dir).with_context(|| format!("opening the database in {}", data_dir.display()))
+            }
+        };
+        Ok((lock, store))
     })
     .await??;
-    let store = store.with_context(|| format!("opening the database in {}", config.data_dir.display()))?;
+    let store = store?;
     let store = Arc::new(store);
     let interrupted = store
         .interrupt_unfinished_calls()

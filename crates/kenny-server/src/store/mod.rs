@@ -219,12 +219,10 @@ pub struct AuditFilter {
     pub outcome: Option<String>,
 }
 
-/// What a store call not yet written for PostgreSQL answers there (issue 15 moves the
-/// store over one module at a time; each moved one runs on both).
+/// What a SQLite-only step (the file's own maintenance, tests reaching for the file)
+/// answers on PostgreSQL.
 fn not_on_postgres() -> StoreError {
-    StoreError::Internal(
-        "this part of kenny does not run on PostgreSQL yet; use the embedded SQLite store (no --database-url)".into(),
-    )
+    StoreError::Internal("this step works on the embedded SQLite file only, not on PostgreSQL".into())
 }
 
 /// Opens a connection with the settings every kenny connection uses.
@@ -392,6 +390,7 @@ impl Store {
     /// Runs `f` on a read-only connection: any idle one, else the first one given
     /// back. Never takes the writer, so a long read (a big audit page) holds up
     /// neither writes nor sign-ins. Sees everything committed before it starts.
+    #[cfg(test)]
     fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         match &self.backend {
             Backend::Sqlite { readers, .. } => {
