@@ -4,7 +4,7 @@ use rusqlite::Connection;
 
 use super::{Result, StoreError};
 
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: accounts, credentials, agents, audit, telemetry.
     "CREATE TABLE users (
         id INTEGER PRIMARY KEY,
@@ -425,7 +425,7 @@ const MIGRATIONS: &[&str] = &[
 ///
 /// It names every column `users` has: a migration that adds one must come after it or
 /// extend it.
-const USERS_NEVER_REUSE_IDS: &str = "CREATE TABLE users_new (
+pub(super) const USERS_NEVER_REUSE_IDS: &str = "CREATE TABLE users_new (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         username TEXT NOT NULL UNIQUE,
         password_hash TEXT NOT NULL,
