@@ -441,6 +441,17 @@ class Kenny:
         # With KENNY_TEST_DATABASE=postgres: this deployment's own database.
         self.database_url = _postgres().new_database() if DATABASE == "postgres" else None
 
+    def sql(self, query: str, params: tuple = ()) -> list[tuple]:
+        """Runs one statement (`?` parameters) on this deployment's database, whichever
+        backend it is on, committing it; the rows it returns. For tests that set up or
+        look at what the server stored."""
+        if self.database_url is None:
+            import sqlite3
+
+            with sqlite3.connect(self.data_dir / "kenny.db", timeout=30) as db:
+                return db.execute(query, params).fetchall()
+        return _postgres().run(self.database_url, query, params)
+
     def store_env(self) -> dict[str, str]:
         """What every kenny-server process of this deployment needs to find its data."""
         return {"KENNY_DATABASE_URL": self.database_url} if self.database_url else {}

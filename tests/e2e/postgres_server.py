@@ -79,6 +79,32 @@ class PostgresServer:
         assert done.returncode == 0, done.stderr
         return f"postgres://{SUPERUSER}@127.0.0.1:{self.port}/{name}"
 
+    def run(self, url: str, query: str, params: tuple = ()) -> list[tuple]:
+        """One statement on the database at `url`, its `?` parameters written in as
+        literals (test values only); the rows, integers as ints."""
+        parts = query.split("?")
+        assert len(parts) == len(params) + 1, f"{len(params)} parameters for {query!r}"
+        sql = parts[0]
+        for value, rest in zip(params, parts[1:]):
+            if value is None:
+                literal = "NULL"
+            elif isinstance(value, (int, float)):
+                literal = str(value)
+            else:
+                literal = "'" + str(value).replace("'", "''") + "'"
+            sql += literal + rest
+        database = url.rsplit("/", 1)[1]
+        done = subprocess.run(
+            [str(self.bins / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, "-d", database,
+             "-v", "ON_ERROR_STOP=1", "-q", "-At", "-F", "\x1f", "-c", sql],
+            capture_output=True, text=True,
+        )
+        assert done.returncode == 0, f"{sql}: {done.stderr}"
+        rows = []
+        for line in done.stdout.splitlines():
+            rows.append(tuple(int(f) if f.lstrip("-").isdigit() else f for f in line.split("\x1f")))
+        return rows
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)  # fast shutdown

@@ -7,7 +7,6 @@ has passed (the audit log stays)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 
 import httpx
@@ -20,8 +19,7 @@ def _api(kenny) -> httpx.Client:
 
 
 def _rows(kenny, table: str, agent_id: str) -> int:
-    with sqlite3.connect(kenny.data_dir / "kenny.db") as db:
-        return db.execute(f"SELECT COUNT(*) FROM {table} WHERE agent_id = ?", (agent_id,)).fetchone()[0]
+    return kenny.sql(f"SELECT COUNT(*) FROM {table} WHERE agent_id = ?", (agent_id,))[0][0]
 
 
 async def _wait_for_log(proc, text: str, timeout: float = 20) -> None:

@@ -4,7 +4,6 @@ start-up, then hourly), newer ones stay; the default keeps a year."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import subprocess
 import time
 from datetime import datetime, timedelta, timezone
@@ -21,23 +20,15 @@ def _at(days_ago: int) -> str:
 
 def _write_rows(kenny, agent_id: str, days_ago: int, n: int) -> None:
     """Rows as an earlier server wrote them, `days_ago` days back (server stopped)."""
-    db = sqlite3.connect(kenny.data_dir / "kenny.db")
-    try:
-        db.executemany(
+    for _ in range(n):
+        kenny.sql(
             "INSERT INTO audit (at, agent_id, tool, args_digest, outcome, duration_ms) VALUES (?, ?, 'shell_exec', 'd', 'ok', 1)",
-            [(_at(days_ago), agent_id)] * n,
+            (_at(days_ago), agent_id),
         )
-        db.commit()
-    finally:
-        db.close()
 
 
 def _count(kenny, agent_id: str) -> int:
-    db = sqlite3.connect(f"file:{kenny.data_dir / 'kenny.db'}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT COUNT(*) FROM audit WHERE agent_id = ?", (agent_id,)).fetchone()[0]
-    finally:
-        db.close()
+    return kenny.sql("SELECT COUNT(*) FROM audit WHERE agent_id = ?", (agent_id,))[0][0]
 
 
 async def _wait_pruned(kenny, agent_id: str) -> None:
@@ -85,7 +76,7 @@ def test_a_bad_retention_setting_is_refused_and_loses_nothing(kenny):
     for bad in ["-1", "a year", "40000"]:
         cp = subprocess.run(
             [str(SERVER_BIN), "serve", "--listen", "127.0.0.1:0", "--data-dir", str(kenny.data_dir), f"--audit-retention-days={bad}"],
-            capture_output=True, text=True, timeout=30, env=_child_env(),
+            capture_output=True, text=True, timeout=30, env=_child_env(kenny.store_env()),
         )
         assert cp.returncode != 0 and "--audit-retention-days" in cp.stderr, (bad, cp.stderr)
     assert _count(kenny, "pc-kept") == 3

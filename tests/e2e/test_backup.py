@@ -13,7 +13,11 @@ import subprocess
 
 import anyio
 
-from conftest import SERVER_BIN, Kenny, _child_env, call, expect_ok
+from conftest import sqlite_only, SERVER_BIN, Kenny, _child_env, call, expect_ok
+
+# Backups are copies of the SQLite file; a PostgreSQL store is backed up with pg_dump
+# (and `backup`/`restore`/`--backup-dir` refuse it: test_admin_cli.py).
+pytestmark = sqlite_only("backups copy the SQLite file")
 
 CLIENTS = 64
 

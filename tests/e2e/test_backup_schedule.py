@@ -17,7 +17,11 @@ from pathlib import Path
 
 import httpx
 
-from conftest import SERVER_BIN, Kenny, _child_env
+from conftest import sqlite_only, SERVER_BIN, Kenny, _child_env
+
+# Backups are copies of the SQLite file; a PostgreSQL store is backed up with pg_dump
+# (and `backup`/`restore`/`--backup-dir` refuse it: test_admin_cli.py).
+pytestmark = sqlite_only("backups copy the SQLite file")
 
 NAME = re.compile(r"^kenny-\d{8}T\d{6}Z\.kennybackup$")
 KEEP = 2

@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import time
 
@@ -328,11 +327,7 @@ async def test_slow_unauthenticated_clients_do_not_keep_a_real_agent_out(kenny):
 
 
 def _telemetry_rows(kenny, agent_id: str) -> list[str]:
-    db = sqlite3.connect(f"file:{kenny.data_dir / 'kenny.db'}?mode=ro", uri=True)
-    try:
-        return [r[0] for r in db.execute("SELECT snapshot FROM telemetry WHERE agent_id = ?", (agent_id,))]
-    finally:
-        db.close()
+    return [r[0] for r in kenny.sql("SELECT snapshot FROM telemetry WHERE agent_id = ?", (agent_id,))]
 
 
 async def test_log_and_telemetry_floods_are_bounded_and_calls_still_answered(kenny):

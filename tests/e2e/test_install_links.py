@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import platform
-import sqlite3
 import subprocess
 
 import httpx
@@ -93,8 +92,7 @@ async def test_expired_and_revoked_links_are_refused_with_the_reason(kenny, tmp_
     _add_build(kenny)
     expired = _link(kenny, "pc-late", expires_minutes=5)
     # Time passes: the link's expiry is moved into the past in the server's database.
-    with sqlite3.connect(kenny.data_dir / "kenny.db") as db:
-        db.execute("UPDATE install_links SET expires_at = '2020-01-01T00:00:00.000Z' WHERE id = ?", (expired["id"],))
+    kenny.sql("UPDATE install_links SET expires_at = '2020-01-01T00:00:00.000Z' WHERE id = ?", (expired["id"],))
     page = httpx.get(expired["url"], timeout=10)
     assert page.status_code == 410 and "expired" in page.text, page.text
     res = _run_command(expired, tmp_path / "late")
