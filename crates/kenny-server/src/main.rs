@@ -599,7 +599,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Backup { out, data } => {
-            refuse_on_postgres(&data, "backup")?;
+            kenny_server::server::refuse_backups_on_postgres("`backup`", data.database_url.as_deref())?;
             let info = kenny_server::backup::make(&data.data_dir, &out)?;
             println!("backup written to {}: {}", out.display(), serde_json::to_string(&info)?);
             Ok(())
@@ -610,7 +610,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Restore { file, staged, data } => {
-            refuse_on_postgres(&data, "restore")?;
+            kenny_server::server::refuse_backups_on_postgres("`restore`", data.database_url.as_deref())?;
             match kenny_server::backup::restore(&data.data_dir, &file, staged)? {
                 kenny_server::backup::Restored::Staged => println!(
                     "staged: the server restores {} when it next starts in {}",
@@ -700,22 +700,9 @@ fn whoami() -> String {
         .unwrap_or_else(|| "an administrator".into())
 }
 
-/// Backups are of the SQLite file; PostgreSQL has its own tools for that.
-fn refuse_on_postgres(data: &DataDir, command: &str) -> anyhow::Result<()> {
-    if data.database_url.is_some() {
-        anyhow::bail!(
-            "`{command}` works on the SQLite file, and --database-url puts the data in PostgreSQL; use pg_dump and pg_restore (or your provider's backups) there"
-        );
-    }
-    Ok(())
-}
-
+/// The store the admin commands work on.
 fn open(data: &DataDir) -> anyhow::Result<Store> {
-    match &data.database_url {
-        Some(url) => Store::open_postgres(url).context("opening the PostgreSQL database (--database-url)"),
-        None => Store::open(&data.data_dir)
-            .with_context(|| format!("opening the data directory {}", data.data_dir.display())),
-    }
+    kenny_server::server::open_store(&data.data_dir, data.database_url.as_deref())
 }
 
 fn read_password() -> anyhow::Result<(String, bool)> {

@@ -67,22 +67,17 @@ pub async fn start_with_clock(
 ) -> anyhow::Result<RunningServer> {
     let data_dir = config.data_dir.clone();
     let database_url = config.database_url.clone();
-    if database_url.is_some() && config.backups.is_some() {
-        anyhow::bail!(
-            "--backup-dir backs up the SQLite file, and this server keeps its data in PostgreSQL (--database-url); back that up with pg_dump or your PostgreSQL provider's backups"
-        );
+    if config.backups.is_some() {
+        refuse_backups_on_postgres("--backup-dir", database_url.as_deref())?;
     }
     let (data_lock, store) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         // One server per data directory; a restore waits for it to stop.
         let lock = crate::backup::lock_data_dir(&data_dir)?;
-        let store = match &database_url {
-            Some(url) => Store::open_postgres(url).context("opening the PostgreSQL database (--database-url)"),
-            None => {
-                crate::backup::apply_staged(&data_dir)?;
-                Store::open(&data_dir).with_context(|| format!("opening the database in {}", data_dir.display()))
-            }
-        };
+        if database_url.is_none() {
+            crate::backup::apply_staged(&data_dir)?;
+        }
+        let store = open_store(&data_dir, database_url.as_deref());
         Ok((lock, store))
     })
     .await??;
@@ -289,6 +284,26 @@ pub async fn start_with_clock(
         Ok(())
     });
     Ok(RunningServer { addr, state, task })
+}
+
+/// The store a server or an admin command works on: PostgreSQL at `database_url`
+/// when one is given, else the SQLite file in `data_dir`.
+pub fn open_store(data_dir: &std::path::Path, database_url: Option<&str>) -> anyhow::Result<Store> {
+    match database_url {
+        Some(url) => Store::open_postgres(url).context("opening the PostgreSQL database (--database-url)"),
+        None => Store::open(data_dir).with_context(|| format!("opening the database in {}", data_dir.display())),
+    }
+}
+
+/// Backups copy the SQLite file; `what` (a command or an option) refuses a store that is
+/// in PostgreSQL, and says what to use there.
+pub fn refuse_backups_on_postgres(what: &str, database_url: Option<&str>) -> anyhow::Result<()> {
+    if database_url.is_some() {
+        anyhow::bail!(
+            "{what} works on the SQLite file, and --database-url puts the data in PostgreSQL; back that up with pg_dump and pg_restore (or your provider's backups)"
+        );
+    }
+    Ok(())
 }
 
 /// Every route, each handler taking the parts of the state it names; building them

@@ -319,19 +319,22 @@ impl PgConn {
 
     fn query(&mut self, sql: &str, args: &[Value<'_>]) -> Result<Vec<tokio_postgres::Row>> {
         let statement = self.statement(sql)?;
-        let params: Vec<&(dyn PgToSql + Sync)> = args.iter().map(|a| a as &(dyn PgToSql + Sync)).collect();
-        Ok(block_on(self.client.query(&statement, &params))?)
+        Ok(block_on(self.client.query(&statement, &pg_params(args)))?)
     }
 
     fn execute(&mut self, sql: &str, args: &[Value<'_>]) -> Result<u64> {
         let statement = self.statement(sql)?;
-        let params: Vec<&(dyn PgToSql + Sync)> = args.iter().map(|a| a as &(dyn PgToSql + Sync)).collect();
-        Ok(block_on(self.client.execute(&statement, &params))?)
+        Ok(block_on(self.client.execute(&statement, &pg_params(args)))?)
     }
 
     pub(crate) fn batch(&mut self, sql: &str) -> Result<()> {
         Ok(block_on(self.client.batch_execute(sql))?)
     }
+}
+
+/// Parameters as tokio-postgres takes them.
+fn pg_params<'a>(args: &'a [Value<'_>]) -> Vec<&'a (dyn PgToSql + Sync)> {
+    args.iter().map(|a| a as &(dyn PgToSql + Sync)).collect()
 }
 
 /// Which backend a connection is on, for the few statements that differ.

@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -52,6 +53,18 @@ fn translate(sqlite: &'static str) -> Result<Cow<'static, str>> {
     if let Some(own) = own_form(sqlite) {
         return Ok(Cow::Borrowed(own));
     }
+    let mut sql = Cow::Borrowed(sqlite);
+    for (re, replacement) in RULES.iter() {
+        if let Cow::Owned(changed) = re.replace_all(&sql, *replacement) {
+            sql = Cow::Owned(changed);
+        }
+    }
+    Ok(Cow::Owned(sql.replace(") WITHOUT ROWID;", ");")))
+}
+
+/// SQLite's column types and row ids, and what PostgreSQL calls them; the first match
+/// of an id column wins, so the specific forms come first.
+static RULES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     let rules: [(&str, &str); 6] = [
         (
             r"\bid INTEGER PRIMARY KEY AUTOINCREMENT\b",
@@ -66,15 +79,11 @@ fn translate(sqlite: &'static str) -> Result<Cow<'static, str>> {
         (r"\bREAL\b", "DOUBLE PRECISION"),
         (r"\bBLOB\b", "BYTEA"),
     ];
-    let mut sql = Cow::Borrowed(sqlite);
-    for (pattern, replacement) in rules {
-        let re = Regex::new(pattern).map_err(|e| StoreError::Internal(format!("a schema rule: {e}")))?;
-        if let Cow::Owned(changed) = re.replace_all(&sql, replacement) {
-            sql = Cow::Owned(changed);
-        }
-    }
-    Ok(Cow::Owned(sql.replace(") WITHOUT ROWID;", ");")))
-}
+    rules
+        .into_iter()
+        .map(|(pattern, replacement)| (Regex::new(pattern).expect("the rules are valid patterns"), replacement))
+        .collect()
+});
 
 /// Any fixed number: the advisory lock replicas take while migrating.
 const MIGRATION_LOCK: i64 = 0x6b65_6e6e_7900_0001;

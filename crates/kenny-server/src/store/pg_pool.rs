@@ -58,10 +58,11 @@ impl PgPool {
 
     /// Runs `f` on a pooled connection.
     pub(super) fn with<T>(&self, f: impl FnOnce(&RefCell<PgConn>) -> Result<T>) -> Result<T> {
-        let conn = RefCell::new(self.take()?);
-        let result = f(&conn);
-        self.give_back(conn.into_inner());
-        result
+        let lent = Lent {
+            pool: self,
+            conn: Some(RefCell::new(self.take()?)),
+        };
+        f(lent.conn.as_ref().expect("lent until dropped"))
     }
 
     fn take(&self) -> Result<PgConn> {
@@ -81,14 +82,30 @@ impl PgPool {
         }
     }
 
-    fn give_back(&self, conn: PgConn) {
+    fn give_back(&self, conn: PgConn, discard: bool) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.is_unusable() {
+        if discard || conn.is_unusable() {
             state.open -= 1;
         } else {
             state.idle.push(conn);
         }
         self.returned.notify_one();
+    }
+}
+
+/// A connection lent to one store call; given back when the call ends, even by a
+/// panic, so the pool never loses a slot. One a panic left behind may be in the middle
+/// of a transaction: it is closed rather than lent again.
+struct Lent<'a> {
+    pool: &'a PgPool,
+    conn: Option<RefCell<PgConn>>,
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.give_back(conn.into_inner(), std::thread::panicking());
+        }
     }
 }
 
