@@ -634,13 +634,15 @@ class Kenny:
     # -- MCP
 
     @asynccontextmanager
-    async def mcp(self, token: str | None = None, mode: str | None = None) -> AsyncIterator[Client]:
-        """An SDK MCP client session on /mcp with `Authorization: Bearer <token>`."""
+    async def mcp(self, token: str | None = None, mode: str | None = None, base_url: str | None = None) -> AsyncIterator[Client]:
+        """An SDK MCP client session on /mcp with `Authorization: Bearer <token>`; on
+        `base_url` (one replica of a cluster, say) instead of the server's own."""
         token = token or self.admin_pat
         headers = {"Authorization": f"Bearer {token}"}
         timeout = httpx2.Timeout(30.0, read=CALL_TIMEOUT + 30)
         async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
-            transport = streamable_http_client(self.mcp_url, http_client=http)
+            url = f"{base_url}/mcp" if base_url else self.mcp_url
+            transport = streamable_http_client(url, http_client=http)
             # The handshake is bounded by the SDK's own timeouts (discover probe 10 s,
             # initialize read_timeout_seconds); a cancel scope must not wrap __aenter__,
             # whose task groups outlive it.

@@ -141,7 +141,7 @@ pub fn add_agent_at(store: &Store, data_dir: &Path, agent_id: &str, now: &str) -
     }
     let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
     store.create_agent(agent_id, &secrets::token_hash(&token), now)?;
-    enrollment(data_dir, agent_id, token)
+    enrollment(store, data_dir, agent_id, token)
 }
 
 /// The command that installs the agent as a service on the PC, with the values `add_agent`
@@ -184,7 +184,7 @@ fn shell_word(w: &str) -> String {
 pub fn rekey_agent(store: &Store, data_dir: &Path, agent_id: &str) -> anyhow::Result<AgentEnrollment> {
     let token = secrets::new_token(secrets::AGENT_TOKEN_PREFIX);
     store.rekey_agent(agent_id, &secrets::token_hash(&token))?;
-    enrollment(data_dir, agent_id, token)
+    enrollment(store, data_dir, agent_id, token)
 }
 
 /// Makes a one-time install link for `agent_id` on `os`, valid `minutes`, as `by`.
@@ -285,8 +285,8 @@ pub fn list_releases(data_dir: &Path) -> serde_json::Value {
     serde_json::json!(crate::updates::releases::all(&crate::updates::releases::dir(data_dir)))
 }
 
-fn enrollment(data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<AgentEnrollment> {
-    let key = secrets::load_or_create_server_key(data_dir).context("loading the server key")?;
+fn enrollment(store: &Store, data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<AgentEnrollment> {
+    let key = secrets::server_key(store, data_dir)?;
     Ok(AgentEnrollment {
         agent_id: agent_id.to_owned(),
         token,

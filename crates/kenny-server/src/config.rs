@@ -14,6 +14,9 @@ pub struct ServeConfig {
     /// Keep the data in this PostgreSQL database instead of the data directory's SQLite
     /// file (the server key and release builds stay in the data directory).
     pub database_url: Option<String>,
+    /// Join the cluster of replicas that meets on this NATS server (needs
+    /// `database_url`).
+    pub nats_url: Option<String>,
     /// The URL clients use to reach this server; defaults to `http://<listen>`.
     pub public_url: Option<String>,
     /// How often the server pings each agent; three silent beats mark it dead.
@@ -53,6 +56,7 @@ impl ServeConfig {
             listen,
             data_dir,
             database_url: None,
+            nats_url: None,
             public_url: None,
             tls: None,
             heartbeat: Duration::from_secs(15),

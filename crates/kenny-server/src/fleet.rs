@@ -13,7 +13,7 @@ use crate::forward::{CallFailure, Forwarder};
 use crate::health::{Assessment, HealthBook, Status};
 use crate::policy::PolicyBook;
 use crate::principal::Principal;
-use crate::registry::{AgentLink, Registry};
+use crate::registry::{AgentLink, Registry, Remote, Route};
 use crate::store::{AgentRecord, Store, StoreError};
 use crate::tunnel::pushed::PushedBook;
 use kenny_proto::error::ErrorCode;
@@ -29,6 +29,8 @@ pub struct Fleet {
     /// What time it is for every decision by time; see [`crate::clock::Clock`].
     pub clock: Clock,
     pub registry: Arc<Registry>,
+    /// This replica's place in a cluster, when it is one of several.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     pub forwarder: Arc<Forwarder>,
     /// The operator's guard rules, pushed to agents.
     pub policy: Arc<PolicyBook>,
@@ -145,6 +147,7 @@ impl Fleet {
     ) -> Result<T, StoreError> {
         let directory = self.directory.clone();
         let records = self.store.blocking(move |s| directory.agents(s)).await?;
+        let remote = self.registry.remote_snapshot();
         Ok(self.registry.with_links(|links| {
             self.health.with_all(|health| {
                 let views: Vec<AgentView<'_>> = records
@@ -153,6 +156,7 @@ impl Fleet {
                     .map(|r| AgentView {
                         record: r,
                         link: links.get(r.agent_id.as_str()).map(Arc::as_ref),
+                        remote: remote.get(r.agent_id.as_str()).map(Arc::as_ref),
                         health: health.get(r.agent_id.as_str()).map(|j| j.assessment.as_ref()),
                     })
                     .collect();
@@ -188,17 +192,28 @@ impl Fleet {
         let Some(record) = self.store.blocking(move |s| s.agent(&id)).await? else {
             return Ok(None);
         };
-        let link = self.registry.get(agent_id);
         let judged = self.health.get(agent_id);
-        Ok(Some(summarize(&record, link.as_deref(), judged.as_deref())))
+        let (link, remote) = match self.registry.route(agent_id) {
+            Some(Route::Local(link)) => (Some(link), None),
+            Some(Route::Remote(remote)) => (None, Some(remote)),
+            None => (None, None),
+        };
+        let view = AgentView {
+            record: &record,
+            link: link.as_deref(),
+            remote: remote.as_deref(),
+            health: judged.as_deref(),
+        };
+        Ok(Some(view.summary()))
     }
 }
 
-/// One PC as a listing sees it: its stored record, its live connection if any, and
-/// the server's verdict if any, all borrowed.
+/// One PC as a listing sees it: its stored record, its live connection if any (here,
+/// or on another replica of a cluster), and the server's verdict if any, all borrowed.
 pub(crate) struct AgentView<'a> {
     pub record: &'a AgentRecord,
     pub link: Option<&'a AgentLink>,
+    pub remote: Option<&'a Remote>,
     pub health: Option<&'a Assessment>,
 }
 
@@ -208,7 +223,7 @@ impl AgentView<'_> {
     }
 
     pub(crate) fn online(&self) -> bool {
-        self.link.is_some()
+        self.link.is_some() || self.remote.is_some()
     }
 
     pub(crate) fn status(&self) -> Option<Status> {
@@ -216,7 +231,11 @@ impl AgentView<'_> {
     }
 
     fn meta(&self) -> Option<&kenny_proto::frame::AgentMeta> {
-        self.link.and_then(|l| l.meta.as_ref())
+        match (self.link, self.remote) {
+            (Some(l), _) => l.meta.as_ref(),
+            (None, Some(r)) => r.meta.as_ref(),
+            (None, None) => None,
+        }
     }
 
     /// As the connection says, else as last stored.
@@ -241,32 +260,31 @@ impl AgentView<'_> {
     }
 
     pub(crate) fn summary(&self) -> AgentSummary {
-        summarize(self.record, self.link, self.health)
+        let r = self.record;
+        let health = self.health;
+        let meta = self.meta();
+        AgentSummary {
+            health: health.map(|h| h.status),
+            health_reason: health.and_then(|h| h.top_reason().map(|t| crate::health::clean(t, LISTED_REASON))),
+            online: self.online(),
+            os: meta.map(|m| m.os.clone()).or_else(|| r.os.clone()),
+            hostname: meta.map(|m| m.hostname.clone()).or_else(|| r.hostname.clone()),
+            version: meta.map(|m| m.version.clone()).or_else(|| r.version.clone()),
+            arch: meta.and_then(|m| m.arch.clone()).or_else(|| r.arch.clone()),
+            enrolled: r.public_key.is_some(),
+            // A connection here knows its last frame; another replica's is as stored.
+            last_seen: match self.link {
+                Some(l) => time::OffsetDateTime::from_unix_timestamp(l.last_frame_unix())
+                    .ok()
+                    .map(crate::clock::format),
+                None => r.last_seen.clone(),
+            },
+            agent_id: r.agent_id.clone(),
+            channel: r.channel.clone(),
+        }
     }
 }
 
 /// Longest top reason a listing carries (a page of 100 PCs stays small); the whole
 /// of it is in `agent_health`.
 const LISTED_REASON: usize = 160;
-
-fn summarize(r: &AgentRecord, link: Option<&AgentLink>, health: Option<&Assessment>) -> AgentSummary {
-    let meta = link.and_then(|l| l.meta.as_ref());
-    AgentSummary {
-        health: health.map(|h| h.status),
-        health_reason: health.and_then(|h| h.top_reason().map(|t| crate::health::clean(t, LISTED_REASON))),
-        online: link.is_some(),
-        os: meta.map(|m| m.os.clone()).or_else(|| r.os.clone()),
-        hostname: meta.map(|m| m.hostname.clone()).or_else(|| r.hostname.clone()),
-        version: meta.map(|m| m.version.clone()).or_else(|| r.version.clone()),
-        arch: meta.and_then(|m| m.arch.clone()).or_else(|| r.arch.clone()),
-        enrolled: r.public_key.is_some(),
-        last_seen: match link {
-            Some(l) => time::OffsetDateTime::from_unix_timestamp(l.last_frame_unix())
-                .ok()
-                .map(crate::clock::format),
-            None => r.last_seen.clone(),
-        },
-        agent_id: r.agent_id.clone(),
-        channel: r.channel.clone(),
-    }
-}

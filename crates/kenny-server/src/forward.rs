@@ -20,7 +20,7 @@ use crate::audit::{ArgsDigest, AuditLog};
 pub(crate) use crate::call_failure::CallFailure;
 use crate::clock::Clock;
 use crate::principal::Principal;
-use crate::registry::{AgentLink, LinkError, Registry};
+use crate::registry::{LinkError, Registry, Route};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
 use crate::updates::{Order, Updates};
 
@@ -43,12 +43,14 @@ pub struct Forwarder {
     clock: Clock,
     /// Where each call's end is counted.
     metrics: Arc<crate::metrics::Metrics>,
+    /// In a cluster: carries calls to the replica holding their agent.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
-/// A call ready to send: the live link, how long to wait, the wire arguments, and for
-/// an update the order whose outcome the call waits for.
+/// A call ready to send: where the agent's live connection is, how long to wait, the
+/// wire arguments, and for an update the order whose outcome the call waits for.
 struct Prepared {
-    link: Arc<AgentLink>,
+    route: Route,
     timeout: Duration,
     args: Map<String, Value>,
     update: Option<Order>,
@@ -76,7 +78,14 @@ impl Forwarder {
             updates,
             clock,
             metrics: Default::default(),
+            cluster: None,
         }
+    }
+
+    /// Sends calls for agents other replicas hold through `cluster`.
+    pub fn clustered(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// Counts every call's end in `metrics`.
@@ -105,7 +114,7 @@ impl Forwarder {
         let digest = self.digest.of(&args);
         let prepared = self.prepare(who, target, tool, args).await;
         let Prepared {
-            link,
+            route,
             timeout,
             args,
             update,
@@ -124,7 +133,7 @@ impl Forwarder {
                 return Err(refusal);
             }
         };
-        let agent_id = &link.agent_id;
+        let agent_id = target;
         let call_id = uuid::Uuid::new_v4().to_string();
         let sent = AuditRow {
             call_id: Some(call_id.clone()),
@@ -139,29 +148,37 @@ impl Forwarder {
             })
             .await;
 
-        let outcome = link
-            .call(call_id.clone(), tool, args, timeout)
-            .await
-            .map_err(|e| match e {
-                LinkError::Agent { code, message } => CallFailure {
-                    code,
-                    message,
-                    refused: false,
-                },
-                LinkError::Disconnected(why) => CallFailure::new(
-                    ErrorCode::Offline,
-                    format!(
-                        "agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"
-                    ),
+        let sent_to = match &route {
+            Route::Local(link) => link.call(call_id.clone(), tool, args, timeout).await,
+            Route::Remote(remote) => match &self.cluster {
+                Some(cluster) => cluster.relay(remote, call_id.clone(), tool, args, timeout).await,
+                None => Err(LinkError::NotHeld("this server is not part of a cluster".into())),
+            },
+        };
+        let outcome = sent_to.map_err(|e| match e {
+            LinkError::Agent { code, message } => CallFailure {
+                code,
+                message,
+                refused: false,
+            },
+            LinkError::Disconnected(why) => CallFailure::new(
+                ErrorCode::Offline,
+                format!("agent {agent_id} disconnected while running {tool} ({why}); the outcome on the PC is unknown"),
+            ),
+            LinkError::NotHeld(why) => CallFailure::new(
+                ErrorCode::Offline,
+                format!(
+                    "agent {agent_id} went offline as {tool} was sent ({why}); nothing ran, try again once it is back"
                 ),
-                LinkError::Timeout(t) => CallFailure::new(
-                    ErrorCode::Timeout,
-                    format!(
-                        "agent {agent_id} did not answer {tool} within {}s; it may still be running on the PC",
-                        t.as_secs()
-                    ),
+            ),
+            LinkError::Timeout(t) => CallFailure::new(
+                ErrorCode::Timeout,
+                format!(
+                    "agent {agent_id} did not answer {tool} within {}s; it may still be running on the PC",
+                    t.as_secs()
                 ),
-            });
+            ),
+        });
         // An update is over when the agent says whether it kept the new build.
         let outcome = match (outcome, update) {
             (Ok(staged), Some(order)) => self.updates.settle(order, staged).await,
@@ -219,7 +236,7 @@ impl Forwarder {
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
         spec.validate_args(&args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
-        let Some(link) = self.registry.get(agent_id) else {
+        let Some(route) = self.registry.route(agent_id) else {
             return Err(self.not_connected(agent_id).await);
         };
         let timeout = match (args.get("timeout_s").is_some(), self.timeout_override) {
@@ -227,12 +244,12 @@ impl Forwarder {
             _ => spec.work_limit(&args) + TIMEOUT_GRACE,
         };
         // The existing kenny's agents read other names and answer in other shapes.
-        if link.meta.as_ref().map(AgentMeta::dialect) != Some(Dialect::Current) {
+        if route.meta().map(AgentMeta::dialect) != Some(Dialect::Current) {
             let asked = args.clone();
             let args =
                 dialect::legacy_args(spec, args).map_err(|why| CallFailure::refusal(ErrorCode::Unsupported, why.0))?;
             return Ok(Prepared {
-                link,
+                route,
                 timeout,
                 args,
                 update: None,
@@ -241,16 +258,16 @@ impl Forwarder {
         }
         if !spec.args_built_by_server() {
             return Ok(Prepared {
-                link,
+                route,
                 timeout,
                 args,
                 update: None,
                 translate_back: None,
             });
         }
-        let order = self.updates.order(who, agent_id, link.meta.as_ref(), &args).await?;
+        let order = self.updates.order(who, agent_id, route.meta(), &args).await?;
         Ok(Prepared {
-            link,
+            route,
             timeout,
             args: order.args.clone(),
             update: Some(order),

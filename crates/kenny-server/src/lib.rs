@@ -15,6 +15,7 @@ pub(crate) mod call_failure;
 pub(crate) mod changes;
 pub mod chat;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub(crate) mod device;
 pub(crate) mod fleet;

@@ -104,6 +104,12 @@ struct ServeArgs {
     config: Option<PathBuf>,
     #[arg(long, env = "KENNY_LISTEN", default_value = "127.0.0.1:7420")]
     listen: SocketAddr,
+    /// Run as one replica of several behind a load balancer: calls for agents other
+    /// replicas hold are carried through this NATS server (nats://host:4222, with
+    /// JetStream enabled; put its credentials in the URL). Needs --database-url, shared
+    /// by every replica.
+    #[arg(long, env = "KENNY_NATS_URL", hide_env_values = true)]
+    nats_url: Option<String>,
     /// URL clients use to reach this server (e.g. https://kenny.example.com).
     #[arg(long, env = "KENNY_PUBLIC_URL")]
     public_url: Option<String>,
@@ -386,6 +392,7 @@ fn main() -> anyhow::Result<()> {
                 backup_every_hours,
                 backup_every_secs,
                 backup_keep,
+                nats_url,
                 data,
             } = *args;
             // rmcp's service loop logs an ERROR when it cannot send an answer because the
@@ -394,6 +401,7 @@ fn main() -> anyhow::Result<()> {
             kenny_host::init_logging("info,rmcp=warn,rmcp::service=off");
             let mut config = ServeConfig::new(listen, data.data_dir);
             config.database_url = data.database_url;
+            config.nats_url = nats_url;
             config.public_url = public_url;
             config.tls = tls_cert.zip(tls_key).map(|(cert, key)| kenny_server::tls::TlsFiles {
                 cert,

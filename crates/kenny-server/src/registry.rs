@@ -4,11 +4,16 @@
 //! Each connection has a unique `conn_id`. A reconnect replaces the entry; the old
 //! connection can only remove the entry that is still its own, so a late close of a
 //! replaced socket never marks the new one offline.
+//!
+//! In a cluster ([`crate::cluster`]) it also knows which agents other replicas hold, as
+//! presence announced cluster-wide, each with the presence revision that orders
+//! connections of the same agent across replicas; and which replicas are alive. A
+//! call goes to the newest connection of its agent, wherever that is ([`Registry::route`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kenny_proto::AgentId;
 use kenny_proto::frame::{AgentMeta, Frame, Request, Response, encode};
@@ -28,6 +33,10 @@ pub enum LinkError {
     /// The agent answered with an error of its own.
     #[error("{code}: {message}")]
     Agent { code: String, message: String },
+    /// In a cluster: the replica a call was sent to no longer holds the agent's
+    /// connection, so nothing was sent to the agent.
+    #[error("{0}")]
+    NotHeld(String),
 }
 
 type Reply = oneshot::Sender<Result<Value, LinkError>>;
@@ -44,6 +53,8 @@ pub struct AgentLink {
     last_frame_unix: AtomicI64,
     /// Fires when the link is closed from outside (replaced, server shutdown).
     shutdown: CancellationToken,
+    /// In a cluster: the presence revision this connection was announced under (0 alone).
+    presence_rev: AtomicU64,
 }
 
 impl AgentLink {
@@ -64,8 +75,18 @@ impl AgentLink {
             closed: AtomicBool::new(false),
             last_frame_unix: AtomicI64::new(unix_now()),
             shutdown: CancellationToken::new(),
+            presence_rev: AtomicU64::new(0),
         };
         (Arc::new(link), rx)
+    }
+
+    pub fn presence_rev(&self) -> u64 {
+        self.presence_rev.load(Ordering::Acquire)
+    }
+
+    /// Set once, before the link is in the registry.
+    pub fn set_presence_rev(&self, revision: u64) {
+        self.presence_rev.store(revision, Ordering::Release);
     }
 
     pub fn last_frame_unix(&self) -> i64 {
@@ -192,10 +213,49 @@ impl Drop for ForgetOnDrop<'_> {
     }
 }
 
+/// An agent connected to another replica of the cluster, as its presence says.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Remote {
+    pub agent_id: AgentId,
+    /// The replica holding the connection.
+    pub replica: String,
+    /// The connection on that replica.
+    pub conn_id: u64,
+    pub meta: Option<AgentMeta>,
+    pub connected_at: String,
+    /// The presence revision: a newer connection of the same agent has a larger one.
+    #[serde(skip)]
+    pub revision: u64,
+}
+
+/// Where a call for an agent goes: down a connection held here, or to the replica
+/// holding it.
+pub enum Route {
+    Local(Arc<AgentLink>),
+    Remote(Arc<Remote>),
+}
+
+impl Route {
+    pub fn meta(&self) -> Option<&AgentMeta> {
+        match self {
+            Route::Local(link) => link.meta.as_ref(),
+            Route::Remote(remote) => remote.meta.as_ref(),
+        }
+    }
+}
+
+/// A replica counts as dead once nothing has been heard from it for this long; its
+/// agents count as offline and calls waiting on it fail.
+pub const REPLICA_DEAD_AFTER: Duration = Duration::from_millis(1500);
+
 #[derive(Default)]
 pub struct Registry {
     links: RwLock<HashMap<AgentId, Arc<AgentLink>>>,
     next_conn_id: AtomicU64,
+    /// Agents other replicas hold (empty without a cluster).
+    remote: RwLock<HashMap<AgentId, Arc<Remote>>>,
+    /// When each other replica was last heard from.
+    replicas: RwLock<HashMap<String, Instant>>,
 }
 
 impl Registry {
@@ -232,6 +292,99 @@ impl Registry {
 
     pub fn online_count(&self) -> usize {
         self.links.read().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Where a call for `agent_id` goes: the newest connection of the agent that is
+    /// alive, here or on another replica.
+    pub fn route(&self, agent_id: &str) -> Option<Route> {
+        let local = self.get(agent_id);
+        let remote = self.remote_alive(agent_id);
+        match (local, remote) {
+            (Some(local), Some(remote)) if remote.revision > local.presence_rev() => Some(Route::Remote(remote)),
+            (Some(local), _) => Some(Route::Local(local)),
+            (None, Some(remote)) => Some(Route::Remote(remote)),
+            (None, None) => None,
+        }
+    }
+
+    /// Whether the agent is connected anywhere in the cluster.
+    pub fn is_online(&self, agent_id: &str) -> bool {
+        self.route(agent_id).is_some()
+    }
+
+    /// What the agent's connection said about it, if it is online anywhere.
+    pub fn online_meta(&self, agent_id: &str) -> Option<Option<AgentMeta>> {
+        self.route(agent_id).map(|r| r.meta().cloned())
+    }
+
+    fn remote_alive(&self, agent_id: &str) -> Option<Arc<Remote>> {
+        let remote = self
+            .remote
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(agent_id)
+            .cloned()?;
+        self.replica_alive(&remote.replica).then_some(remote)
+    }
+
+    /// The agents other replicas hold that are alive, for listings.
+    pub fn remote_snapshot(&self) -> HashMap<AgentId, Arc<Remote>> {
+        let remote = self.remote.read().unwrap_or_else(|p| p.into_inner());
+        if remote.is_empty() {
+            return HashMap::new();
+        }
+        let replicas = self.replicas.read().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        remote
+            .iter()
+            .filter(|(_, r)| {
+                replicas
+                    .get(&r.replica)
+                    .is_some_and(|t| now.duration_since(*t) < REPLICA_DEAD_AFTER)
+            })
+            .map(|(id, r)| (id.clone(), r.clone()))
+            .collect()
+    }
+
+    /// Records presence announced by another replica; an older announcement than the
+    /// one known is ignored (they may arrive out of order).
+    pub fn set_remote(&self, remote: Remote) {
+        let mut map = self.remote.write().unwrap_or_else(|p| p.into_inner());
+        if map
+            .get(&remote.agent_id)
+            .is_some_and(|known| known.revision >= remote.revision)
+        {
+            return;
+        }
+        map.insert(remote.agent_id.clone(), Arc::new(remote));
+    }
+
+    /// Forgets another replica's presence of `agent_id` up to `revision` (it ended, or
+    /// this replica took the agent over).
+    pub fn clear_remote(&self, agent_id: &str, revision: u64) {
+        let mut map = self.remote.write().unwrap_or_else(|p| p.into_inner());
+        if map.get(agent_id).is_some_and(|known| known.revision <= revision) {
+            map.remove(agent_id);
+        }
+    }
+
+    /// A heartbeat from `replica`.
+    pub fn replica_seen(&self, replica: &str) {
+        let mut replicas = self.replicas.write().unwrap_or_else(|p| p.into_inner());
+        match replicas.get_mut(replica) {
+            Some(at) => *at = Instant::now(),
+            None => {
+                replicas.insert(replica.to_owned(), Instant::now());
+            }
+        }
+    }
+
+    pub fn replica_alive(&self, replica: &str) -> bool {
+        self.replicas
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(replica)
+            .is_some_and(|t| t.elapsed() < REPLICA_DEAD_AFTER)
     }
 
     /// Runs `f` over the live links without copying them (listings of a whole fleet).

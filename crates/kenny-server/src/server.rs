@@ -70,6 +70,12 @@ pub async fn start_with_clock(
     if config.backups.is_some() {
         refuse_backups_on_postgres("--backup-dir", database_url.as_deref())?;
     }
+    if config.nats_url.is_some() && database_url.is_none() {
+        anyhow::bail!(
+            "--nats-url joins a cluster of replicas, and replicas share their state in PostgreSQL: give --database-url too"
+        );
+    }
+    let clustered = config.nats_url.is_some();
     let (data_lock, store) = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
         std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         // One server per data directory; a restore waits for it to stop.
@@ -83,28 +89,17 @@ pub async fn start_with_clock(
     .await??;
     let store = store?;
     let store = Arc::new(store);
-    let interrupted = store
-        .interrupt_unfinished_calls()
-        .context("closing the audit rows of interrupted calls")?;
-    if interrupted > 0 {
-        tracing::warn!(
-            calls = interrupted,
-            "calls were still running when the server last stopped; audited as interrupted"
-        );
-    }
-    let unfinished = store
-        .end_unfinished_chat_calls(&clock.now())
-        .context("closing chat calls that were running when the server stopped")?;
-    if unfinished > 0 {
-        tracing::warn!(
-            calls = unfinished,
-            "chat calls were running when the server last stopped; marked as unknown outcome"
-        );
+    if clustered {
+        // Other replicas' calls are running: what a stopped replica left unfinished
+        // stays `sent` (its outcome is unknown either way).
+        tracing::info!("in a cluster: calls left unfinished by a stopped replica keep the outcome `sent`");
+    } else {
+        close_unfinished_calls(&store, &clock)?;
     }
     let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
     let (alerts, alert_events) = crate::alerts::Alerts::new();
     let health = Arc::new(crate::health::HealthBook::load(&store, alerts.clone()).context("loading fleet health")?);
-    let server_key = crate::secrets::load_or_create_server_key(&config.data_dir).context("loading the server key")?;
+    let server_key = crate::secrets::server_key(&store, &config.data_dir)?;
     // Bad certificate files stop the start, before the port is taken.
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(crate::tls::Tls::open(files.clone())?)),
@@ -128,6 +123,10 @@ pub async fn start_with_clock(
     let (audit, audit_thread) =
         AuditLog::start(store.clone(), clock.clone(), alerts.clone()).context("starting the audit writer")?;
     let registry = Arc::new(Registry::default());
+    let cluster = match &config.nats_url {
+        Some(url) => Some(crate::cluster::Cluster::join(url, registry.clone(), shutdown.clone()).await?),
+        None => None,
+    };
     crate::alerts::start(
         alert_events,
         &alerts,
@@ -167,7 +166,8 @@ pub async fn start_with_clock(
             updates,
             clock.clone(),
         )
-        .counting(metrics.clone()),
+        .counting(metrics.clone())
+        .clustered(cluster.clone()),
     );
     let webfilter = crate::webfilter::WebFilter::load(
         store.clone(),
@@ -206,6 +206,7 @@ pub async fn start_with_clock(
             store: store.clone(),
             clock: clock.clone(),
             registry,
+            cluster,
             policy: Arc::new(policy),
             audit: audit.clone(),
             pushed: Default::default(),
@@ -284,6 +285,30 @@ pub async fn start_with_clock(
         Ok(())
     });
     Ok(RunningServer { addr, state, task })
+}
+
+/// Marks what the last run left unfinished: audit rows still `sent` become
+/// `interrupted`, chat calls still running end with an unknown outcome.
+fn close_unfinished_calls(store: &Store, clock: &Clock) -> anyhow::Result<()> {
+    let interrupted = store
+        .interrupt_unfinished_calls()
+        .context("closing the audit rows of interrupted calls")?;
+    if interrupted > 0 {
+        tracing::warn!(
+            calls = interrupted,
+            "calls were still running when the server last stopped; audited as interrupted"
+        );
+    }
+    let unfinished = store
+        .end_unfinished_chat_calls(&clock.now())
+        .context("closing chat calls that were running when the server stopped")?;
+    if unfinished > 0 {
+        tracing::warn!(
+            calls = unfinished,
+            "chat calls were running when the server last stopped; marked as unknown outcome"
+        );
+    }
+    Ok(())
 }
 
 /// The store a server or an admin command works on: PostgreSQL at `database_url`

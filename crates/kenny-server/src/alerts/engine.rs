@@ -180,7 +180,7 @@ impl Engine {
         for agent in agents.iter() {
             let id = agent.agent_id.to_string();
             let key = (id.clone(), OFFLINE.to_owned());
-            if self.registry.get(&id).is_some() {
+            if self.registry.is_online(&id) {
                 if self.open.contains_key(&key) {
                     self.close(&key, &stamp);
                 }

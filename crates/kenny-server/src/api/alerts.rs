@@ -195,7 +195,7 @@ pub(super) async fn send_digest(
     let (clock, registry) = (fleet.clock.clone(), fleet.registry.clone());
     let msg = fleet
         .store
-        .blocking(move |s| digest::build(s, &clock, &|id: &str| registry.get(id).is_some()))
+        .blocking(move |s| digest::build(s, &clock, &|id: &str| registry.is_online(id)))
         .await?;
     Ok(Json(send_and_record(&fleet, &channel, &msg).await?))
 }

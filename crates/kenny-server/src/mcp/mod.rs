@@ -139,12 +139,12 @@ impl KennyMcp {
                 .await;
             return results::failure(&f);
         }
-        if let Some(link) = self.fleet.registry.get(&agent_id) {
+        if let Some(meta) = self.fleet.registry.online_meta(&agent_id) {
             return results::success(json!({
                 "agent_id": agent_id,
                 "online": true,
-                "hostname": link.meta.as_ref().map(|m| m.hostname.clone()),
-                "os": link.meta.as_ref().map(|m| m.os.clone()),
+                "hostname": meta.as_ref().map(|m| m.hostname.clone()),
+                "os": meta.as_ref().map(|m| m.os.clone()),
                 "note": "select_agent sets nothing: pass agent_id on every call.",
             }));
         }

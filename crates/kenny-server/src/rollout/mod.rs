@@ -100,7 +100,10 @@ impl Rollout {
             let running = campaign.state == "running";
             let steps = {
                 let busy = self.busy().clone();
-                let links: Vec<_> = pcs.iter().map(|p| self.inner.registry.get(&p.agent_id)).collect();
+                let links: Vec<_> = pcs
+                    .iter()
+                    .map(|p| self.inner.registry.online_meta(&p.agent_id))
+                    .collect();
                 let views: Vec<PcNow<'_>> = pcs
                     .iter()
                     .zip(&links)
@@ -111,7 +114,7 @@ impl Rollout {
                             known: p.known,
                             online: link
                                 .as_ref()
-                                .map(|l| l.meta.as_ref().map_or("", |m| m.version.as_str())),
+                                .map(|meta| meta.as_ref().map_or("", |m| m.version.as_str())),
                             busy: busy.contains(&p.agent_id),
                         })
                     })

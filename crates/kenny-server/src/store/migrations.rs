@@ -415,6 +415,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER agents_readded AFTER INSERT ON agents BEGIN
         DELETE FROM removed_agents WHERE agent_id = NEW.agent_id;
     END;",
+    // 25: secrets every replica of a cluster must share (the server key agents pin),
+    // kept where they all find them. A single SQLite server keeps its key in a file.
+    "CREATE TABLE server_secrets (
+        name TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

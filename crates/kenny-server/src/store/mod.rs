@@ -19,6 +19,7 @@ mod pg_pool;
 mod policy;
 mod removal;
 mod screenshots;
+mod server_secrets;
 mod updates;
 mod webfilter;
 

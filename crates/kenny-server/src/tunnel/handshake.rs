@@ -13,6 +13,8 @@ use crate::store::AgentRecord;
 /// Close codes of the 0.17 contract.
 pub(crate) const CLOSE_BAD_FRAME: u16 = 4400;
 pub(crate) const CLOSE_UNAUTHORIZED: u16 = 4401;
+/// WebSocket's own "try again later": the agent retries with its backoff.
+pub(crate) const CLOSE_TRY_AGAIN: u16 = 1013;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Reject {
@@ -24,6 +26,13 @@ impl Reject {
     pub(crate) fn bad_frame(reason: impl Into<String>) -> Self {
         Reject {
             close_code: CLOSE_BAD_FRAME,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn unavailable(reason: impl Into<String>) -> Self {
+        Reject {
+            close_code: CLOSE_TRY_AGAIN,
             reason: reason.into(),
         }
     }

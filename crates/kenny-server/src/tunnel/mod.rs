@@ -81,6 +81,21 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
     if !queued.rules.is_empty() && !link.try_send(&Frame::Policy(queued.clone())) {
         tracing::warn!(agent = %agent_id, "operator policy could not be queued for a new connection");
     }
+    // In a cluster the connection is announced first: its presence revision orders it
+    // after every earlier connection of this agent, on any replica, and calls only
+    // reach it once it has one. Without presence the connection could not be told
+    // apart from a stale one, so it is refused and the agent retries.
+    if let Some(cluster) = &fleet.cluster
+        && let Err(e) = cluster.announce(&link).await
+    {
+        tracing::error!(agent = %agent_id, error = format!("{e:#}"), "an agent connection could not be announced to the cluster");
+        link.close("the cluster could not record this connection");
+        return refuse(
+            socket,
+            Reject::unavailable("the server could not record this connection; try again shortly"),
+        )
+        .await;
+    }
     if let Some(old) = fleet.registry.insert(link.clone()) {
         old.close("replaced by a newer connection from the same agent");
     }
@@ -98,6 +113,9 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
     // connection's in-flight calls, so no new call can slip onto a dead link.
     fleet.registry.remove_if_current(&agent_id, conn_id);
     link.close(&reason);
+    if let Some(cluster) = &fleet.cluster {
+        cluster.withdraw(&link).await;
+    }
     tracing::info!(agent = %agent_id, conn_id, %reason, "agent disconnected");
     record_seen(&fleet, &agent_id, None).await;
 }

@@ -1,0 +1,312 @@
+"""Three kenny replicas sharing one PostgreSQL, carrying calls between them over NATS,
+with real agents spread across them by a load balancer: the targeting promise holds
+whichever replica a call enters at, and a replica killed mid-load costs only the calls
+that were running on its own connections, which fail `offline` at once.
+
+PostgreSQL and NATS are Debian's, started by the test on loopback ports with throwaway
+directories. The load balancer is a small TCP proxy here (round robin, skipping a
+backend that refuses), standing in for the one a deployment puts in front.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import Kenny, _postgres, call, expect_error, shell_stdout
+import nats_server
+
+REPLICAS = 3
+AGENTS = [f"pc-{c}" for c in "abcdef"]
+
+
+def _need_services():
+    missing = []
+    if nats_server.binary() is None:
+        missing.append("nats-server (apt-get install nats-server)")
+    import postgres_server
+
+    if postgres_server.bin_dir() is None:
+        missing.append("postgresql (apt-get install postgresql)")
+    if missing:
+        why = "cluster tests need " + " and ".join(missing)
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + "; CI must install them", pytrace=False)
+        pytest.skip(why)
+
+
+class Balancer:
+    """A TCP load balancer on 127.0.0.1: each new connection goes to the next backend
+    in turn that accepts it, as an L4 balancer with health checks would."""
+
+    def __init__(self, ports: list[int]):
+        self.ports = list(ports)
+        self.turn = 0
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self.thread.start()
+        assert ready.wait(10), "the balancer did not start"
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._accept, "127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        ready.set()
+        self.loop.run_forever()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = self.turn
+        self.turn += 1
+        for i in range(len(self.ports)):
+            port = self.ports[(first + i) % len(self.ports)]
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+                break
+            except OSError:
+                continue
+        else:
+            writer.close()
+            return
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                try:
+                    dst.close()
+                except Exception:
+                    pass
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        def shut() -> None:
+            self.server.close()
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.stop()
+
+        self.loop.call_soon_threadsafe(shut)
+        self.thread.join(10)
+
+
+class Deployment:
+    """A kenny cluster under test: the shared database, NATS, the replicas, the balancer
+    the agents dial, and the `Kenny` that runs admin commands and agents."""
+
+    def __init__(self, kenny: Kenny, nats: nats_server.NatsServer):
+        self.kenny = kenny
+        self.nats = nats
+        self.replicas = []
+        self.urls: list[str] = []
+        for i in range(REPLICAS):
+            argv = [
+                str(kenny_bin()), "serve", "--listen", "127.0.0.1:0",
+                "--data-dir", str(kenny.root / f"replica-{i}"), "--heartbeat-secs", "2",
+            ]
+            proc = kenny._spawn(f"replica-{i}", argv, env={**kenny.store_env(), "KENNY_NATS_URL": nats.url})
+            url, _ = kenny._await_listening(proc)
+            self.replicas.append(proc)
+            self.urls.append(url)
+        self.balancer = Balancer([int(u.rsplit(":", 1)[1]) for u in self.urls])
+        # Agents dial the balancer; MCP clients pick their replica.
+        kenny.base_url = self.balancer.url
+
+    def held(self, i: int) -> int:
+        """How many agents replica `i` holds, by its own count."""
+        text = httpx.get(f"{self.urls[i]}/metrics", timeout=10).text
+        m = re.search(r"^kenny_agents_connected (\d+)$", text, re.M)
+        assert m, f"no kenny_agents_connected in replica {i}'s metrics"
+        return int(m.group(1))
+
+    def agents_on(self, i: int) -> list[str]:
+        """The agents replica `i` holds, by its log of connections."""
+        held: set[str] = set()
+        for line in self.replicas[i].logs().splitlines():
+            line = re.sub(r"\x1b\[[0-9;]*m", "", line)
+            m = re.search(r"agent (connected|disconnected) agent=(\S+)", line)
+            if m:
+                (held.add if m.group(1) == "connected" else held.discard)(m.group(2))
+        return sorted(held)
+
+    def close(self) -> None:
+        self.balancer.stop()
+
+
+def kenny_bin() -> Path:
+    from conftest import SERVER_BIN
+
+    return SERVER_BIN
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, request: pytest.FixtureRequest):
+    _need_services()
+    nats = nats_server.NatsServer()
+    k = Kenny(tmp_path)
+    k.database_url = _postgres().new_database()
+    request.node._kenny = k
+    d = None
+    try:
+        d = Deployment(k, nats)
+        k.bootstrap_admin()
+        yield d
+    finally:
+        k.close()
+        if d is not None:
+            d.close()
+        nats.stop()
+
+
+async def _online_everywhere(d: Deployment, ids: list[str], timeout: float = 30.0) -> None:
+    """Every replica lists every agent in `ids` as online (presence is cluster-wide)."""
+    deadline = time.monotonic() + timeout
+    for url in d.urls:
+        async with d.kenny.mcp(base_url=url) as client:
+            while True:
+                agents = await d.kenny.list_agents(client)
+                if all(agents.get(i, {}).get("online") is True for i in ids):
+                    break
+                assert time.monotonic() < deadline, f"{url} does not list {ids} online: {agents}\n{d.kenny.logs()[-6000:]}"
+                await asyncio.sleep(0.2)
+
+
+async def _echo_mark(client, agent_id: str, delay_ms: int = 0) -> str:
+    command = f'sleep {delay_ms / 1000:.3f}; echo "$MARK"' if delay_ms else 'echo "$MARK"'
+    return shell_stdout(await call(client, "shell_exec", {"agent_id": agent_id, "command": command}))
+
+
+async def test_calls_entering_at_every_replica_reach_their_agent(deployment):
+    d = deployment
+    agents = {a: d.kenny.start_agent(a) for a in AGENTS}
+    await _online_everywhere(d, AGENTS)
+    held = [d.held(i) for i in range(REPLICAS)]
+    assert sum(held) == len(AGENTS) and all(h >= 1 for h in held), f"agents not spread across replicas: {held}"
+    marks = {a: agents[a].mark for a in AGENTS}
+
+    async def session(url: str, seed: int) -> list[tuple[str, str]]:
+        rng = random.Random(seed)
+        seen = []
+        async with d.kenny.mcp(base_url=url) as client:  # one PAT for every session
+            for _ in range(12):
+                batch = [rng.choice(AGENTS) for _ in range(4)]
+                if rng.random() < 0.5:
+                    await call(client, "select_agent", {"agent_id": rng.choice(AGENTS)})
+                outs = await asyncio.gather(*(_echo_mark(client, t, rng.randint(0, 60)) for t in batch))
+                seen += list(zip(batch, outs))
+        return seen
+
+    sessions = [session(url, seed) for seed, url in enumerate(d.urls * 2)]
+    results = await asyncio.wait_for(asyncio.gather(*sessions), timeout=100)
+    calls = [c for r in results for c in r]
+    wrong = [(t, out) for t, out in calls if out != marks[t] + "\n"]
+    assert not wrong, f"{len(wrong)} of {len(calls)} calls ran on the wrong PC: {wrong[:5]}"
+    assert len(calls) == 6 * 12 * 4
+    # Every call was audited once, as ok, by the replica it entered at.
+    rows = d.kenny.sql("SELECT outcome, COUNT(*) FROM audit WHERE tool = 'shell_exec' GROUP BY outcome")
+    assert dict(rows) == {"ok": len(calls)}, rows
+
+
+async def test_a_killed_replica_fails_only_its_own_calls_and_its_agents_come_back(deployment):
+    d = deployment
+    agents = {a: d.kenny.start_agent(a) for a in AGENTS}
+    await _online_everywhere(d, AGENTS)
+    victim = REPLICAS - 1
+    on_victim = d.held(victim)
+    assert on_victim >= 1, "the replica to kill holds no agent"
+    marks = {a: agents[a].mark for a in AGENTS}
+    survivors = d.urls[:victim]
+
+    held_by_victim = d.agents_on(victim)
+    assert len(held_by_victim) == on_victim, (held_by_victim, on_victim)
+    others = [a for a in AGENTS if a not in held_by_victim]
+    assert others, "every agent is on the replica to kill"
+
+    async with d.kenny.mcp(base_url=survivors[0]) as c0, d.kenny.mcp(base_url=survivors[1]) as c1:
+        clients = [c0, c1]
+        killed_at: list[float] = []
+
+        async def long_call(i: int, agent_id: str):
+            res = await call(clients[i % 2], "shell_exec", {"agent_id": agent_id, "command": 'sleep 6; echo "$MARK"'})
+            return agent_id, res, time.monotonic()
+
+        # Short calls to the agents the survivors hold keep going throughout.
+        async def steady(i: int) -> list:
+            rng = random.Random(i)
+            outs = []
+            while not killed_at or time.monotonic() < killed_at[0] + 6:
+                target = rng.choice(others)
+                outs.append((target, await call(clients[i % 2], "shell_exec", {"agent_id": target, "command": 'echo "$MARK"'})))
+                await asyncio.sleep(0.05)
+            return outs
+
+        # A call in flight on every agent, entering at the surviving replicas.
+        inflight = [asyncio.create_task(long_call(i, a)) for i, a in enumerate(AGENTS)]
+        background = [asyncio.create_task(steady(i)) for i in range(4)]
+        await asyncio.sleep(1.5)
+        killed_at.append(time.monotonic())
+        d.replicas[victim].send_signal(signal.SIGKILL)
+        assert d.replicas[victim].wait(10) is not None
+        done = await asyncio.wait_for(asyncio.gather(*inflight), timeout=60)
+        steady_calls = [c for outs in await asyncio.wait_for(asyncio.gather(*background), timeout=60) for c in outs]
+
+    bad = [(t, r.text) for t, r in steady_calls if r.is_error or shell_stdout(r) != marks[t] + "\n"]
+    assert not bad, f"{len(bad)} of {len(steady_calls)} calls to agents on the surviving replicas failed: {bad[:5]}"
+    failed = [(a, res, at - killed_at[0]) for a, res, at in done if res.is_error]
+    assert sorted(a for a, _, _ in failed) == sorted(held_by_victim), (failed, held_by_victim)
+    succeeded = [(a, res) for a, res, _ in done if not res.is_error]
+    assert len(failed) == on_victim, (
+        f"{on_victim} agents were on the killed replica but {len(failed)} in-flight calls failed: "
+        f"{[(a, r.text) for a, r, _ in failed]}"
+    )
+    for agent_id, res, after in failed:
+        expect_error(res, "offline")
+        print(f"in-flight call on {agent_id} failed offline {after:.2f}s after the kill")
+        assert after < 5, f"the call on {agent_id} took {after:.1f}s to fail after its replica died"
+    for agent_id, res in succeeded:
+        assert shell_stdout(res) == marks[agent_id] + "\n", (agent_id, res)
+
+    # The killed replica's agents are back, on the survivors, within their backoff.
+    back_from = time.monotonic()
+    await _online_everywhere_of(d, survivors, AGENTS, timeout=15)
+    print(f"every agent online again {time.monotonic() - back_from:.2f}s after the calls ended")
+    assert sum(d.held(i) for i in range(victim)) == len(AGENTS)
+    async with d.kenny.mcp(base_url=survivors[1]) as client:
+        for a in AGENTS:
+            assert await _echo_mark(client, a) == marks[a] + "\n"
+
+    # Every call the survivors answered is in the audit trail, with its outcome.
+    rows = dict(d.kenny.sql("SELECT outcome, COUNT(*) FROM audit WHERE tool = 'shell_exec' GROUP BY outcome"))
+    assert rows.get("ok") == len(succeeded) + len(steady_calls) + len(AGENTS), rows
+    assert rows.get("error") == on_victim, rows
+    assert "sent" not in rows, rows
+
+
+async def _online_everywhere_of(d: Deployment, urls: list[str], ids: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    for url in urls:
+        async with d.kenny.mcp(base_url=url) as client:
+            while True:
+                agents = await d.kenny.list_agents(client)
+                if all(agents.get(i, {}).get("online") is True for i in ids):
+                    break
+                assert time.monotonic() < deadline, f"{url} does not list {ids} online: {agents}"
+                await asyncio.sleep(0.2)
