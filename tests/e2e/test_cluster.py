@@ -117,18 +117,24 @@ class Deployment:
         self.nats = nats
         self.replicas = []
         self.urls: list[str] = []
-        for i in range(REPLICAS):
-            argv = [
-                str(kenny_bin()), "serve", "--listen", "127.0.0.1:0",
-                "--data-dir", str(kenny.root / f"replica-{i}"), "--heartbeat-secs", "2",
-            ]
-            proc = kenny._spawn(f"replica-{i}", argv, env={**kenny.store_env(), "KENNY_NATS_URL": nats.url})
-            url, _ = kenny._await_listening(proc)
-            self.replicas.append(proc)
-            self.urls.append(url)
+        for _ in range(REPLICAS):
+            self.add_replica()
         self.balancer = Balancer([int(u.rsplit(":", 1)[1]) for u in self.urls])
         # Agents dial the balancer; MCP clients pick their replica.
         kenny.base_url = self.balancer.url
+
+    def add_replica(self) -> str:
+        """Starts one more replica (not behind the balancer); its URL."""
+        i = len(self.replicas)
+        argv = [
+            str(kenny_bin()), "serve", "--listen", "127.0.0.1:0",
+            "--data-dir", str(self.kenny.root / f"replica-{i}"), "--heartbeat-secs", "2",
+        ]
+        proc = self.kenny._spawn(f"replica-{i}", argv, env={**self.kenny.store_env(), "KENNY_NATS_URL": self.nats.url})
+        url, _ = self.kenny._await_listening(proc)
+        self.replicas.append(proc)
+        self.urls.append(url)
+        return url
 
     def held(self, i: int) -> int:
         """How many agents replica `i` holds, by its own count."""
@@ -223,6 +229,17 @@ async def test_calls_entering_at_every_replica_reach_their_agent(deployment):
     # Every call was audited once, as ok, by the replica it entered at.
     rows = d.kenny.sql("SELECT outcome, COUNT(*) FROM audit WHERE tool = 'shell_exec' GROUP BY outcome")
     assert dict(rows) == {"ok": len(calls)}, rows
+
+
+async def test_a_replica_started_later_knows_where_every_agent_is(deployment):
+    d = deployment
+    agents = {a: d.kenny.start_agent(a) for a in AGENTS[:3]}
+    await _online_everywhere(d, list(agents))
+    late = d.add_replica()
+    await _online_everywhere_of(d, [late], list(agents), timeout=10)
+    async with d.kenny.mcp(base_url=late) as client:
+        for a, agent in agents.items():
+            assert await _echo_mark(client, a) == agent.mark + "\n"
 
 
 async def test_a_killed_replica_fails_only_its_own_calls_and_its_agents_come_back(deployment):

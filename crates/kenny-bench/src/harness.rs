@@ -84,19 +84,22 @@ pub(crate) fn provision(data_dir: &Path) -> anyhow::Result<String> {
 }
 
 pub(crate) async fn start_server(bin_dir: &Path, data_dir: &Path, token: String) -> anyhow::Result<ServerProcess> {
-    start_server_at(bin_dir, data_dir, token, "127.0.0.1:0").await
+    start_server_at(bin_dir, data_dir, token, "127.0.0.1:0", &[]).await
 }
 
-/// As [`start_server`], on a given address (a restart takes back its port).
+/// As [`start_server`], on a given address (a restart takes back its port), with
+/// settings in `env` (a replica's database and NATS).
 pub(crate) async fn start_server_at(
     bin_dir: &Path,
     data_dir: &Path,
     token: String,
     listen: &str,
+    env: &[(&str, &str)],
 ) -> anyhow::Result<ServerProcess> {
     let mut child = Command::new(bin_dir.join("kenny-server"))
         .args(["serve", "--listen", listen, "--data-dir"])
         .arg(data_dir)
+        .envs(env.iter().copied())
         // Above the largest fleet measured (10 000 agents) plus the MCP client; as an
         // environment variable, so the same bench also drives builds without the setting.
         .env("KENNY_MAX_CONNECTIONS", "20000")
@@ -151,7 +154,7 @@ impl Workload {
         }
     }
 
-    fn args(self, file: &Path) -> serde_json::Value {
+    pub(crate) fn args(self, file: &Path) -> serde_json::Value {
         match self {
             Workload::FsRead => json!({"agent_id": "bench-pc", "path": file.to_string_lossy(), "max_bytes": 64}),
             Workload::ShellExec => json!({"agent_id": "bench-pc", "command": "echo 'sixteen bytes!!'"}),
@@ -201,16 +204,7 @@ pub(crate) async fn calls(
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &c in levels {
         let (mut samples, errors, elapsed) = run_level(&http, &server, workload, &args, c, seconds, &answered).await?;
-        let s = summarize(&mut samples);
-        println!(
-            "| {c} | {} | {:.0} | {} | {} | {} | {} | {errors} |",
-            s.count,
-            s.count as f64 / elapsed.as_secs_f64(),
-            ms(s.p50),
-            ms(s.p95),
-            ms(s.p99),
-            ms(s.max)
-        );
+        println!("| {c} | {} |", level_row(&mut samples, errors, elapsed));
     }
     let counted = counted_calls(&http, &server.base, workload.tool()).await?;
     let made = answered.load(Ordering::Relaxed);
@@ -225,6 +219,20 @@ pub(crate) async fn calls(
         workload.tool()
     );
     Ok(())
+}
+
+/// One level's figures as table cells: calls, calls/s, p50, p95, p99, max, errors.
+pub(crate) fn level_row(samples: &mut [Duration], errors: u64, elapsed: Duration) -> String {
+    let s = summarize(samples);
+    format!(
+        "{} | {:.0} | {} | {} | {} | {} | {errors}",
+        s.count,
+        s.count as f64 / elapsed.as_secs_f64(),
+        ms(s.p50),
+        ms(s.p95),
+        ms(s.p99),
+        ms(s.max)
+    )
 }
 
 /// The sum of `kenny_calls_total` for `tool`, every outcome, scraped from `/metrics`.
@@ -247,7 +255,7 @@ async fn counted_calls(http: &reqwest::Client, base: &str, tool: &str) -> anyhow
 
 /// `c` clients, each an MCP session of its own on its own connection, all with the
 /// same PAT, calling as fast as answers come back.
-async fn run_level(
+pub(crate) async fn run_level(
     http: &reqwest::Client,
     server: &ServerProcess,
     workload: Workload,

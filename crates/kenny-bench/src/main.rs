@@ -9,10 +9,14 @@
 //!   handshakes over loopback), and `list_agents` latency at that fleet size.
 //! - `storm`: a server restart met by N simulated agents reconnecting at once; the
 //!   time until the server lists all of them online again.
+//! - `cluster`: two replicas on one PostgreSQL and one NATS: forwarded calls entering
+//!   at the replica that holds the agent against the other one, and a replica restart
+//!   met by N simulated agents, until the other replica lists them online.
 //! - `health`: snapshot ingest rate, `list_agents` and `fleet_overview` latency and
 //!   response size with N simulated agents that each pushed a snapshot; with
 //!   `--storage-pcs`, the database size per PC after a simulated month.
 
+mod cluster;
 mod fleet;
 mod footprint;
 mod harness;
@@ -73,6 +77,21 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         restarts: usize,
     },
+    /// Two replicas: forwarded calls through one replica and across (one NATS hop), and
+    /// a replica restart met by its agents.
+    Cluster {
+        #[arg(long, value_delimiter = ',', default_value = "1,8,64")]
+        concurrency: Vec<usize>,
+        /// Measured seconds per concurrency level and path.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Simulated agents on the replica that restarts.
+        #[arg(long, default_value_t = 10_000)]
+        agents: usize,
+        /// Handshakes in flight at once.
+        #[arg(long, default_value_t = 1000)]
+        parallel: usize,
+    },
     /// Snapshot ingest and the health tools at fleet sizes; database size per PC.
     Health {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -106,6 +125,12 @@ fn main() -> anyhow::Result<()> {
                 parallel,
                 restarts,
             } => storm::run(&bin_dir, agents, parallel, restarts).await,
+            Command::Cluster {
+                concurrency,
+                seconds,
+                agents,
+                parallel,
+            } => cluster::run(&bin_dir, &concurrency, Duration::from_secs(seconds), agents, parallel).await,
             Command::Health {
                 agents,
                 storage_pcs,

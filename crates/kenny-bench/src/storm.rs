@@ -53,7 +53,7 @@ pub(crate) async fn run(bin_dir: &Path, agents: usize, parallel: usize, restarts
             server.child.kill().await?;
             drop(std::mem::take(&mut held));
             let started = Instant::now();
-            server = start_server_at(bin_dir, &data_dir, token.clone(), &addr).await?;
+            server = start_server_at(bin_dir, &data_dir, token.clone(), &addr, &[]).await?;
             Some(started.elapsed())
         };
         let began = Instant::now();
@@ -84,7 +84,7 @@ pub(crate) async fn run(bin_dir: &Path, agents: usize, parallel: usize, restarts
 
 /// Every agent dials at once, at most `parallel` handshakes in flight; returns the
 /// connected agents and each handshake's time (connect to proof sent).
-async fn reconnect_all(
+pub(crate) async fn reconnect_all(
     ws_url: &str,
     keys: &[SigningKey],
     parallel: usize,
@@ -115,8 +115,13 @@ async fn reconnect_all(
 }
 
 /// Polls `list_agents` until the server lists `agents` online; the time since `began`.
-async fn wait_all_online(server: &ServerProcess, agents: usize, began: Instant) -> anyhow::Result<Duration> {
+pub(crate) async fn wait_all_online(server: &ServerProcess, agents: usize, began: Instant) -> anyhow::Result<Duration> {
     let mcp = Mcp::with_client(reqwest::Client::new(), &server.base, &server.token);
+    wait_listed_online(&mcp, agents, began).await
+}
+
+/// Polls `list_agents` through `mcp` until it lists `agents` online.
+pub(crate) async fn wait_listed_online(mcp: &Mcp, agents: usize, began: Instant) -> anyhow::Result<Duration> {
     mcp.initialize().await?;
     loop {
         let online = mcp.call("list_agents", json!({"online": true, "limit": 1})).await?["total"]

@@ -32,6 +32,7 @@ pub mod anthropic;
 mod api;
 mod browser;
 mod mcp;
+pub mod nats;
 pub mod postgres;
 mod server;
 

@@ -35,6 +35,8 @@ const DEATH_CHECK_EVERY: Duration = Duration::from_millis(100);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The presence bucket (one key per agent).
 const PRESENCE_BUCKET: &str = "kenny_presence";
+/// Every key of a bucket.
+const ALL_KEYS: &str = ">";
 
 /// This replica's place in the cluster.
 pub struct Cluster {
@@ -114,9 +116,11 @@ impl Cluster {
             .subscribe(relay::HEARTBEAT_SUBJECTS)
             .await
             .context("subscribing to the replicas' heartbeats")?;
+        // From each agent's current entry on, so a replica that starts later knows who
+        // is where already.
         let watch = cluster
             .presence
-            .watch_all()
+            .watch_with_history(ALL_KEYS)
             .await
             .context("watching the presence bucket")?;
         tokio::spawn(relay::serve(cluster.clone(), calls, shutdown.clone()));
@@ -214,7 +218,7 @@ impl Cluster {
                 Some(Err(e)) => tracing::warn!(error = %e, "reading the presence bucket failed"),
                 None => {
                     tracing::error!("the presence watch ended; restarting it");
-                    match self.presence.watch_all().await {
+                    match self.presence.watch_with_history(ALL_KEYS).await {
                         Ok(w) => watch = w,
                         Err(e) => {
                             tracing::error!(error = %e, "could not watch the presence bucket again; retrying in 1s");
