@@ -1,11 +1,14 @@
-"""Checks the container files (Dockerfile, deploy/compose.yaml, deploy/Caddyfile) without
+"""Checks the container files (Dockerfile, deploy/compose.yaml, deploy/Caddyfile, and the
+cluster's deploy/cluster/compose.yaml, Caddyfile and nats.conf) without
 Docker, which this machine does not have, so the images are never built here: every
 instruction is one Docker knows, base images are pinned and the Rust one new enough for
 the workspace, copied files exist, the image runs as a non-root user and its health
 check names a route the server has, and every KENNY_* variable set is one
 `kenny-server serve` reads. In compose: the build context and mounted files exist, named
 volumes are declared, and kenny itself is published on loopback only (the proxy is the
-public side). Run: python3 tests/container/lint.py [path/to/kenny-server]."""
+public side). In the cluster's: every replica shares the database and NATS, keeps its own
+data volume and shares the release builds, the proxy balances over every replica with a
+health check, and NATS requires a password. Run: python3 tests/container/lint.py [path/to/kenny-server]."""
 
 from __future__ import annotations
 
@@ -128,16 +131,64 @@ def lint_compose(known_vars: set[str]) -> None:
         problem("Caddyfile: does not pass requests to the kenny service")
 
 
+def lint_cluster(known_vars: set[str]) -> None:
+    here = REPO / "deploy" / "cluster"
+    doc = yaml.safe_load((here / "compose.yaml").read_text())
+    declared = set((doc.get("volumes") or {}).keys())
+    replicas = sorted(n for n in doc["services"] if n.startswith("kenny-"))
+    if len(replicas) < 2:
+        problem(f"cluster compose: {len(replicas)} kenny replicas; a cluster has at least two")
+    data_volumes = set()
+    for name, service in doc["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith((".", "/")):
+                if not (here / source).exists():
+                    problem(f"cluster compose: service {name} mounts {source}, which does not exist")
+            elif source not in declared:
+                problem(f"cluster compose: service {name} uses volume {source}, which is not declared")
+        if name not in replicas:
+            continue
+        build = service.get("build") or {}
+        if not ((here / build.get("context", "")).resolve() / build.get("dockerfile", "Dockerfile")).is_file():
+            problem(f"cluster compose: {name} builds from a Dockerfile that does not exist")
+        env = service.get("environment") or {}
+        for var in env:
+            if var.startswith("KENNY_") and var not in known_vars:
+                problem(f"cluster compose: {var} is not a kenny-server serve setting")
+        for var in ("KENNY_DATABASE_URL", "KENNY_NATS_URL", "KENNY_PUBLIC_URL"):
+            if var not in env:
+                problem(f"cluster compose: {name} does not set {var}")
+        if service.get("ports"):
+            problem(f"cluster compose: {name} publishes ports; only the proxy is reachable")
+        mounts = {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
+        if mounts.get("/var/lib/kenny/agent-releases") != "agent-releases":
+            problem(f"cluster compose: {name} does not share the agent-releases volume")
+        data_volumes.add(mounts.get("/var/lib/kenny"))
+    if len(data_volumes) != len(replicas) or None in data_volumes:
+        problem("cluster compose: each replica needs a data volume of its own (the data directory is locked)")
+    caddy = (here / "Caddyfile").read_text()
+    for name in replicas:
+        if f"{name}:7420" not in caddy:
+            problem(f"cluster Caddyfile: does not balance over {name}")
+    if "health_uri /readyz" not in caddy:
+        problem("cluster Caddyfile: no health check on /readyz")
+    nats = (here / "nats.conf").read_text()
+    if "jetstream" not in nats or "password" not in nats:
+        problem("cluster nats.conf: JetStream and a password are both required")
+
+
 def main() -> int:
     server_bin = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "target/debug/kenny-server"
     known = serve_variables(server_bin)
     lint_dockerfile(known)
     lint_compose(known)
+    lint_cluster(known)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
         return 1
-    print("container files: ok (Dockerfile, deploy/compose.yaml, deploy/Caddyfile); images are not built here: no Docker")
+    print("container files: ok (Dockerfile, deploy/compose.yaml and Caddyfile, deploy/cluster/); images are not built here: no Docker")
     return 0
 
 

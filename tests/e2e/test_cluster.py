@@ -136,12 +136,18 @@ class Deployment:
         self.urls.append(url)
         return url
 
+    def gauge(self, i: int, name: str) -> int:
+        text = httpx.get(f"{self.urls[i]}/metrics", timeout=10).text
+        m = re.search(rf"^kenny_{name} (\d+)$", text, re.M)
+        assert m, f"no kenny_{name} in replica {i}'s metrics"
+        return int(m.group(1))
+
     def held(self, i: int) -> int:
         """How many agents replica `i` holds, by its own count."""
-        text = httpx.get(f"{self.urls[i]}/metrics", timeout=10).text
-        m = re.search(r"^kenny_agents_connected (\d+)$", text, re.M)
-        assert m, f"no kenny_agents_connected in replica {i}'s metrics"
-        return int(m.group(1))
+        return self.gauge(i, "agents_connected")
+
+    def leaders(self, among: list[int]) -> list[int]:
+        return [i for i in among if self.gauge(i, "leading") == 1]
 
     def agents_on(self, i: int) -> list[str]:
         """The agents replica `i` holds, by its log of connections."""
@@ -240,6 +246,20 @@ async def test_a_replica_started_later_knows_where_every_agent_is(deployment):
     async with d.kenny.mcp(base_url=late) as client:
         for a, agent in agents.items():
             assert await _echo_mark(client, a) == agent.mark + "\n"
+
+
+async def test_one_replica_leads_and_another_takes_over_when_it_dies(deployment):
+    d = deployment
+    everyone = list(range(REPLICAS))
+    leaders = d.leaders(everyone)
+    assert len(leaders) == 1, f"replicas leading the background work: {leaders}"
+    d.replicas[leaders[0]].send_signal(signal.SIGKILL)
+    assert d.replicas[leaders[0]].wait(10) is not None
+    rest = [i for i in everyone if i != leaders[0]]
+    deadline = time.monotonic() + 15
+    while not (now := d.leaders(rest)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    assert len(now) == 1, f"after the leader died, replicas leading: {now}"
 
 
 async def test_a_killed_replica_fails_only_its_own_calls_and_its_agents_come_back(deployment):

@@ -192,13 +192,22 @@ const PRUNE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Deletes audit rows older than `retention` at start-up and then every hour, in small
 /// batches, until `shutdown`.
-pub(crate) async fn prune_loop(store: Arc<Store>, clock: Clock, retention: Duration, shutdown: CancellationToken) {
+pub(crate) async fn prune_loop(
+    store: Arc<Store>,
+    clock: Clock,
+    retention: Duration,
+    leader: crate::leader::Leader,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(PRUNE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
+        }
+        if !leader.is_leading() {
+            continue;
         }
         let cutoff = crate::clock::format(clock.now_utc() - retention);
         let mut pruned = 0usize;

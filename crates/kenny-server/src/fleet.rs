@@ -31,6 +31,8 @@ pub struct Fleet {
     pub registry: Arc<Registry>,
     /// This replica's place in a cluster, when it is one of several.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// Whether this server runs the fleet-wide background work.
+    pub leader: crate::leader::Leader,
     pub forwarder: Arc<Forwarder>,
     /// The operator's guard rules, pushed to agents.
     pub policy: Arc<PolicyBook>,

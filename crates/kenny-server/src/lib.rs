@@ -24,6 +24,7 @@ pub(crate) mod guard;
 pub(crate) mod health;
 pub mod history;
 pub mod install;
+pub mod leader;
 pub mod listener;
 pub(crate) mod mcp;
 pub mod metrics;

@@ -57,6 +57,7 @@ pub struct Metrics {
     agents_known: Gauge,
     audit_queue: Gauge,
     web_filters: Gauge,
+    leading: Gauge,
     deliveries: Family<DeliveryLabels, Gauge>,
     chat_tokens: Family<TokenKind, Gauge>,
     chat_turns: Gauge,
@@ -101,6 +102,12 @@ impl Metrics {
             audit_queue.clone(),
         );
         registry.register("web_filters", "PCs with a web filter set up", web_filters.clone());
+        let leading = Gauge::default();
+        registry.register(
+            "leading",
+            "1 when this server runs the fleet-wide background work (a single server always; one replica of a cluster)",
+            leading.clone(),
+        );
         let build = Family::<BuildLabels, Gauge>::default();
         build
             .get_or_create(&BuildLabels {
@@ -149,6 +156,7 @@ impl Metrics {
             agents_known,
             audit_queue,
             web_filters,
+            leading,
             deliveries,
             chat_tokens,
             chat_turns,
@@ -204,6 +212,7 @@ impl Metrics {
         }
         self.audit_queue.set(gauge(now.audit_queue));
         self.web_filters.set(gauge(now.web_filters));
+        self.leading.set(i64::from(now.leading));
         if let Some(counts) = &now.stored {
             // A state no longer kept (its last delivery pruned) reads 0, not its old count.
             self.deliveries.clear();
@@ -236,6 +245,7 @@ pub(crate) struct Readings {
     pub agents_known: Option<usize>,
     pub audit_queue: usize,
     pub web_filters: usize,
+    pub leading: bool,
     /// What the database counts; `None` when it could not be read (gauges keep theirs).
     pub stored: Option<crate::store::ScrapeCounts>,
 }

@@ -43,13 +43,22 @@ pub(crate) async fn rekey(
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Purges removed PCs' history past `retention`: at start-up, then hourly.
-pub(crate) async fn purge_loop(store: Arc<Store>, clock: Clock, retention: Duration, shutdown: CancellationToken) {
+pub(crate) async fn purge_loop(
+    store: Arc<Store>,
+    clock: Clock,
+    retention: Duration,
+    leader: crate::leader::Leader,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(PURGE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
+        }
+        if !leader.is_leading() {
+            continue;
         }
         let before = crate::clock::format(clock.now_utc() - retention);
         match store.blocking(move |s| s.purge_removed_agents(&before)).await {

@@ -123,6 +123,11 @@ pub async fn start_with_clock(
     let (audit, audit_thread) =
         AuditLog::start(store.clone(), clock.clone(), alerts.clone()).context("starting the audit writer")?;
     let registry = Arc::new(Registry::default());
+    // Work done once for the whole fleet runs on the replica that leads.
+    let leader = match store.path() {
+        Some(_) => crate::leader::Leader::always(),
+        None => crate::leader::Leader::elect(store.clone(), shutdown.clone()).await,
+    };
     let cluster = match &config.nats_url {
         Some(url) => Some(crate::cluster::Cluster::join(url, registry.clone(), shutdown.clone()).await?),
         None => None,
@@ -133,6 +138,7 @@ pub async fn start_with_clock(
         store.clone(),
         clock.clone(),
         registry.clone(),
+        leader.clone(),
         shutdown.clone(),
     )
     .context("starting alerts")?;
@@ -182,12 +188,13 @@ pub async fn start_with_clock(
         },
     )
     .context("loading the web filters")?;
-    webfilter.start(shutdown.clone());
+    webfilter.start(leader.clone(), shutdown.clone());
     crate::rollout::start(
         store.clone(),
         registry.clone(),
         forwarder.clone(),
         clock.clone(),
+        leader.clone(),
         shutdown.clone(),
     );
     let base_url: Arc<str> = base_url.into();
@@ -207,6 +214,7 @@ pub async fn start_with_clock(
             clock: clock.clone(),
             registry,
             cluster,
+            leader,
             policy: Arc::new(policy),
             audit: audit.clone(),
             pushed: Default::default(),
@@ -245,12 +253,14 @@ pub async fn start_with_clock(
         state.fleet.store.clone(),
         state.fleet.clock.clone(),
         state.site.config.history,
+        state.fleet.leader.clone(),
         shutdown.clone(),
     ));
     tokio::spawn(crate::retire::purge_loop(
         state.fleet.store.clone(),
         state.fleet.clock.clone(),
         state.site.config.removed_retention,
+        state.fleet.leader.clone(),
         shutdown.clone(),
     ));
     match state.site.config.audit_retention {
@@ -259,7 +269,13 @@ pub async fn start_with_clock(
                 days = retention.as_secs() / 86400,
                 "audit rows older than the retention period are pruned hourly"
             );
-            tokio::spawn(crate::audit::prune_loop(store, clock, retention, shutdown.clone()));
+            tokio::spawn(crate::audit::prune_loop(
+                store,
+                clock,
+                retention,
+                state.fleet.leader.clone(),
+                shutdown.clone(),
+            ));
         }
         None => tracing::info!("audit retention is off: audit rows are kept for ever"),
     }
@@ -396,6 +412,7 @@ async fn scrape_metrics(
         agents_known: known,
         audit_queue: fleet.audit.queue_depth(),
         web_filters: fleet.webfilter.configured(),
+        leading: fleet.leader.is_leading(),
         stored,
     };
     match fleet.metrics.render(&readings) {

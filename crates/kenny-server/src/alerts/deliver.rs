@@ -32,7 +32,13 @@ const BATCH: u32 = 20;
 const IDLE: Duration = Duration::from_secs(30);
 
 /// Sends due deliveries until `shutdown`; `wake` says new ones are queued.
-pub(crate) async fn run(store: Arc<Store>, clock: Clock, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    store: Arc<Store>,
+    clock: Clock,
+    wake: Arc<Notify>,
+    leader: crate::leader::Leader,
+    shutdown: CancellationToken,
+) {
     let http = match client() {
         Ok(c) => c,
         Err(e) => {
@@ -41,6 +47,12 @@ pub(crate) async fn run(store: Arc<Store>, clock: Clock, wake: Arc<Notify>, shut
         }
     };
     loop {
+        if !leader.is_leading() {
+            tokio::select! {
+                _ = tokio::time::sleep(crate::leader::RETRY_EVERY) => continue,
+                _ = shutdown.cancelled() => return,
+            }
+        }
         let now = clock.now();
         let due = store.blocking(move |s| s.due_deliveries(&now, BATCH)).await;
         let due = due.unwrap_or_else(|e| {

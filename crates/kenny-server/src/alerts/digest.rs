@@ -110,14 +110,20 @@ pub(crate) async fn run(
     clock: Clock,
     registry: Arc<Registry>,
     wake: Arc<Notify>,
+    leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
     loop {
         let (s, c, r) = (store.clone(), clock.clone(), registry.clone());
-        match store
-            .blocking(move |_| queue_if_due(&s, &c, &|id: &str| r.get(id).is_some()))
-            .await
-        {
+        let queued = match leader.is_leading() {
+            true => {
+                store
+                    .blocking(move |_| queue_if_due(&s, &c, &|id: &str| r.is_online(id)))
+                    .await
+            }
+            false => Ok(0),
+        };
+        match queued {
             Ok(0) => {}
             Ok(n) => {
                 tracing::info!(channels = n, "weekly digest queued");

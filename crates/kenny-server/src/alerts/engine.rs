@@ -40,6 +40,8 @@ pub(super) struct Engine {
     pub started: time::OffsetDateTime,
     /// The stored agents, read again only when they change.
     pub directory: AgentDirectory,
+    /// Only the leading replica watches for PCs gone offline.
+    pub leader: crate::leader::Leader,
 }
 
 impl Engine {
@@ -51,7 +53,7 @@ impl Engine {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
-            if checked.elapsed() >= CHECK_EVERY {
+            if checked.elapsed() >= CHECK_EVERY && self.leader.is_leading() {
                 self.check_offline();
                 checked = Instant::now();
             }

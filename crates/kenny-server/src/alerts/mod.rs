@@ -96,6 +96,7 @@ pub(crate) fn start(
     store: Arc<Store>,
     clock: Clock,
     registry: Arc<Registry>,
+    leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let open: HashMap<(String, String), crate::store::AlertRow> = store
@@ -112,6 +113,7 @@ pub(crate) fn start(
         open,
         started: clock.now_utc(),
         directory: Default::default(),
+        leader: leader.clone(),
     };
     std::thread::Builder::new()
         .name("kenny-alerts".into())
@@ -120,8 +122,16 @@ pub(crate) fn start(
         store.clone(),
         clock.clone(),
         alerts.wake.clone(),
+        leader.clone(),
         shutdown.clone(),
     ));
-    tokio::spawn(digest::run(store, clock, registry, alerts.wake.clone(), shutdown));
+    tokio::spawn(digest::run(
+        store,
+        clock,
+        registry,
+        alerts.wake.clone(),
+        leader,
+        shutdown,
+    ));
     Ok(())
 }

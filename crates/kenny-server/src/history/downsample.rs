@@ -22,13 +22,22 @@ use crate::store::{MetricRow, Result, Store};
 
 const EVERY: Duration = Duration::from_secs(15 * 60);
 
-pub(crate) async fn run(store: Arc<Store>, clock: Clock, retention: Retention, shutdown: CancellationToken) {
+pub(crate) async fn run(
+    store: Arc<Store>,
+    clock: Clock,
+    retention: Retention,
+    leader: crate::leader::Leader,
+    shutdown: CancellationToken,
+) {
     let mut tick = tokio::time::interval(EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shutdown.cancelled() => return,
+        }
+        if !leader.is_leading() {
+            continue;
         }
         let (s, now) = (store.clone(), clock.now_utc());
         match store.blocking(move |_| once(&s, now, retention)).await {

@@ -55,6 +55,7 @@ pub(crate) fn start(
     registry: Arc<Registry>,
     forwarder: Arc<Forwarder>,
     clock: Clock,
+    leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
     let rollout = Rollout {
@@ -74,6 +75,9 @@ pub(crate) fn start(
             tokio::select! {
                 _ = tick.tick() => {}
                 () = shutdown.cancelled() => return,
+            }
+            if !leader.is_leading() {
+                continue;
             }
             if let Err(e) = rollout.tick().await {
                 tracing::warn!("update campaigns: {e}");

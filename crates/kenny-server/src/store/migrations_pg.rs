@@ -1,4 +1,4 @@
-//! The schema on PostgreSQL: SQLite's 24 steps (`migrations`), each turned into
+//! The schema on PostgreSQL: SQLite's steps (`migrations`), each turned into
 //! PostgreSQL's words, so a version number means the same tables on both and a new
 //! step is written once. The translation is mechanical (integers are `BIGINT`, row ids
 //! identity columns that never reuse an id, `REAL` double precision, `BLOB` bytea, no

@@ -65,6 +65,12 @@ impl PgPool {
         f(lent.conn.as_ref().expect("lent until dropped"))
     }
 
+    /// A connection of its own, outside the pool, for a session that must outlive
+    /// store calls (an advisory lock held while this replica leads).
+    pub(super) fn dedicated(&self) -> Result<PgConn> {
+        open(&self.driver, &self.config)
+    }
+
     fn take(&self) -> Result<PgConn> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {

@@ -50,13 +50,16 @@ pub(super) async fn run(filter: WebFilter, shutdown: CancellationToken) {
 }
 
 /// Fetches list sources when due, and drops web activity older than it is kept.
-pub(super) async fn refresh_sources(filter: WebFilter, shutdown: CancellationToken) {
+pub(super) async fn refresh_sources(filter: WebFilter, leader: crate::leader::Leader, shutdown: CancellationToken) {
     let mut tick = tokio::time::interval(SOURCES_TICK);
     let mut pruned_at: Option<OffsetDateTime> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = shutdown.cancelled() => return,
+        }
+        if !leader.is_leading() {
+            continue;
         }
         let now = filter.inner.clock.now_utc();
         if pruned_at.is_none_or(|at| at + time::Duration::hours(1) <= now) {

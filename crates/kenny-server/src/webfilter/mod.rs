@@ -181,9 +181,9 @@ impl WebFilter {
     }
 
     /// Starts the enforcer and the list refresher.
-    pub(crate) fn start(&self, shutdown: tokio_util::sync::CancellationToken) {
+    pub(crate) fn start(&self, leader: crate::leader::Leader, shutdown: tokio_util::sync::CancellationToken) {
         tokio::spawn(enforce::run(self.clone(), shutdown.clone()));
-        tokio::spawn(enforce::refresh_sources(self.clone(), shutdown));
+        tokio::spawn(enforce::refresh_sources(self.clone(), leader, shutdown));
     }
 
     fn pcs(&self) -> std::sync::MutexGuard<'_, HashMap<String, PcFilter>> {

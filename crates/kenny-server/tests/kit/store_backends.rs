@@ -996,3 +996,29 @@ fn the_web_filter_tables_work_the_same_on_both_backends() {
         store.create_agent("pc-1", "h", "t").unwrap();
     });
 }
+
+#[test]
+fn one_process_leads_on_postgresql_and_the_lead_passes_on_when_it_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Store::open(dir.path()).unwrap();
+    assert!(sqlite.try_lead(7).unwrap().is_some(), "a server on SQLite always leads");
+    let Some(pg) = start_or_skip("lead_on_postgres") else {
+        return;
+    };
+    let url = pg.database("kenny").unwrap();
+    let (a, b) = (Store::open_postgres(&url).unwrap(), Store::open_postgres(&url).unwrap());
+    let lead = a.try_lead(7).unwrap().expect("the first to ask leads");
+    assert!(lead.still_held());
+    assert!(b.try_lead(7).unwrap().is_none(), "a second replica must not lead too");
+    assert!(b.try_lead(8).unwrap().is_some(), "another job's lead is separate");
+    drop(lead);
+    let mut taken = None;
+    for _ in 0..50 {
+        taken = b.try_lead(7).unwrap();
+        if taken.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(taken.is_some(), "the lead passes on once its holder's connection ends");
+}
