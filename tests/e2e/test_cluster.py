@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import Kenny, _postgres, call, expect_error, shell_stdout
+from conftest import Kenny, KeyedFakeAgent, _postgres, call, expect_error, shell_stdout
 import nats_server
 
 REPLICAS = 3
@@ -159,6 +159,10 @@ class Deployment:
                 (held.add if m.group(1) == "connected" else held.discard)(m.group(2))
         return sorted(held)
 
+    def agents_on_now(self) -> set[str]:
+        """Every agent some live replica holds, by their logs."""
+        return {a for i, p in enumerate(self.replicas) if p.alive() for a in self.agents_on(i)}
+
     def close(self) -> None:
         self.balancer.stop()
 
@@ -246,6 +250,66 @@ async def test_a_replica_started_later_knows_where_every_agent_is(deployment):
     async with d.kenny.mcp(base_url=late) as client:
         for a, agent in agents.items():
             assert await _echo_mark(client, a) == agent.mark + "\n"
+
+
+async def test_a_change_made_on_one_replica_reaches_agents_on_every_replica(deployment):
+    """The operator policy saved through one replica is pushed by every replica to the
+    agents it holds; a PC removed through one replica is cut off by the one holding it."""
+    d = deployment
+    await_ids = AGENTS[:REPLICAS * 2]
+    for a in await_ids:
+        d.kenny.start_agent(a)
+    await _online_everywhere(d, await_ids)
+    far = [a for a in await_ids if a not in d.agents_on(0)]
+    assert far, "every agent is on replica 0"
+    word = "kenny-cluster-canary"
+    rule = {"id": "no_canary", "applies_to": "shell", "pattern": rf"\b{word}\b", "reason": "operator: canary word"}
+    headers = {"Authorization": f"Bearer {d.kenny.admin_pat}"}
+    r = httpx.put(f"{d.urls[0]}/api/policy", json={"rules": [rule]}, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    async with d.kenny.mcp(base_url=d.urls[0]) as client:
+        for agent_id in far:
+            deadline = time.monotonic() + 5
+            while True:
+                res = await call(client, "shell_exec", {"agent_id": agent_id, "command": f"echo {word}"})
+                if res.is_error:
+                    assert "canary word" in expect_error(res, "blocked")
+                    break
+                assert time.monotonic() < deadline, f"the rule saved on replica 0 never reached {agent_id}: {res}"
+                await asyncio.sleep(0.1)
+        victim = far[0]
+        r = httpx.delete(f"{d.urls[0]}/api/agents/{victim}", headers=headers, timeout=10)
+        assert r.status_code in (200, 204), r.text
+        deadline = time.monotonic() + 5
+        while victim in d.agents_on_now():
+            assert time.monotonic() < deadline, f"{victim} removed on replica 0 is still connected elsewhere"
+            await asyncio.sleep(0.1)
+        expect_error(await call(client, "shell_exec", {"agent_id": victim, "command": "true"}), "unknown_agent")
+
+
+async def test_an_agent_connected_to_two_replicas_keeps_only_its_newest_connection(deployment):
+    """A reconnect racing its old socket on another replica: the older connection is
+    closed wherever it is, and calls entering at any replica reach the newer one."""
+    d = deployment
+    creds = d.kenny.add_agent("pc-twice")
+    ws = [u.replace("http://", "ws://", 1) + "/agent/ws" for u in d.urls]
+    old = KeyedFakeAgent(ws[0], "pc-twice", creds["token"], creds["server_pubkey"])
+    await old.enroll(d.urls[0])
+    await old.register()
+    await _online_everywhere(d, ["pc-twice"])
+    new = KeyedFakeAgent(ws[1], "pc-twice", creds["token"], creds["server_pubkey"], key=old.key)
+    await new.register()
+    # The server closes a replaced connection as a single server does (no status).
+    await old.wait_closed(10)
+    for url in d.urls:
+        async with d.kenny.mcp(base_url=url) as client:
+            pending = asyncio.create_task(call(client, "shell_exec", {"agent_id": "pc-twice", "command": "echo here"}))
+            request = await new.next_request(10, pending)
+            await new.respond(request["id"], result={"stdout": "new\n", "stderr": "", "exit_code": 0, "truncated": False})
+            assert shell_stdout(await pending) == "new\n"
+    assert old.requests.empty(), "a call reached the replaced connection"
+    await new.close()
+    await old.close()
 
 
 async def test_one_replica_leads_and_another_takes_over_when_it_dies(deployment):

@@ -13,17 +13,26 @@ use crate::clock::Clock;
 use crate::state::Fleet;
 use crate::store::{Store, StoreError};
 
-/// Ends the PC's live connection, if any: whatever it was doing fails as disconnected.
-fn cut_off(fleet: &Fleet, agent_id: &str, why: &str) {
+/// Ends the PC's live connection, if any, on whichever replica holds it: whatever it
+/// was doing fails as disconnected.
+async fn cut_off(fleet: &Fleet, agent_id: &str, why: &str) {
     if let Some(link) = fleet.registry.get(agent_id) {
         link.close(why);
+    }
+    if let Some(cluster) = &fleet.cluster {
+        cluster
+            .publish_change(crate::cluster::changes::Change::CutOff {
+                agent_id: agent_id.to_owned(),
+                reason: why.to_owned(),
+            })
+            .await;
     }
 }
 
 pub(crate) async fn remove(fleet: &Fleet, agent_id: &str, by: &str) -> Result<(), StoreError> {
     let (id, who, now) = (agent_id.to_owned(), by.to_owned(), fleet.clock.now());
     fleet.store.blocking(move |s| s.remove_agent(&id, &who, &now)).await?;
-    cut_off(fleet, agent_id, "the PC was removed from kenny");
+    cut_off(fleet, agent_id, "the PC was removed from kenny").await;
     fleet.health.forget(agent_id);
     tracing::info!(agent = %agent_id, by = %by, "agent removed");
     Ok(())
@@ -36,7 +45,7 @@ pub(crate) async fn rekey(
 ) -> anyhow::Result<crate::admin::AgentEnrollment> {
     let (store, dir, id) = (fleet.store.clone(), data_dir.to_owned(), agent_id.to_owned());
     let enrollment = tokio::task::spawn_blocking(move || crate::admin::rekey_agent(&store, &dir, &id)).await??;
-    cut_off(fleet, agent_id, "the PC's enrollment was rotated");
+    cut_off(fleet, agent_id, "the PC's enrollment was rotated").await;
     Ok(enrollment)
 }
 

@@ -247,6 +247,13 @@ pub async fn start_with_clock(
     });
 
     let app = router(state.clone());
+    if let Some(cluster) = &state.fleet.cluster {
+        tokio::spawn(crate::cluster::changes::follow(
+            cluster.clone(),
+            state.fleet.clone(),
+            shutdown.clone(),
+        ));
+    }
 
     tokio::spawn(touch_tokens(auth, audit, shutdown.clone()));
     tokio::spawn(crate::history::downsample_loop(

@@ -54,6 +54,9 @@ pub(super) async fn replace(
         updated_at: Some(stored.updated_at),
     };
     fleet.policy.set(current.clone());
+    if let Some(cluster) = &fleet.cluster {
+        cluster.publish_change(crate::cluster::changes::Change::Policy).await;
+    }
     let (pushed, missed) = push_to_all(&fleet.registry, &current.policy);
     tracing::info!(by = %who.username, rules = current.policy.rules.len(), agents = pushed, "operator policy changed");
     if !missed.is_empty() {

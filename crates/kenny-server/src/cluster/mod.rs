@@ -14,6 +14,7 @@
 //! every replica: a replica that sees a newer revision for an agent it holds closes
 //! its own connection.
 
+pub mod changes;
 pub(crate) mod presence;
 pub(crate) mod relay;
 

@@ -50,6 +50,13 @@ pub(super) async fn set(fleet: &Fleet, who: &Principal, a: WebfilterSetArgs) -> 
         .store_config(who, &a.agent_id, next)
         .await
         .map_err(internal)?;
+    if let Some(cluster) = &fleet.cluster {
+        cluster
+            .publish_change(crate::cluster::changes::Change::WebFilter {
+                agent_id: a.agent_id.clone(),
+            })
+            .await;
+    }
     fleet.forwarder.audit_served(who, &a.agent_id, WEBFILTER_SET).await;
     let mut shown = fleet.webfilter.describe(&a.agent_id);
     shown["changed"] = json!(said);

@@ -467,6 +467,26 @@ impl WebFilter {
         };
         let stored = row.clone();
         self.inner.store.blocking(move |s| s.put_filter_config(&stored)).await?;
+        self.adopt(row, config);
+        Ok(())
+    }
+
+    /// Reads `agent`'s settings again, as another replica stored them.
+    pub(crate) async fn reload_config(&self, agent: &str) -> Result<(), StoreError> {
+        let id = agent.to_owned();
+        let rows = self.inner.store.blocking(move |s| s.filter_configs()).await?;
+        let Some(row) = rows.into_iter().find(|r| r.agent_id == id) else {
+            return Ok(());
+        };
+        let config: FilterConfig = serde_json::from_str(&row.config)
+            .map_err(|e| StoreError::Internal(format!("the web filter of {agent} cannot be read: {e}")))?;
+        self.adopt(row, config);
+        Ok(())
+    }
+
+    /// Makes `config` (stored as `row`) the one the enforcer applies.
+    fn adopt(&self, row: FilterConfigRow, config: FilterConfig) {
+        let agent = row.agent_id.as_str();
         let mut pcs = self.pcs();
         let pc = pcs.entry(agent.to_owned()).or_insert_with(|| PcFilter {
             state: FilterStateRow {
@@ -482,7 +502,6 @@ impl WebFilter {
         // A new configuration is worth trying at once, whatever failed before.
         pc.retry_at = None;
         pc.retries = 0;
-        Ok(())
     }
 
     pub(crate) fn config_of(&self, agent: &str) -> FilterConfig {

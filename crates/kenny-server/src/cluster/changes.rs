@@ -1,0 +1,105 @@
+//! Changes one replica makes that others must act on at once, because they hold state
+//! or connections it does not: the operator policy (every replica's agents get it), a
+//! PC's web filter (the replica holding the PC enforces it), and a PC removed or
+//! re-keyed (the replica holding its connection ends it). The change itself is already
+//! in the database; the message only says what to read again.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::Cluster;
+use crate::state::Fleet;
+
+const SUBJECT: &str = "kenny.cluster.changes";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// The operator policy was replaced.
+    Policy,
+    /// A PC's web filter settings changed.
+    WebFilter { agent_id: String },
+    /// A PC's connection must end (it was removed or its key forgotten).
+    CutOff { agent_id: String, reason: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Message {
+    from: String,
+    #[serde(flatten)]
+    change: Change,
+}
+
+impl Cluster {
+    /// Tells the other replicas about `change`; a replica that misses it (NATS down)
+    /// reads the state again when it restarts, and agents get it when they reconnect.
+    pub async fn publish_change(&self, change: Change) {
+        let message = Message {
+            from: self.replica.clone(),
+            change,
+        };
+        let Ok(body) = serde_json::to_vec(&message) else { return };
+        if let Err(e) = self.client.publish(SUBJECT, body.into()).await {
+            tracing::warn!(error = %e, change = ?message.change, "other replicas could not be told of a change");
+        }
+    }
+}
+
+/// Applies the other replicas' changes to this one until `shutdown`.
+pub async fn follow(cluster: Arc<Cluster>, fleet: Fleet, shutdown: CancellationToken) {
+    let mut changes = match cluster.client.subscribe(SUBJECT).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot follow the other replicas' changes; policy and web filter changes made elsewhere reach this replica's agents when they reconnect");
+            return;
+        }
+    };
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            m = changes.next() => match m {
+                Some(m) => m,
+                None => return,
+            },
+        };
+        match serde_json::from_slice::<Message>(&message.payload) {
+            Ok(m) if m.from == cluster.replica => {}
+            Ok(m) => apply(&fleet, m.change).await,
+            Err(e) => tracing::warn!(error = %e, "an unreadable change message from another replica; ignored"),
+        }
+    }
+}
+
+async fn apply(fleet: &Fleet, change: Change) {
+    match change {
+        Change::Policy => match fleet.store.blocking(|s| s.operator_policy()).await {
+            Ok(stored) => match crate::policy::PolicyBook::load(stored) {
+                Ok(book) => {
+                    let current = (*book.current()).clone();
+                    fleet.policy.set(current.clone());
+                    let (pushed, missed) = crate::policy::push_to_all(&fleet.registry, &current.policy);
+                    tracing::info!(agents = pushed, not_reached = ?missed, "operator policy changed on another replica; pushed here");
+                }
+                Err(e) => tracing::error!(
+                    error = format!("{e:#}"),
+                    "the operator policy another replica saved cannot be used here"
+                ),
+            },
+            Err(e) => tracing::error!(error = %e, "cannot read the operator policy another replica changed"),
+        },
+        Change::WebFilter { agent_id } => {
+            if let Err(e) = fleet.webfilter.reload_config(&agent_id).await {
+                tracing::error!(error = %e, agent = %agent_id, "cannot read the web filter another replica changed");
+            }
+        }
+        Change::CutOff { agent_id, reason } => {
+            if let Some(link) = fleet.registry.get(&agent_id) {
+                fleet.registry.remove_if_current(&agent_id, link.conn_id);
+                link.close(&reason);
+            }
+        }
+    }
+}
