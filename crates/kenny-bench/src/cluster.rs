@@ -43,7 +43,7 @@ pub(crate) async fn run(
         let token = admin::create_token(&store, "bench", Some("bench"))?;
         let enrollment = admin::add_agent(&store, dir.path(), "bench-pc")?;
         let keys = register_agents(&store, 0, agents)?;
-        let key = kenny_server::secrets::server_key(&store, dir.path())?;
+        let key = kenny_server::server_key::server_key(&store, dir.path())?;
         (token, enrollment, keys, key.verifying_key())
     };
     let nats_url = nats.url();

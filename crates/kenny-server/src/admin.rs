@@ -286,7 +286,7 @@ pub fn list_releases(data_dir: &Path) -> serde_json::Value {
 }
 
 fn enrollment(store: &Store, data_dir: &Path, agent_id: &str, token: String) -> anyhow::Result<AgentEnrollment> {
-    let key = secrets::server_key(store, data_dir)?;
+    let key = crate::server_key::server_key(store, data_dir)?;
     Ok(AgentEnrollment {
         agent_id: agent_id.to_owned(),
         token,

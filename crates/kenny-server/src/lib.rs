@@ -39,6 +39,7 @@ pub(crate) mod retire;
 pub(crate) mod rollout;
 pub mod secrets;
 pub mod server;
+pub mod server_key;
 pub(crate) mod server_tools;
 pub(crate) mod session;
 pub mod settings_file;

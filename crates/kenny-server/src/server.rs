@@ -99,7 +99,7 @@ pub async fn start_with_clock(
     let policy = crate::policy::PolicyBook::load(store.operator_policy()?).context("loading the operator policy")?;
     let (alerts, alert_events) = crate::alerts::Alerts::new();
     let health = Arc::new(crate::health::HealthBook::load(&store, alerts.clone()).context("loading fleet health")?);
-    let server_key = crate::secrets::server_key(&store, &config.data_dir)?;
+    let server_key = crate::server_key::server_key(&store, &config.data_dir)?;
     // Bad certificate files stop the start, before the port is taken.
     let tls = match &config.tls {
         Some(files) => Some(Arc::new(crate::tls::Tls::open(files.clone())?)),

@@ -64,6 +64,10 @@ fn translate(sqlite: &'static str) -> Result<Cow<'static, str>> {
 
 /// SQLite's column types and row ids, and what PostgreSQL calls them; the first match
 /// of an id column wins, so the specific forms come first.
+#[expect(
+    clippy::expect_used,
+    reason = "fixed patterns; the test that translates every step compiles them"
+)]
 static RULES: LazyLock<Vec<(Regex, &'static str)>> = LazyLock::new(|| {
     let rules: [(&str, &str); 6] = [
         (

@@ -57,6 +57,7 @@ impl PgPool {
     }
 
     /// Runs `f` on a pooled connection.
+    #[expect(clippy::expect_used, reason = "the connection leaves `Lent` only when it is dropped")]
     pub(super) fn with<T>(&self, f: impl FnOnce(&RefCell<PgConn>) -> Result<T>) -> Result<T> {
         let lent = Lent {
             pool: self,

@@ -1022,3 +1022,27 @@ fn one_process_leads_on_postgresql_and_the_lead_passes_on_when_it_ends() {
     }
     assert!(taken.is_some(), "the lead passes on once its holder's connection ends");
 }
+
+#[test]
+fn replicas_on_postgresql_share_one_server_key_and_a_moved_servers_key_is_kept() {
+    use kenny_server::server_key::server_key;
+    let Some(pg) = start_or_skip("server_key_on_postgres") else {
+        return;
+    };
+    let url = pg.database("kenny").unwrap();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A server moved from SQLite brings the key file its agents pinned.
+    let pinned = kenny_server::secrets::load_or_create_server_key(first.path()).unwrap();
+    let a = server_key(&Store::open_postgres(&url).unwrap(), first.path()).unwrap();
+    assert_eq!(a.verifying_key(), pinned.verifying_key(), "the file's key is adopted");
+    let b = server_key(&Store::open_postgres(&url).unwrap(), second.path()).unwrap();
+    assert_eq!(
+        b.verifying_key(),
+        a.verifying_key(),
+        "every replica proves the same identity"
+    );
+    assert!(
+        !second.path().join(kenny_server::secrets::SERVER_KEY_FILE).exists(),
+        "a replica on PostgreSQL writes no key file of its own"
+    );
+}
