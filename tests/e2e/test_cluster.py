@@ -192,10 +192,11 @@ def deployment(tmp_path: Path, request: pytest.FixtureRequest):
         nats.stop()
 
 
-async def _online_everywhere(d: Deployment, ids: list[str], timeout: float = 30.0) -> None:
-    """Every replica lists every agent in `ids` as online (presence is cluster-wide)."""
+async def _online_everywhere(d: Deployment, ids: list[str], timeout: float = 30.0, urls: list[str] | None = None) -> None:
+    """Every replica (or those at `urls`) lists every agent in `ids` as online: presence
+    is cluster-wide."""
     deadline = time.monotonic() + timeout
-    for url in d.urls:
+    for url in urls or d.urls:
         async with d.kenny.mcp(base_url=url) as client:
             while True:
                 agents = await d.kenny.list_agents(client)
@@ -246,7 +247,7 @@ async def test_a_replica_started_later_knows_where_every_agent_is(deployment):
     agents = {a: d.kenny.start_agent(a) for a in AGENTS[:3]}
     await _online_everywhere(d, list(agents))
     late = d.add_replica()
-    await _online_everywhere_of(d, [late], list(agents), timeout=10)
+    await _online_everywhere(d, list(agents), timeout=10, urls=[late])
     async with d.kenny.mcp(base_url=late) as client:
         for a, agent in agents.items():
             assert await _echo_mark(client, a) == agent.mark + "\n"
@@ -308,6 +309,14 @@ async def test_an_agent_connected_to_two_replicas_keeps_only_its_newest_connecti
             await new.respond(request["id"], result={"stdout": "new\n", "stderr": "", "exit_code": 0, "truncated": False})
             assert shell_stdout(await pending) == "new\n"
     assert old.requests.empty(), "a call reached the replaced connection"
+    # The rule a single server keeps holds across replicas: a live connection is not
+    # replaced from another host, whichever replica the newcomer reaches.
+    meta = {**new.meta, "hostname": "another-pc"}
+    stranger = KeyedFakeAgent(ws[2], "pc-twice", creds["token"], creds["server_pubkey"], meta=meta, key=old.key)
+    await stranger.register()
+    code, reason = await stranger.wait_closed(10)
+    assert code == 4401 and "another host" in reason, (code, reason)
+    await stranger.close()
     await new.close()
     await old.close()
 
@@ -387,7 +396,7 @@ async def test_a_killed_replica_fails_only_its_own_calls_and_its_agents_come_bac
 
     # The killed replica's agents are back, on the survivors, within their backoff.
     back_from = time.monotonic()
-    await _online_everywhere_of(d, survivors, AGENTS, timeout=15)
+    await _online_everywhere(d, AGENTS, timeout=15, urls=survivors)
     print(f"every agent online again {time.monotonic() - back_from:.2f}s after the calls ended")
     assert sum(d.held(i) for i in range(victim)) == len(AGENTS)
     async with d.kenny.mcp(base_url=survivors[1]) as client:
@@ -399,15 +408,3 @@ async def test_a_killed_replica_fails_only_its_own_calls_and_its_agents_come_bac
     assert rows.get("ok") == len(succeeded) + len(steady_calls) + len(AGENTS), rows
     assert rows.get("error") == on_victim, rows
     assert "sent" not in rows, rows
-
-
-async def _online_everywhere_of(d: Deployment, urls: list[str], ids: list[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    for url in urls:
-        async with d.kenny.mcp(base_url=url) as client:
-            while True:
-                agents = await d.kenny.list_agents(client)
-                if all(agents.get(i, {}).get("online") is True for i in ids):
-                    break
-                assert time.monotonic() < deadline, f"{url} does not list {ids} online: {agents}"
-                await asyncio.sleep(0.2)

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use self::handshake::{Method, Proof, Reject};
 use self::pushed::Pushed;
 use crate::listener::ConnReads;
-use crate::registry::{AgentLink, LinkError, Registry, unix_now};
+use crate::registry::{AgentLink, LinkError, Registry, Route, unix_now};
 use crate::state::{Fleet, Site};
 
 /// A write to an agent that takes longer than this means it stopped reading: the
@@ -121,8 +121,9 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
 }
 
 /// Whether the newly authenticated connection may take the agent id's place: see
-/// [`handshake::admit`]. The current connection counts as alive while it has sent a
-/// frame within two heartbeats.
+/// [`handshake::admit`]. A current connection here counts as alive while it has sent a
+/// frame within two heartbeats; one on another replica while that replica is alive
+/// (its holder withdraws it once it finds it dead), so the rule holds cluster-wide.
 fn conflicting_peer(
     registry: &Registry,
     heartbeat: Duration,
@@ -130,10 +131,13 @@ fn conflicting_peer(
     meta: Option<&AgentMeta>,
     proof: Proof,
 ) -> Option<Reject> {
-    let current = registry.get(agent_id)?;
-    let alive = unix_now() - current.last_frame_unix() <= (heartbeat * 2).as_secs() as i64;
+    let current = registry.route(agent_id)?;
+    let alive = match &current {
+        Route::Local(link) => unix_now() - link.last_frame_unix() <= (heartbeat * 2).as_secs() as i64,
+        Route::Remote(_) => true,
+    };
     let host = |m: Option<&AgentMeta>| m.map(|m| m.hostname.clone());
-    let (old_host, new_host) = (host(current.meta.as_ref()), host(meta));
+    let (old_host, new_host) = (host(current.meta()), host(meta));
     let reject = handshake::admit(agent_id, proof, alive, old_host.as_deref(), new_host.as_deref()).err()?;
     tracing::warn!(agent = %agent_id, ?proof, ?old_host, ?new_host, reason = %reject.reason, "a connection for a connected agent id was refused");
     Some(reject)
