@@ -321,6 +321,66 @@ async def test_an_agent_connected_to_two_replicas_keeps_only_its_newest_connecti
     await old.close()
 
 
+def _list_agents_status(url: str, token: str) -> int:
+    """The HTTP status of one stateless MCP `list_agents` call with `token`."""
+    r = httpx.post(
+        f"{url}/mcp",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18",
+        },
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_agents", "arguments": {}}},
+        timeout=10,
+    )
+    return r.status_code
+
+
+async def test_a_user_disabled_on_one_replica_is_refused_at_once_on_the_others(deployment):
+    """Each replica caches token lookups for 10 s; disabling a user through one replica
+    makes every replica forget them, so the user's token stops working everywhere at once."""
+    d = deployment
+    d.kenny.add_user("bob", "operator")
+    token = d.kenny.create_token("bob")
+    assert _list_agents_status(d.urls[1], token) == 200  # now cached on replica 1
+    headers = {"Authorization": f"Bearer {d.kenny.admin_pat}"}
+    users = httpx.get(f"{d.urls[0]}/api/users", headers=headers, timeout=10).json()["users"]
+    bob = next(u for u in users if u["username"] == "bob")
+    r = httpx.patch(f"{d.urls[0]}/api/users/{bob['id']}", json={"disabled": True}, headers=headers, timeout=10)
+    assert r.status_code == 200, r.text
+    started = time.monotonic()
+    while _list_agents_status(d.urls[1], token) == 200:
+        assert time.monotonic() - started < 3, "replica 1 still takes the disabled user's token (its 10 s cache)"
+        await asyncio.sleep(0.05)
+
+
+async def test_sign_in_works_on_any_replica_and_failures_count_on_all(deployment):
+    """A dashboard session made through one replica works on the others (sessions are
+    in the database, form tokens are cookies), and wrong passwords tried through one
+    replica count on every replica: the sixth try within a minute is refused wherever
+    it lands."""
+    from signin_helpers import PASSWORD, _login
+
+    d = deployment
+    d.kenny.add_user("carol", "operator", password=PASSWORD)
+    with httpx.Client(base_url=d.urls[0], follow_redirects=False, timeout=15) as first:
+        signed_in = _login(first, "carol", PASSWORD)
+        assert signed_in.status_code == 303, signed_in.text
+        session = first.cookies
+        me = httpx.get(f"{d.urls[1]}/api/me", cookies=session, timeout=10)
+        assert me.status_code == 200 and me.json()["user"]["username"] == "carol", me.text
+    for attempt in range(5):
+        with httpx.Client(base_url=d.urls[attempt % 2], follow_redirects=False, timeout=15) as http:
+            wrong = _login(http, "carol", "not the password")
+            assert wrong.status_code != 303, f"a wrong password signed in: {wrong.status_code}"
+    await asyncio.sleep(0.5)  # the counts travel between replicas
+    with httpx.Client(base_url=d.urls[2], follow_redirects=False, timeout=15) as third:
+        refused = _login(third, "carol", PASSWORD)
+        assert refused.status_code == 429, (
+            f"after five wrong passwords on replicas 0 and 1, replica 2 answered {refused.status_code}"
+        )
+
+
 async def test_one_replica_leads_and_another_takes_over_when_it_dies(deployment):
     d = deployment
     everyone = list(range(REPLICAS))

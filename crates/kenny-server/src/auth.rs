@@ -28,6 +28,8 @@ pub struct Authenticator {
     cache: RwLock<HashMap<String, (Principal, Instant)>>,
     touched: Mutex<HashMap<i64, String>>,
     clock: Clock,
+    /// In a cluster, other replicas drop their cached lookups when this one does.
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl Authenticator {
@@ -38,7 +40,14 @@ impl Authenticator {
             cache: RwLock::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
             clock,
+            cluster: None,
         }
+    }
+
+    /// Tells the other replicas of `cluster` whenever cached lookups are dropped here.
+    pub fn clustered(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
+        self.cluster = cluster;
+        self
     }
 
     /// The principal a bearer token stands for, or `None` if it is not a live token.
@@ -92,6 +101,18 @@ impl Authenticator {
     /// Drops every cached lookup, so a revocation or a change of role, hosts or
     /// disabled flag applies to the very next request.
     pub fn forget_cached(&self) {
+        self.forget_cached_here();
+        if let Some(cluster) = self.cluster.clone() {
+            tokio::spawn(async move {
+                cluster
+                    .publish_change(crate::cluster::changes::Change::Credentials)
+                    .await
+            });
+        }
+    }
+
+    /// [`Self::forget_cached`] on this replica only (another replica asked).
+    pub fn forget_cached_here(&self) {
         self.cache.write().unwrap_or_else(|p| p.into_inner()).clear();
     }
 

@@ -14,8 +14,10 @@
 //!   holder of the password can use up the account's code guesses.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
 
 /// How many failures a key may have within a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +33,27 @@ const MAX_KEYS: usize = 100_000;
 pub struct FailureLimiter {
     limit: Limit,
     failures: Mutex<HashMap<String, Failures>>,
+    /// In a cluster: where this limiter's counting goes, so every replica counts the
+    /// same failures (a guesser behind a round-robin balancer gets one allowance, not
+    /// one per replica).
+    mirror: OnceLock<Box<dyn Fn(Counted) + Send + Sync>>,
+}
+
+/// What one limiter counted, as another replica applies it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Counted {
+    /// A failure for each key, under its limit.
+    Failed { keys: Vec<CountedKey> },
+    /// [`FailureLimiter::succeeded`].
+    Succeeded { reset: Vec<String>, forgive: Vec<String> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CountedKey {
+    pub key: String,
+    pub max: usize,
+    pub window_ms: u64,
 }
 
 struct Failures {
@@ -46,6 +69,59 @@ impl FailureLimiter {
                 window,
             },
             failures: Mutex::new(HashMap::new()),
+            mirror: OnceLock::new(),
+        }
+    }
+
+    /// Hands everything this limiter counts from now on to `mirror` as well.
+    pub fn mirror_to(&self, mirror: impl Fn(Counted) + Send + Sync + 'static) {
+        let _ = self.mirror.set(Box::new(mirror));
+    }
+
+    /// Applies what another replica's limiter counted, at `now` here.
+    pub fn apply(&self, counted: Counted, now: Instant) {
+        match counted {
+            Counted::Failed { keys } => {
+                let keyed: Vec<(&str, Limit)> = keys
+                    .iter()
+                    .map(|k| {
+                        let limit = Limit {
+                            max: k.max,
+                            window: Duration::from_millis(k.window_ms),
+                        };
+                        (k.key.as_str(), limit)
+                    })
+                    .collect();
+                count(
+                    &mut self.failures.lock().unwrap_or_else(|p| p.into_inner()),
+                    &keyed,
+                    now,
+                );
+            }
+            Counted::Succeeded { reset, forgive } => {
+                let reset: Vec<&str> = reset.iter().map(String::as_str).collect();
+                let forgive: Vec<&str> = forgive.iter().map(String::as_str).collect();
+                forget(
+                    &mut self.failures.lock().unwrap_or_else(|p| p.into_inner()),
+                    &reset,
+                    &forgive,
+                );
+            }
+        }
+    }
+
+    fn mirror_failed(&self, keys: &[(&str, Limit)]) {
+        if let Some(mirror) = self.mirror.get() {
+            mirror(Counted::Failed {
+                keys: keys
+                    .iter()
+                    .map(|(k, l)| CountedKey {
+                        key: (*k).to_owned(),
+                        max: l.max,
+                        window_ms: u64::try_from(l.window.as_millis()).unwrap_or(u64::MAX),
+                    })
+                    .collect(),
+            });
         }
     }
 
@@ -81,6 +157,8 @@ impl FailureLimiter {
             return Err(wait);
         }
         count(&mut failures, keys, now);
+        drop(failures);
+        self.mirror_failed(keys);
         Ok(())
     }
 
@@ -88,20 +166,34 @@ impl FailureLimiter {
     /// attempt let through by something stronger than the count).
     pub fn record(&self, keys: &[(&str, Limit)], now: Instant) {
         count(&mut self.failures.lock().unwrap_or_else(|p| p.into_inner()), keys, now);
+        self.mirror_failed(keys);
     }
 
     /// The reserved attempt was right: the `reset` keys' counts restart ("in a row"
     /// means in a row), and the attempt is taken back from the `forgive` keys (e.g. the
     /// client's, so that one good sign-in does not wipe a client's record of failures).
     pub fn succeeded(&self, reset: &[&str], forgive: &[&str]) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        for k in reset {
-            failures.remove(*k);
+        forget(
+            &mut self.failures.lock().unwrap_or_else(|p| p.into_inner()),
+            reset,
+            forgive,
+        );
+        if let Some(mirror) = self.mirror.get() {
+            mirror(Counted::Succeeded {
+                reset: reset.iter().map(|k| (*k).to_owned()).collect(),
+                forgive: forgive.iter().map(|k| (*k).to_owned()).collect(),
+            });
         }
-        for k in forgive {
-            if let Some(f) = failures.get_mut(*k) {
-                f.at.pop_back();
-            }
+    }
+}
+
+fn forget(failures: &mut HashMap<String, Failures>, reset: &[&str], forgive: &[&str]) {
+    for k in reset {
+        failures.remove(*k);
+    }
+    for k in forgive {
+        if let Some(f) = failures.get_mut(*k) {
+            f.at.pop_back();
         }
     }
 }
@@ -189,6 +281,16 @@ impl Default for SignInThrottle {
 }
 
 impl SignInThrottle {
+    /// See [`FailureLimiter::mirror_to`].
+    pub fn mirror_to(&self, mirror: impl Fn(Counted) + Send + Sync + 'static) {
+        self.failures.mirror_to(mirror);
+    }
+
+    /// See [`FailureLimiter::apply`].
+    pub fn apply(&self, counted: Counted, now: Instant) {
+        self.failures.apply(counted, now);
+    }
+
     /// Reserves an attempt against the caller's own counts.
     pub fn caller(&self, caller: &Caller, account: &str, now: Instant) -> Result<(), Duration> {
         let keys = caller_keys(caller, account);
@@ -267,6 +369,42 @@ fn caller_keys(caller: &Caller, account: &str) -> Vec<(String, Limit)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two replicas' limiters, each mirrored into the other as the cluster carries
+    /// them (through JSON): failures and successes on either count on both.
+    #[test]
+    fn a_mirrored_limiter_counts_what_the_other_counted() {
+        let here = FailureLimiter::new(3, Duration::from_secs(60));
+        let there = std::sync::Arc::new(FailureLimiter::new(3, Duration::from_secs(60)));
+        let sent = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let outbox = sent.clone();
+        here.mirror_to(move |c| {
+            let wire = serde_json::to_string(&c).unwrap();
+            outbox
+                .lock()
+                .unwrap()
+                .push(serde_json::from_str::<Counted>(&wire).unwrap());
+        });
+        let now = Instant::now();
+        for _ in 0..3 {
+            here.attempt(&["ip:1|user:a"], now).unwrap();
+        }
+        for counted in sent.lock().unwrap().drain(..) {
+            there.apply(counted, now);
+        }
+        assert!(
+            there.attempt(&["ip:1|user:a"], now).is_err(),
+            "the other replica refuses the fourth"
+        );
+        here.succeeded(&["ip:1|user:a"], &[]);
+        for counted in sent.lock().unwrap().drain(..) {
+            there.apply(counted, now);
+        }
+        assert!(
+            there.attempt(&["ip:1|user:a"], now).is_ok(),
+            "and forgets with a success"
+        );
+    }
 
     #[test]
     fn the_sixth_attempt_after_five_failures_within_a_minute_is_refused() {

@@ -151,11 +151,10 @@ pub async fn start_with_clock(
         clock.clone(),
     ));
     let device_key = crate::device::DeviceKey::derive(&server_key);
-    let auth = Arc::new(Authenticator::new(
-        store.clone(),
-        crate::oauth::resource_url(&base_url),
-        clock.clone(),
-    ));
+    let auth = Arc::new(
+        Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url), clock.clone())
+            .clustered(cluster.clone()),
+    );
     let own_tools = crate::server_tools::TOOLS
         .iter()
         .map(|t| t.name)
@@ -248,9 +247,10 @@ pub async fn start_with_clock(
 
     let app = router(state.clone());
     if let Some(cluster) = &state.fleet.cluster {
+        crate::cluster::changes::mirror_throttles(cluster, &state);
         tokio::spawn(crate::cluster::changes::follow(
             cluster.clone(),
-            state.fleet.clone(),
+            state.clone(),
             shutdown.clone(),
         ));
     }

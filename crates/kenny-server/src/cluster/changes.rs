@@ -1,7 +1,9 @@
 //! Changes one replica makes that others must act on at once, because they hold state
 //! or connections it does not: the operator policy (every replica's agents get it), a
-//! PC's web filter (the replica holding the PC enforces it), and a PC removed or
-//! re-keyed (the replica holding its connection ends it). The change itself is already
+//! PC's web filter (the replica holding the PC enforces it), a PC removed or re-keyed
+//! (the replica holding its connection ends it), a credential revoked (every
+//! replica's token cache forgets), and the failures the throttles count (every
+//! replica counts each one). The change itself is already
 //! in the database; the message only says what to read again.
 
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::Cluster;
-use crate::state::Fleet;
+use crate::ratelimit::Counted;
+use crate::state::AppState;
 
 const SUBJECT: &str = "kenny.cluster.changes";
 
@@ -24,6 +27,37 @@ pub enum Change {
     WebFilter { agent_id: String },
     /// A PC's connection must end (it was removed or its key forgotten).
     CutOff { agent_id: String, reason: String },
+    /// A credential was revoked, or a user's role, hosts or state changed: cached
+    /// token lookups are dropped.
+    Credentials,
+    /// A throttle counted failures or a success: every replica counts the same.
+    Throttle { limiter: Limiter, counted: Counted },
+}
+
+/// The throttles replicas share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limiter {
+    /// Password checks ([`crate::ratelimit::SignInThrottle`]).
+    SignIn,
+    /// OAuth client registrations per address.
+    Registration,
+}
+
+/// Has every throttle of `state` tell the other replicas what it counts.
+pub fn mirror_throttles(cluster: &Arc<Cluster>, state: &AppState) {
+    let publisher = |limiter: Limiter| {
+        let cluster = cluster.clone();
+        move |counted: Counted| {
+            let cluster = cluster.clone();
+            tokio::spawn(async move { cluster.publish_change(Change::Throttle { limiter, counted }).await });
+        }
+    };
+    state.accounts.login_limiter.mirror_to(publisher(Limiter::SignIn));
+    state
+        .oauth
+        .registration_limiter
+        .mirror_to(publisher(Limiter::Registration));
 }
 
 #[derive(Serialize, Deserialize)]
@@ -49,7 +83,7 @@ impl Cluster {
 }
 
 /// Applies the other replicas' changes to this one until `shutdown`.
-pub async fn follow(cluster: Arc<Cluster>, fleet: Fleet, shutdown: CancellationToken) {
+pub async fn follow(cluster: Arc<Cluster>, state: Arc<AppState>, shutdown: CancellationToken) {
     let mut changes = match cluster.client.subscribe(SUBJECT).await {
         Ok(s) => s,
         Err(e) => {
@@ -67,13 +101,14 @@ pub async fn follow(cluster: Arc<Cluster>, fleet: Fleet, shutdown: CancellationT
         };
         match serde_json::from_slice::<Message>(&message.payload) {
             Ok(m) if m.from == cluster.replica => {}
-            Ok(m) => apply(&fleet, m.change).await,
+            Ok(m) => apply(&state, m.change).await,
             Err(e) => tracing::warn!(error = %e, "an unreadable change message from another replica; ignored"),
         }
     }
 }
 
-async fn apply(fleet: &Fleet, change: Change) {
+async fn apply(state: &AppState, change: Change) {
+    let fleet = &state.fleet;
     match change {
         Change::Policy => match fleet.store.blocking(|s| s.operator_policy()).await {
             Ok(stored) => match crate::policy::PolicyBook::load(stored) {
@@ -93,6 +128,14 @@ async fn apply(fleet: &Fleet, change: Change) {
         Change::WebFilter { agent_id } => {
             if let Err(e) = fleet.webfilter.reload_config(&agent_id).await {
                 tracing::error!(error = %e, agent = %agent_id, "cannot read the web filter another replica changed");
+            }
+        }
+        Change::Credentials => state.accounts.auth.forget_cached_here(),
+        Change::Throttle { limiter, counted } => {
+            let now = std::time::Instant::now();
+            match limiter {
+                Limiter::SignIn => state.accounts.login_limiter.apply(counted, now),
+                Limiter::Registration => state.oauth.registration_limiter.apply(counted, now),
             }
         }
         Change::CutOff { agent_id, reason } => {
