@@ -236,6 +236,52 @@ pub(crate) async fn prune_loop(
     }
 }
 
+/// How often a cluster's leader looks for calls a dead replica left unfinished.
+const ABANDONED_EVERY: Duration = Duration::from_secs(600);
+
+/// In a cluster, a replica that dies leaves its running calls `sent` (audit) and
+/// `running` (chat): no replica can tell them from another's live calls at start. The
+/// leader settles them once they are older than any call may run (`longest`), as a
+/// single server does when it starts again.
+pub(crate) async fn settle_abandoned_loop(
+    store: Arc<Store>,
+    clock: Clock,
+    longest: Duration,
+    leader: crate::leader::Leader,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(ABANDONED_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        if !leader.is_leading() {
+            continue;
+        }
+        let now = clock.now_utc();
+        let (before, stamp) = (crate::clock::format(now - longest), crate::clock::format(now));
+        let settled = store
+            .blocking(move |s| {
+                Ok((
+                    s.interrupt_calls_sent_before(&before)?,
+                    s.end_chat_calls_running_before(&before, &stamp)?,
+                ))
+            })
+            .await;
+        match settled {
+            Ok((0, 0)) => {}
+            Ok((calls, chat_calls)) => tracing::warn!(
+                calls,
+                chat_calls,
+                "calls a stopped replica left unfinished: audited as interrupted"
+            ),
+            Err(e) => tracing::warn!(error = %e, "could not settle calls a stopped replica left unfinished"),
+        }
+    }
+}
+
 /// A short, stable fingerprint of a call's arguments: it shows whether two calls were
 /// the same without storing what they said (commands can hold secrets). Keyed with a
 /// secret of this server, so a reader of the audit trail cannot confirm a guessed

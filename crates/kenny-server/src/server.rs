@@ -21,6 +21,10 @@ use crate::state::{Accounts, AppState, Conversations, Fleet, OAuth, Site};
 use crate::store::Store;
 
 const TOKEN_TOUCH_INTERVAL: Duration = Duration::from_secs(30);
+/// The longest `timeout_s` a caller may give a tool.
+const MAX_CALL_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Beyond a call's own limit: the forwarder's grace, an update's trial and report.
+const ABANDONED_MARGIN: Duration = Duration::from_secs(15 * 60);
 /// OAuth client registrations allowed per client address within the window.
 const REGISTRATIONS_ALLOWED: usize = 20;
 const REGISTRATION_WINDOW: Duration = Duration::from_secs(600);
@@ -90,9 +94,9 @@ pub async fn start_with_clock(
     let store = store?;
     let store = Arc::new(store);
     if clustered {
-        // Other replicas' calls are running: what a stopped replica left unfinished
-        // stays `sent` (its outcome is unknown either way).
-        tracing::info!("in a cluster: calls left unfinished by a stopped replica keep the outcome `sent`");
+        // Other replicas' calls are running: what a stopped replica left unfinished is
+        // settled by the leader once no call could still be running
+        // (`audit::settle_abandoned_loop`).
     } else {
         close_unfinished_calls(&store, &clock)?;
     }
@@ -285,6 +289,18 @@ pub async fn start_with_clock(
             ));
         }
         None => tracing::info!("audit retention is off: audit rows are kept for ever"),
+    }
+    if clustered {
+        // Longer than any call may run: a caller's `timeout_s` (an hour at most) or the
+        // configured wait, plus an update's trial and report.
+        let longest = state.site.config.call_timeout.unwrap_or_default().max(MAX_CALL_TIMEOUT) + ABANDONED_MARGIN;
+        tokio::spawn(crate::audit::settle_abandoned_loop(
+            state.fleet.store.clone(),
+            state.fleet.clock.clone(),
+            longest,
+            state.fleet.leader.clone(),
+            shutdown.clone(),
+        ));
     }
     if let Some(schedule) = state.site.config.backups.clone() {
         tokio::spawn(crate::backup::schedule::run(

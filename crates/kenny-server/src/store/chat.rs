@@ -262,6 +262,19 @@ impl Store {
         })
     }
 
+    /// Ends the chat calls still running that started before `before` (their replica
+    /// died), as [`Store::end_unfinished_chat_calls`] does at a restart.
+    pub fn end_chat_calls_running_before(&self, before: &str, now: &str) -> Result<usize> {
+        let result = serde_json::json!([{"type": "text", "text": "The server running this call stopped; whether it ran on the PC is unknown. Check before trying again."}]);
+        self.write_db(|c| {
+            Ok(c.execute(
+                "UPDATE chat_calls SET status = 'done', is_error = 1, result = ?1, decided_at = COALESCE(decided_at, ?2)
+                 WHERE status = 'running' AND COALESCE(decided_at, created_at) < ?3",
+                args![result.to_string(), now, before],
+            )? as usize)
+        })
+    }
+
     pub fn finish_chat_call(&self, id: &str, result: &Value, is_error: bool) -> Result<()> {
         self.write_db(|c| {
             c.execute(

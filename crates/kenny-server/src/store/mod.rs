@@ -650,6 +650,17 @@ impl Store {
         self.write_db(|c| Ok(c.execute(INTERRUPT_CALLS, args![OUTCOME_INTERRUPTED, OUTCOME_SENT])? as usize))
     }
 
+    /// Marks `interrupted` the calls still `sent` that were sent before `before`: no
+    /// live server can still be waiting for them (in a cluster, their replica died).
+    pub fn interrupt_calls_sent_before(&self, before: &str) -> Result<usize> {
+        self.write_db(|c| {
+            Ok(c.execute(
+                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 AND at < ?3",
+                args![OUTCOME_INTERRUPTED, OUTCOME_SENT, before],
+            )? as usize)
+        })
+    }
+
     /// One page of the audit trail, newest first. Only the filters given become
     /// conditions, so each is served by its index (see `audit_query`).
     pub fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {

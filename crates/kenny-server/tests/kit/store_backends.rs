@@ -1046,3 +1046,46 @@ fn replicas_on_postgresql_share_one_server_key_and_a_moved_servers_key_is_kept()
         "a replica on PostgreSQL writes no key file of its own"
     );
 }
+
+#[test]
+fn calls_a_stopped_replica_left_unfinished_are_settled_once_old_enough_on_both_backends() {
+    on_both("abandoned_calls_on_both_backends", |store| {
+        store.create_agent("pc-1", "h", "t").unwrap();
+        store
+            .write_audit(&[
+                audit_row(Some("old"), "2026-01-01T00:00:00.000Z", "pc-1", "sent"),
+                audit_row(Some("young"), "2026-01-01T02:00:00.000Z", "pc-1", "sent"),
+            ])
+            .unwrap();
+        assert_eq!(
+            store.interrupt_calls_sent_before("2026-01-01T01:00:00.000Z").unwrap(),
+            1
+        );
+        let outcome = |id: &str| {
+            let all = store
+                .audit(&AuditFilter {
+                    limit: 50,
+                    ..Default::default()
+                })
+                .unwrap();
+            all.into_iter()
+                .find(|e| e.call_id.as_deref() == Some(id))
+                .unwrap()
+                .outcome
+        };
+        assert_eq!(outcome("old"), "interrupted");
+        assert_eq!(
+            outcome("young"),
+            "sent",
+            "a call that may still be running is left alone"
+        );
+        assert_eq!(
+            store.interrupt_calls_sent_before("2026-01-01T01:00:00.000Z").unwrap(),
+            0,
+            "settled once"
+        );
+        // The chat's statement is valid on both (no chat call is running here).
+        let ended = store.end_chat_calls_running_before("2026-01-01T01:00:00.000Z", "2026-01-01T03:00:00.000Z");
+        assert_eq!(ended.unwrap(), 0);
+    });
+}
