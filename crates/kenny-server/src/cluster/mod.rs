@@ -65,7 +65,9 @@ async fn presence_bucket(jetstream: async_nats::jetstream::Context) -> anyhow::R
             subjects: vec![format!("$KV.{PRESENCE_BUCKET}.>")],
             // One value per agent: the newest connection.
             max_messages_per_subject: 1,
-            storage: stream::StorageType::Memory,
+            // On disk, so a NATS restart does not forget who holds whom: replicas do not
+            // announce connections they already hold again.
+            storage: stream::StorageType::File,
             allow_rollup: true,
             deny_delete: true,
             allow_direct: true,

@@ -96,6 +96,13 @@ impl Cluster {
         timeout: Duration,
     ) -> Result<Value, LinkError> {
         let mut deaths = self.deaths.subscribe();
+        // Found dead between routing and now: the death was told before we listened.
+        if !self.registry.replica_alive(&remote.replica) {
+            return Err(LinkError::NotHeld(format!(
+                "replica {}, which held the agent's connection, stopped answering",
+                remote.replica
+            )));
+        }
         let relayed = Relayed {
             agent_id: remote.agent_id.clone(),
             conn_id: remote.conn_id,
