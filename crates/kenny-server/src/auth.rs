@@ -28,8 +28,9 @@ pub struct Authenticator {
     cache: RwLock<HashMap<String, (Principal, Instant)>>,
     touched: Mutex<HashMap<i64, String>>,
     clock: Clock,
-    /// In a cluster, other replicas drop their cached lookups when this one does.
-    cluster: Option<Arc<crate::cluster::Cluster>>,
+    /// In a cluster: told whenever cached lookups are dropped here, so that the other
+    /// replicas drop theirs.
+    forgotten: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Authenticator {
@@ -40,14 +41,13 @@ impl Authenticator {
             cache: RwLock::new(HashMap::new()),
             touched: Mutex::new(HashMap::new()),
             clock,
-            cluster: None,
+            forgotten: std::sync::OnceLock::new(),
         }
     }
 
-    /// Tells the other replicas of `cluster` whenever cached lookups are dropped here.
-    pub fn clustered(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> Self {
-        self.cluster = cluster;
-        self
+    /// Calls `told` whenever [`Self::forget_cached`] drops the cached lookups.
+    pub fn on_forget(&self, told: impl Fn() + Send + Sync + 'static) {
+        let _ = self.forgotten.set(Box::new(told));
     }
 
     /// The principal a bearer token stands for, or `None` if it is not a live token.
@@ -102,12 +102,8 @@ impl Authenticator {
     /// disabled flag applies to the very next request.
     pub fn forget_cached(&self) {
         self.forget_cached_here();
-        if let Some(cluster) = self.cluster.clone() {
-            tokio::spawn(async move {
-                cluster
-                    .publish_change(crate::cluster::changes::Change::Credentials)
-                    .await
-            });
+        if let Some(told) = self.forgotten.get() {
+            told();
         }
     }
 

@@ -155,10 +155,11 @@ pub async fn start_with_clock(
         clock.clone(),
     ));
     let device_key = crate::device::DeviceKey::derive(&server_key);
-    let auth = Arc::new(
-        Authenticator::new(store.clone(), crate::oauth::resource_url(&base_url), clock.clone())
-            .clustered(cluster.clone()),
-    );
+    let auth = Arc::new(Authenticator::new(
+        store.clone(),
+        crate::oauth::resource_url(&base_url),
+        clock.clone(),
+    ));
     let own_tools = crate::server_tools::TOOLS
         .iter()
         .map(|t| t.name)
@@ -251,7 +252,7 @@ pub async fn start_with_clock(
 
     let app = router(state.clone());
     if let Some(cluster) = &state.fleet.cluster {
-        crate::cluster::changes::mirror_throttles(cluster, &state);
+        crate::cluster::changes::share(cluster, &state);
         tokio::spawn(crate::cluster::changes::follow(
             cluster.clone(),
             state.clone(),

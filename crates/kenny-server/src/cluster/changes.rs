@@ -44,8 +44,9 @@ pub enum Limiter {
     Registration,
 }
 
-/// Has every throttle of `state` tell the other replicas what it counts.
-pub fn mirror_throttles(cluster: &Arc<Cluster>, state: &AppState) {
+/// Has every throttle of `state` tell the other replicas what it counts, and its token
+/// cache tell them when it forgets.
+pub fn share(cluster: &Arc<Cluster>, state: &AppState) {
     let publisher = |limiter: Limiter| {
         let cluster = cluster.clone();
         move |counted: Counted| {
@@ -58,6 +59,11 @@ pub fn mirror_throttles(cluster: &Arc<Cluster>, state: &AppState) {
         .oauth
         .registration_limiter
         .mirror_to(publisher(Limiter::Registration));
+    let cluster = cluster.clone();
+    state.accounts.auth.on_forget(move || {
+        let cluster = cluster.clone();
+        tokio::spawn(async move { cluster.publish_change(Change::Credentials).await });
+    });
 }
 
 #[derive(Serialize, Deserialize)]
