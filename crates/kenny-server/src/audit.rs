@@ -199,41 +199,36 @@ pub(crate) async fn prune_loop(
     leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(PRUNE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        if !leader.is_leading() {
-            continue;
-        }
+    let pass = || {
+        let (store, shutdown) = (store.clone(), shutdown.clone());
         let cutoff = crate::clock::format(clock.now_utc() - retention);
-        let mut pruned = 0usize;
-        loop {
-            let at = cutoff.clone();
-            match store.blocking(move |s| s.prune_audit(&at, PRUNE_BATCH)).await {
-                Ok(n) => {
-                    pruned += n;
-                    if n < PRUNE_BATCH as usize {
+        async move {
+            let mut pruned = 0usize;
+            loop {
+                let at = cutoff.clone();
+                match store.blocking(move |s| s.prune_audit(&at, PRUNE_BATCH)).await {
+                    Ok(n) => {
+                        pruned += n;
+                        if n < PRUNE_BATCH as usize {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not prune old audit rows; trying again in an hour");
                         break;
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not prune old audit rows; trying again in an hour");
-                    break;
+                tokio::select! {
+                    _ = tokio::time::sleep(PRUNE_PAUSE) => {}
+                    _ = shutdown.cancelled() => return,
                 }
             }
-            tokio::select! {
-                _ = tokio::time::sleep(PRUNE_PAUSE) => {}
-                _ = shutdown.cancelled() => return,
+            if pruned > 0 {
+                tracing::info!(rows = pruned, before = %cutoff, "pruned audit rows past the retention period");
             }
         }
-        if pruned > 0 {
-            tracing::info!(rows = pruned, before = %cutoff, "pruned audit rows past the retention period");
-        }
-    }
+    };
+    leader.every(PRUNE_EVERY, &shutdown, pass).await;
 }
 
 /// How often a cluster's leader looks for calls a dead replica left unfinished.
@@ -250,36 +245,31 @@ pub(crate) async fn settle_abandoned_loop(
     leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(ABANDONED_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        if !leader.is_leading() {
-            continue;
-        }
+    let pass = || {
+        let store = store.clone();
         let now = clock.now_utc();
         let (before, stamp) = (crate::clock::format(now - longest), crate::clock::format(now));
-        let settled = store
-            .blocking(move |s| {
-                Ok((
-                    s.interrupt_calls_sent_before(&before)?,
-                    s.end_chat_calls_running_before(&before, &stamp)?,
-                ))
-            })
-            .await;
-        match settled {
-            Ok((0, 0)) => {}
-            Ok((calls, chat_calls)) => tracing::warn!(
-                calls,
-                chat_calls,
-                "calls a stopped replica left unfinished: audited as interrupted"
-            ),
-            Err(e) => tracing::warn!(error = %e, "could not settle calls a stopped replica left unfinished"),
+        async move {
+            let settled = store
+                .blocking(move |s| {
+                    Ok((
+                        s.interrupt_calls_sent_before(&before)?,
+                        s.end_chat_calls_running_before(&before, &stamp)?,
+                    ))
+                })
+                .await;
+            match settled {
+                Ok((0, 0)) => {}
+                Ok((calls, chat_calls)) => tracing::warn!(
+                    calls,
+                    chat_calls,
+                    "calls a stopped replica left unfinished: audited as interrupted"
+                ),
+                Err(e) => tracing::warn!(error = %e, "could not settle calls a stopped replica left unfinished"),
+            }
         }
-    }
+    };
+    leader.every(ABANDONED_EVERY, &shutdown, pass).await;
 }
 
 /// A short, stable fingerprint of a call's arguments: it shows whether two calls were

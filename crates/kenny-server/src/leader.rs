@@ -49,6 +49,27 @@ impl Leader {
         self.leading.load(Ordering::Acquire)
     }
 
+    /// Runs `work` at once and then every `every`, each time this process leads, until
+    /// `shutdown`: the shape of every fleet-wide periodic job. A tick missed while
+    /// `work` ran is not made up.
+    pub async fn every<F, Fut>(&self, every: Duration, shutdown: &CancellationToken, mut work: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if self.is_leading() {
+                work().await;
+            }
+        }
+    }
+
     async fn hold(self, store: Arc<Store>, mut lead: Option<Lead>, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(RETRY_EVERY);
         loop {

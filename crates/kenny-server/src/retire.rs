@@ -59,23 +59,18 @@ pub(crate) async fn purge_loop(
     leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(PURGE_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.cancelled() => return,
-        }
-        if !leader.is_leading() {
-            continue;
-        }
+    let pass = || {
+        let store = store.clone();
         let before = crate::clock::format(clock.now_utc() - retention);
-        match store.blocking(move |s| s.purge_removed_agents(&before)).await {
-            Ok(gone) if !gone.is_empty() => {
-                tracing::info!(agents = ?gone, "purged the history of removed PCs past the retention period")
+        async move {
+            match store.blocking(move |s| s.purge_removed_agents(&before)).await {
+                Ok(gone) if !gone.is_empty() => {
+                    tracing::info!(agents = ?gone, "purged the history of removed PCs past the retention period")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "could not purge removed PCs' history; trying again in an hour"),
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "could not purge removed PCs' history; trying again in an hour"),
         }
-    }
+    };
+    leader.every(PURGE_EVERY, &shutdown, pass).await;
 }

@@ -29,23 +29,18 @@ pub(crate) async fn run(
     leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.cancelled() => return,
+    let pass = || {
+        let (store, now) = (store.clone(), clock.now_utc());
+        async move {
+            let s = store.clone();
+            match store.blocking(move |_| once(&s, now, retention)).await {
+                Ok((0, 0)) => {}
+                Ok((merged, pruned)) => tracing::debug!(merged, pruned, "history downsampled"),
+                Err(e) => tracing::warn!(error = %e, "history not downsampled; trying again later"),
+            }
         }
-        if !leader.is_leading() {
-            continue;
-        }
-        let (s, now) = (store.clone(), clock.now_utc());
-        match store.blocking(move |_| once(&s, now, retention)).await {
-            Ok((0, 0)) => {}
-            Ok((merged, pruned)) => tracing::debug!(merged, pruned, "history downsampled"),
-            Err(e) => tracing::warn!(error = %e, "history not downsampled; trying again later"),
-        }
-    }
+    };
+    leader.every(EVERY, &shutdown, pass).await;
 }
 
 /// One pass; returns (PCs merged, daily points deleted).
