@@ -712,6 +712,9 @@ class Kenny:
                 proc.stop(signal.SIGTERM, grace=10)
             except Exception:
                 pass
+        if self.database_url is not None:
+            _postgres().drop_database(self.database_url)
+            self.database_url = None
 
 
 class _EarlyExit(Exception):

@@ -56,6 +56,8 @@ class PostgresServer:
                     str(bins / "postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.dir),
                     "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
                     "-c", "full_page_writes=off", "-c", "max_connections=500",
+                    # A suite's worth of databases: keep the WAL from growing to 1 GB.
+                    "-c", "max_wal_size=128MB",
                 ],
                 stdout=log, stderr=log, user=self.user, cwd=self.dir,
             )
@@ -78,6 +80,13 @@ class PostgresServer:
         done = self._psql("postgres", f'CREATE DATABASE "{name}"')
         assert done.returncode == 0, done.stderr
         return f"postgres://{SUPERUSER}@127.0.0.1:{self.port}/{name}"
+
+    def drop_database(self, url: str) -> None:
+        """Drops a database `new_database` made, so a whole suite's worth of them does
+        not fill the disk; connections left to it are ended."""
+        name = url.rsplit("/", 1)[1]
+        done = self._psql("postgres", f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        assert done.returncode == 0, done.stderr
 
     def run(self, url: str, query: str, params: tuple = ()) -> list[tuple]:
         """One statement on the database at `url`, its `?` parameters written in as

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod install;
 pub mod sandbox;
 pub mod service;
+pub(crate) mod signing;
 pub mod switch;
 pub mod tools;
 pub mod tunnel;

@@ -21,9 +21,11 @@ use crate::config::{AgentConfig, AuthMode};
 use crate::guard::OperatorRules;
 use crate::handover::{self, TrialOutcome};
 use crate::identity;
+use crate::signing::ResultSigner;
 use crate::switch::KillSwitch;
 use crate::tools;
 use crate::tools::update::{Staged, UpdateContext};
+use kenny_proto::proof;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A session that lasted this long was healthy: the next failure starts backing off
@@ -182,17 +184,17 @@ async fn session(
         .await
         .map_err(|_| anyhow!("connecting to {ws_url} took over {}s", CONNECT_TIMEOUT.as_secs()))?
         .with_context(|| format!("connecting to {ws_url}"))?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
+        let signer = tokio::time::timeout(HANDSHAKE_TIMEOUT, authenticate(config, key, &mut socket))
             .await
             .map_err(|_| anyhow!("the server did not complete the handshake within 10s"))??;
-        anyhow::Ok(socket)
+        anyhow::Ok((socket, signer))
     };
     let socket = tokio::select! {
         socket = connect => socket,
         _ = shutdown.cancelled() => return Ok(Ended::Closed),
     };
-    let mut socket = match socket {
-        Ok(socket) => socket,
+    let (mut socket, signer) = match socket {
+        Ok(connected) => connected,
         Err(e) => {
             // The server no longer knows our key (an admin ran `agent rekey`): with an
             // enrollment token at hand, enroll again on the next attempt.
@@ -218,7 +220,7 @@ async fn session(
         send(&mut socket, &Frame::Log(report)).await?;
         handover::clear(&config.state_dir);
     }
-    serve(config, socket, shutdown).await
+    serve(config, socket, signer.map(Arc::new), shutdown).await
 }
 
 async fn enroll(
@@ -264,8 +266,13 @@ fn meta() -> AgentMeta {
 }
 
 /// Sends `register` and, on the mutual path, checks the server's proof before
-/// proving ourselves. Nothing but the handshake is accepted until it completes.
-async fn authenticate(config: &AgentConfig, key: Option<&SigningKey>, socket: &mut Socket) -> anyhow::Result<()> {
+/// proving ourselves. Nothing but the handshake is accepted until it completes. When
+/// the server's challenge says it checks signed results, the signer for them.
+async fn authenticate(
+    config: &AgentConfig,
+    key: Option<&SigningKey>,
+    socket: &mut Socket,
+) -> anyhow::Result<Option<ResultSigner>> {
     let mut register = Register {
         agent_id: config.agent_id.clone(),
         token: None,
@@ -277,12 +284,12 @@ async fn authenticate(config: &AgentConfig, key: Option<&SigningKey>, socket: &m
         (AuthMode::Token(token), _) => {
             register.token = Some(token.clone());
             send(socket, &Frame::Register(register)).await?;
-            Ok(())
+            Ok(None)
         }
         (AuthMode::Mutual { server_pubkey, .. }, Some(key)) => {
             let mut client_nonce = [0u8; 32];
             rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut client_nonce);
-            register.protocol = Some(kenny_proto::MUTUAL_AUTH_PROTOCOL.into());
+            register.protocol = Some(kenny_proto::AGENT_PROTOCOL.into());
             register.client_nonce = Some(auth::encode_b64(&client_nonce));
             send(socket, &Frame::Register(register)).await?;
             let challenge = match recv_frame(socket, Limits::HANDSHAKE).await? {
@@ -300,7 +307,10 @@ async fn authenticate(config: &AgentConfig, key: Option<&SigningKey>, socket: &m
                     agent_sig: auth::sign(key, &transcript),
                 }),
             )
-            .await
+            .await?;
+            // A server of 0.17 says nothing and would refuse a signed answer's field.
+            let signs = challenge.protocol.as_deref().is_some_and(proof::signs_results);
+            Ok(signs.then(|| ResultSigner::new(key.clone(), config.agent_id.clone())))
         }
         (AuthMode::Mutual { .. }, None) => bail!("mutual auth needs the agent key"),
     }
@@ -339,7 +349,12 @@ fn close_reason(frame: Option<tokio_tungstenite::tungstenite::protocol::CloseFra
 
 /// The authenticated session: requests run concurrently; their answers, pings and
 /// telemetry are written from this one loop.
-async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToken) -> anyhow::Result<Ended> {
+async fn serve(
+    config: &AgentConfig,
+    socket: Socket,
+    signer: Option<Arc<ResultSigner>>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Ended> {
     let switch = KillSwitch::new(config.switch_dir.as_deref().unwrap_or(&config.state_dir));
     // Operator rules live as long as the connection: a reconnect starts from the built-in
     // guard alone until the server pushes its policy again.
@@ -370,7 +385,8 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
                 last_heard = Instant::now();
                 match decode(text.as_str(), Limits::AUTHENTICATED) {
                     Ok(Frame::Request(req)) => {
-                        calls.spawn(run_call(req, slots.clone(), out_tx.clone(), switch.clone(), operator.clone(), tools.clone()));
+                        let call = Call { slots: slots.clone(), out: out_tx.clone(), switch: switch.clone(), operator: operator.clone(), tools: tools.clone(), signer: signer.clone() };
+                        calls.spawn(run_call(req, call));
                         None
                     }
                     Ok(Frame::Ping {}) => Some(Frame::Pong),
@@ -434,17 +450,31 @@ async fn serve(config: &AgentConfig, socket: Socket, shutdown: &CancellationToke
     }
 }
 
-/// Runs one call once a slot is free; a call that cannot start within `QUEUE_WAIT`
-/// is answered `timeout` and never runs.
-async fn run_call(
-    req: Request,
+/// What one call runs with: the connection's slots, writer, switch, rules, tools and
+/// signer.
+struct Call {
     slots: Arc<Semaphore>,
     out: mpsc::Sender<Outgoing>,
     switch: KillSwitch,
     operator: Arc<OperatorRules>,
     tools: Arc<tools::ToolContext>,
-) {
-    let response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
+    signer: Option<Arc<ResultSigner>>,
+}
+
+/// Runs one call once a slot is free; a call that cannot start within `QUEUE_WAIT`
+/// is answered `timeout` and never runs. Either answer is signed when the server
+/// checks signatures, over the arguments as they arrived.
+async fn run_call(req: Request, call: Call) {
+    let Call {
+        slots,
+        out,
+        switch,
+        operator,
+        tools,
+        signer,
+    } = call;
+    let signing = signer.map(|s| (s, req.tool.clone(), proof::args_digest(&req.args)));
+    let mut response = match tokio::time::timeout(QUEUE_WAIT, slots.acquire_owned()).await {
         Ok(Ok(_slot)) => {
             let (id, tool) = (req.id.clone(), req.tool.clone());
             answer_even_if_it_panics(id, &tool, handle(req, &switch, &operator, &tools)).await
@@ -458,6 +488,9 @@ async fn run_call(
             ),
         ),
     };
+    if let Some((signer, tool, args_sha256)) = signing {
+        signer.sign(&tool, args_sha256, &mut response);
+    }
     let _ = out.send(Outgoing::Frame(Frame::Response(response))).await;
     if let Some(staged) = tools.take_staged() {
         let _ = out.send(Outgoing::Handover(staged)).await;

@@ -22,10 +22,13 @@ pub enum ErrorCode {
     Offline,
     Forbidden,
     Denied,
+    /// An agent's answer whose signature did not verify against its enrolled key
+    /// (protocol 0.18); the answer was discarded.
+    BadSignature,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         Self::Timeout,
         Self::NotFound,
         Self::ExecFailed,
@@ -40,6 +43,7 @@ impl ErrorCode {
         Self::Offline,
         Self::Forbidden,
         Self::Denied,
+        Self::BadSignature,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +62,7 @@ impl ErrorCode {
             Self::Offline => "offline",
             Self::Forbidden => "forbidden",
             Self::Denied => "denied",
+            Self::BadSignature => "bad_signature",
         }
     }
 

@@ -101,6 +101,11 @@ impl AgentMeta {
 pub struct Challenge {
     pub server_nonce: String,
     pub server_sig: String,
+    /// The server's protocol, sent only to an agent whose `register` said it speaks
+    /// [`crate::proof::SIGNED_RESULTS_PROTOCOL`] or later (an older agent would refuse
+    /// the field): from it the agent knows to sign its results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +133,10 @@ pub struct Response {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<WireError>,
+    /// The agent's signature over the call and this answer ([`crate::proof`]), sent
+    /// only to a server whose challenge said it speaks 0.18 or later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<crate::proof::WireProof>,
 }
 
 impl Response {
@@ -137,6 +146,17 @@ impl Response {
             ok: true,
             result: Some(result),
             error: None,
+            proof: None,
+        }
+    }
+
+    /// The answer as the proof's outcome digest sees it: the result, or the error's
+    /// code and message (an `ok: false` without an error reads as an empty one).
+    pub fn outcome_digest(&self) -> String {
+        match (&self.result, &self.error) {
+            (result, _) if self.ok => crate::proof::outcome_digest(Ok(result.as_ref().unwrap_or(&Value::Null))),
+            (_, Some(e)) => crate::proof::outcome_digest(Err((&e.code, &e.message))),
+            (_, None) => crate::proof::outcome_digest(Err(("", ""))),
         }
     }
 
@@ -149,6 +169,7 @@ impl Response {
                 code: code.to_owned(),
                 message: message.into(),
             }),
+            proof: None,
         }
     }
 }

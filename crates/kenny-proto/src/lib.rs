@@ -1,4 +1,4 @@
-//! The kenny wire contract (version 0.17) shared by the server and the agent, plus the
+//! The kenny wire contract (version 0.18: 0.17 plus signed results) shared by the server and the agent, plus the
 //! one tool catalog both sides and the MCP layer derive from.
 //!
 //! This crate does no I/O: it defines frames, how they are decoded and bounded, the
@@ -21,6 +21,7 @@ pub mod domains;
 pub mod error;
 pub mod frame;
 pub mod outputs;
+pub mod proof;
 pub mod results;
 pub mod server_args;
 pub mod update;
@@ -34,15 +35,25 @@ pub const MUTUAL_AUTH_PROTOCOL: &str = "0.8";
 /// (`major.minor`, optionally more parts) of at least 0.8, compared as numbers, so
 /// "0.17" and "0.8.1" do and "0.7" or "0.8-beta" do not.
 pub fn selects_mutual_auth(protocol: &str) -> bool {
+    version_at_least(protocol, &[0, 8])
+}
+
+/// Whether `protocol` is a dotted version (`major.minor`, optionally more numeric
+/// parts) at least `floor`, compared part by part as numbers.
+pub(crate) fn version_at_least(protocol: &str, floor: &[u64]) -> bool {
     let parts: Option<Vec<u64>> = protocol.split('.').map(|p| p.parse().ok()).collect();
     match parts {
-        Some(parts) if parts.len() >= 2 => parts.as_slice() >= [0, 8].as_slice(),
+        Some(parts) if parts.len() >= 2 => parts.as_slice() >= floor,
         _ => false,
     }
 }
 
-/// The wire contract version this crate implements.
-pub const WIRE_CONTRACT: &str = "0.17";
+/// The wire contract version this crate implements: 0.17's frames, plus signed results
+/// ([`proof`]), which only a peer that said it speaks 0.18 ever sees.
+pub const WIRE_CONTRACT: &str = "0.18";
+
+/// The `protocol` kenny's agent sends in `register`: mutual auth and signed results.
+pub const AGENT_PROTOCOL: &str = proof::SIGNED_RESULTS_PROTOCOL;
 
 #[cfg(test)]
 mod tests {

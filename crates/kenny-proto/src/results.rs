@@ -38,13 +38,19 @@ impl SectionVerdict {
     }
 }
 
+/// Whether `value` is an image result [`take_image`] would take the picture out of.
+pub fn is_image(value: &Value) -> bool {
+    let mime_type = value.get("mime_type").and_then(Value::as_str);
+    mime_type.is_some_and(|m| m.starts_with("image/")) && value.get("data_base64").is_some_and(Value::is_string)
+}
+
 /// An image result (`screen_capture`): an `image/*` `mime_type` and the picture as
 /// base64 in `data_base64`. Takes the data out of the value, leaving the metadata.
 pub fn take_image(value: &mut Value) -> Option<(String, String)> {
-    let mime_type = value.get("mime_type")?.as_str()?.to_owned();
-    if !mime_type.starts_with("image/") || !value.get("data_base64")?.is_string() {
+    if !is_image(value) {
         return None;
     }
+    let mime_type = value.get("mime_type")?.as_str()?.to_owned();
     match value.as_object_mut()?.remove("data_base64")? {
         Value::String(data) => Some((data, mime_type)),
         _ => None,

@@ -43,6 +43,52 @@ fn documented_mutual_auth_vector_reproduces() {
     common::check_mutual_auth_vector(&v);
 }
 
+/// The signed-result vector (made with Python's `cryptography`, not with this crate)
+/// verifies here: canonical JSON, both digests, the message and the signature, and a
+/// changed answer does not.
+#[test]
+fn documented_signed_result_vector_verifies() {
+    use kenny_proto::frame::Frame;
+    use kenny_proto::proof::{self, ResultProof};
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(docs_wire().join("vectors/signed_result.json")).unwrap())
+            .unwrap();
+    let Frame::Request(request) = decode(&v["request"].to_string(), Limits::AUTHENTICATED).unwrap() else {
+        panic!("the vector's request is not a request frame")
+    };
+    let Frame::Response(response) = decode(&v["response"].to_string(), Limits::AUTHENTICATED).unwrap() else {
+        panic!("the vector's response is not a response frame")
+    };
+    let args = Value::Object(request.args.clone());
+    assert_eq!(
+        String::from_utf8(proof::canonical_json(&args)).unwrap(),
+        v["args_canonical"]
+    );
+    assert_eq!(proof::args_digest(&request.args), v["args_sha256"]);
+    assert_eq!(response.outcome_digest(), v["outcome_sha256"]);
+    let wire = response.proof.clone().unwrap();
+    let rebuilt = ResultProof {
+        request_id: request.id,
+        agent_id: v["agent_id"].as_str().unwrap().to_owned(),
+        tool: request.tool,
+        args_sha256: proof::args_digest(&request.args),
+        outcome_sha256: response.outcome_digest(),
+        at_ms: wire.at_ms,
+        sig: wire.sig,
+    };
+    let hex: String = rebuilt.message().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, v["message_hex"]);
+    let key = kenny_proto::auth::parse_public_key(v["agent_public_key_b64"].as_str().unwrap()).unwrap();
+    rebuilt.verify(&key).unwrap();
+    let mut changed = response;
+    changed.result.as_mut().unwrap()["stdout"] = Value::from("elsewhere\n");
+    let forged = ResultProof {
+        outcome_sha256: changed.outcome_digest(),
+        ..rebuilt
+    };
+    assert!(forged.verify(&key).is_err());
+}
+
 /// docs/agent.md lists every tool of the catalog, so the page cannot fall behind it.
 #[test]
 fn the_agent_page_names_every_tool() {

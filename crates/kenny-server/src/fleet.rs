@@ -88,6 +88,11 @@ pub(crate) struct AgentSummary {
     pub version: Option<String>,
     pub arch: Option<String>,
     pub enrolled: bool,
+    /// The Ed25519 public key enrolled for it (base64): what checks its signed results.
+    pub public_key: Option<String>,
+    /// Whether its connection signs every result (protocol 0.18 or later); `None` when
+    /// it is offline or another replica holds it.
+    pub signs_results: Option<bool>,
     /// RFC 3339; for an online agent, its last frame.
     pub last_seen: Option<String>,
     /// As the server judged its latest snapshot; `None` before the first one.
@@ -274,6 +279,8 @@ impl AgentView<'_> {
             version: meta.map(|m| m.version.clone()).or_else(|| r.version.clone()),
             arch: meta.and_then(|m| m.arch.clone()).or_else(|| r.arch.clone()),
             enrolled: r.public_key.is_some(),
+            public_key: r.public_key.clone(),
+            signs_results: self.link.map(AgentLink::signs_results),
             // A connection here knows its last frame; another replica's is as stored.
             last_seen: match self.link {
                 Some(l) => time::OffsetDateTime::from_unix_timestamp(l.last_frame_unix())

@@ -14,13 +14,14 @@ use kenny_proto::catalog::{self, AGENT_ID_ARG, Tool};
 use kenny_proto::dialect::{self, Dialect};
 use kenny_proto::error::ErrorCode;
 use kenny_proto::frame::AgentMeta;
+use kenny_proto::proof::ResultProof;
 use serde_json::{Map, Value};
 
 use crate::audit::{ArgsDigest, AuditLog};
 pub(crate) use crate::call_failure::CallFailure;
 use crate::clock::Clock;
 use crate::principal::Principal;
-use crate::registry::{LinkError, Registry, Route};
+use crate::registry::{Answered, LinkError, Registry, Route};
 use crate::store::{AuditFinish, AuditRow, OUTCOME_SENT, Store};
 use crate::updates::{Order, Updates};
 
@@ -45,6 +46,27 @@ pub struct Forwarder {
     metrics: Arc<crate::metrics::Metrics>,
     /// In a cluster: carries calls to the replica holding their agent.
     cluster: Option<Arc<crate::cluster::Cluster>>,
+}
+
+/// A forwarded call's outcome and where its answer came from.
+pub struct Forwarded {
+    pub outcome: Result<Value, CallFailure>,
+    pub provenance: Provenance,
+    /// The server replaced the agent's answer with its own account (an update's
+    /// outcome): a proof covers the agent's answer, kept with the audit row.
+    pub rewritten: bool,
+}
+
+/// Who vouches for a call's answer.
+#[derive(Debug, Clone)]
+pub enum Provenance {
+    /// The agent signed it; the proof verified against its enrolled key.
+    Signed(ResultProof),
+    /// The agent answered but speaks a protocol older than 0.18, which does not sign.
+    Unsigned,
+    /// No answer from the agent to vouch for: refused, offline, timed out, or a
+    /// signature that failed.
+    NotAnswered,
 }
 
 /// A call ready to send: where the agent's live connection is, how long to wait, the
@@ -98,11 +120,8 @@ impl Forwarder {
         &self.updates
     }
 
-    /// Runs `tool` on the agent named by `args.agent_id`, on behalf of `who`.
-    ///
-    /// The audit trail gets a row before the call is sent (outcome `sent`), completed
-    /// when it ends, so even a call cut short by a crash leaves its trace; a refusal
-    /// gets one row with its final outcome.
+    /// Runs `tool` on the agent `target`, on behalf of `who`: [`Forwarder::forward_proved`]
+    /// without the proof.
     pub async fn forward(
         &self,
         who: &Principal,
@@ -110,6 +129,22 @@ impl Forwarder {
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<Value, CallFailure> {
+        self.forward_proved(who, target, tool, args).await.outcome
+    }
+
+    /// Runs `tool` on the agent `target`, on behalf of `who`; the outcome and where the
+    /// answer came from (the agent's signed proof, or that it does not sign).
+    ///
+    /// The audit trail gets a row before the call is sent (outcome `sent`), completed
+    /// when it ends, so even a call cut short by a crash leaves its trace; a refusal
+    /// gets one row with its final outcome. A signed answer's proof is kept with its row.
+    pub async fn forward_proved(
+        &self,
+        who: &Principal,
+        target: &AgentId,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Forwarded {
         let started = Instant::now();
         let digest = self.digest.of(&args);
         let prepared = self.prepare(who, target, tool, args).await;
@@ -130,7 +165,11 @@ impl Forwarder {
                 };
                 self.audit.record(row).await;
                 self.metrics.call(tool, "refused", started.elapsed());
-                return Err(refusal);
+                return Forwarded {
+                    outcome: Err(refusal),
+                    provenance: Provenance::NotAnswered,
+                    rewritten: false,
+                };
             }
         };
         let agent_id = target;
@@ -148,12 +187,20 @@ impl Forwarder {
             })
             .await;
 
-        let sent_to = match &route {
+        let Answered {
+            outcome: sent_to,
+            proof,
+        } = match &route {
             Route::Local(link) => link.call(call_id.clone(), tool, args, timeout).await,
             Route::Remote(remote) => match &self.cluster {
                 Some(cluster) => cluster.relay(remote, call_id.clone(), tool, args, timeout).await,
-                None => Err(LinkError::NotHeld("this server is not part of a cluster".into())),
+                None => Answered::unproved(Err(LinkError::NotHeld("this server is not part of a cluster".into()))),
             },
+        };
+        let provenance = match (&sent_to, &proof) {
+            (Ok(_) | Err(LinkError::Agent { .. }), Some(proof)) => Provenance::Signed(proof.clone()),
+            (Ok(_) | Err(LinkError::Agent { .. }), None) => Provenance::Unsigned,
+            _ => Provenance::NotAnswered,
         };
         let outcome = sent_to.map_err(|e| match e {
             LinkError::Agent { code, message } => CallFailure {
@@ -178,8 +225,15 @@ impl Forwarder {
                     t.as_secs()
                 ),
             ),
+            LinkError::BadProof(why) => CallFailure::new(
+                ErrorCode::BadSignature,
+                format!(
+                    "{why}. The answer was discarded; what ran on the PC is unknown. Check the PC, and remove and re-enroll it if its key may be in other hands"
+                ),
+            ),
         });
         // An update is over when the agent says whether it kept the new build.
+        let rewritten = update.is_some() || translate_back.is_some();
         let outcome = match (outcome, update) {
             (Ok(staged), Some(order)) => self.updates.settle(order, staged).await,
             (outcome, _) => outcome,
@@ -196,9 +250,14 @@ impl Forwarder {
                 outcome: outcome_name(failure),
                 error_code: failure.map(|f| f.code.clone()),
                 duration_ms: millis(started.elapsed()),
+                proof: proof.as_ref().and_then(|p| serde_json::to_string(p).ok()),
             })
             .await;
-        outcome
+        Forwarded {
+            outcome,
+            provenance,
+            rewritten,
+        }
     }
 
     /// Everything that may refuse a call before it is sent: scope, tool, arguments,

@@ -33,6 +33,7 @@ pub mod onboarding;
 pub(crate) mod passwords;
 pub(crate) mod policy;
 pub mod principal;
+pub mod proofs;
 pub(crate) mod ratelimit;
 pub mod registry;
 pub(crate) mod retire;

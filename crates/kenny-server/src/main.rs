@@ -67,6 +67,9 @@ enum Command {
     /// The agent builds this server hands out (to updates and install links).
     #[command(subcommand)]
     Releases(ReleasesCommand),
+    /// Check what the audit trail and results claim.
+    #[command(subcommand)]
+    Audit(AuditCommand),
     /// Take a backup of the data directory (database and server key) into a new file,
     /// while the server runs. Keep it private: it holds the server key.
     Backup {
@@ -329,6 +332,24 @@ enum AgentCommand {
 }
 
 #[derive(Subcommand)]
+enum AuditCommand {
+    /// Check a saved MCP tool result against the agent's public key: that the PC with
+    /// that key signed it, and nothing in it changed since. Needs no server or data.
+    VerifyCall {
+        /// The saved result: the tool result JSON as the server returned it (or the
+        /// JSON-RPC response holding it). `-` reads standard input.
+        result: PathBuf,
+        /// The agent's public key (base64), as list_agents or /api/agents shows it.
+        #[arg(long)]
+        key: String,
+        /// The call's arguments (a JSON object, or @file), to check they are the ones
+        /// the agent signed for.
+        #[arg(long)]
+        args: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
 enum ReleasesCommand {
     /// Add an agent build: copied into <data dir>/agent-releases/ as
     /// kenny-agent-<version>-<os>-<arch>[.exe].
@@ -351,6 +372,46 @@ enum ReleasesCommand {
         #[command(flatten)]
         data: DataDir,
     },
+}
+
+/// `audit verify-call`: prints what the proof shows, or fails saying why it does not hold.
+fn verify_call(result: &std::path::Path, key: &str, args: Option<&str>) -> anyhow::Result<()> {
+    let text = if result == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin())?
+    } else {
+        std::fs::read_to_string(result).with_context(|| format!("reading {}", result.display()))?
+    };
+    let saved: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", result.display()))?;
+    let args = match args {
+        Some(a) => {
+            let text = match a.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?,
+                None => a.to_owned(),
+            };
+            let value: serde_json::Value = serde_json::from_str(&text).context("--args is not JSON")?;
+            let serde_json::Value::Object(map) = value else {
+                anyhow::bail!("--args must be a JSON object, the call's arguments");
+            };
+            Some(map)
+        }
+        None => None,
+    };
+    let check = kenny_server::proofs::verify_saved(&saved, key, args.as_ref())
+        .map_err(|why| anyhow::anyhow!("NOT VERIFIED: {why}"))?;
+    println!(
+        "verified: agent {} signed this answer to {} (request {}) at {} ms since 1970; arguments {}",
+        check.agent_id,
+        check.tool,
+        check.request_id,
+        check.at_ms,
+        if check.args_checked {
+            "match"
+        } else {
+            "not checked (pass --args)"
+        }
+    );
+    Ok(())
 }
 
 fn parse_role(s: &str) -> Result<Role, String> {
@@ -606,6 +667,7 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Audit(AuditCommand::VerifyCall { result, key, args }) => verify_call(&result, &key, args.as_deref()),
         Command::Backup { out, data } => {
             kenny_server::server::refuse_backups_on_postgres("`backup`", data.database_url.as_deref())?;
             let info = kenny_server::backup::make(&data.data_dir, &out)?;

@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+use ed25519_dalek::VerifyingKey;
 use kenny_proto::AgentId;
 use kenny_proto::frame::{AgentMeta, Frame, Request, Response, encode};
+use kenny_proto::proof::{self, ResultProof};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -37,9 +39,28 @@ pub enum LinkError {
     /// connection, so nothing was sent to the agent.
     #[error("{0}")]
     NotHeld(String),
+    /// The agent's answer did not carry a valid signature from its enrolled key
+    /// ([`crate::proofs`]); it was discarded.
+    #[error("{0}")]
+    BadProof(String),
 }
 
-type Reply = oneshot::Sender<Result<Value, LinkError>>;
+type Reply = oneshot::Sender<Result<Box<Response>, LinkError>>;
+
+/// What a call came back with: the outcome, and the agent's signed proof of its answer
+/// when the connection signs results. For a refused signature (`BadProof`) the proof
+/// is the one that failed, kept for the audit trail.
+#[derive(Debug)]
+pub struct Answered {
+    pub outcome: Result<Value, LinkError>,
+    pub proof: Option<ResultProof>,
+}
+
+impl Answered {
+    pub fn unproved(outcome: Result<Value, LinkError>) -> Self {
+        Answered { outcome, proof: None }
+    }
+}
 
 /// One authenticated agent connection, as the rest of the server sees it.
 pub struct AgentLink {
@@ -55,6 +76,9 @@ pub struct AgentLink {
     shutdown: CancellationToken,
     /// In a cluster: the presence revision this connection was announced under (0 alone).
     presence_rev: AtomicU64,
+    /// The agent's enrolled key, when it speaks the protocol that signs every result:
+    /// each answer is checked against it.
+    result_key: Option<VerifyingKey>,
 }
 
 impl AgentLink {
@@ -76,8 +100,28 @@ impl AgentLink {
             last_frame_unix: AtomicI64::new(unix_now()),
             shutdown: CancellationToken::new(),
             presence_rev: AtomicU64::new(0),
+            result_key: None,
         };
         (Arc::new(link), rx)
+    }
+
+    /// A link whose answers must be signed by `key` (an agent of protocol 0.18 or later).
+    pub fn new_signed(
+        agent_id: AgentId,
+        conn_id: u64,
+        meta: Option<AgentMeta>,
+        connected_at: String,
+        key: VerifyingKey,
+    ) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
+        let (link, rx) = Self::new(agent_id, conn_id, meta, connected_at);
+        let mut link = Arc::into_inner(link).unwrap_or_else(|| unreachable!("a new link has one owner"));
+        link.result_key = Some(key);
+        (Arc::new(link), rx)
+    }
+
+    /// Whether this connection's answers are signed.
+    pub fn signs_results(&self) -> bool {
+        self.result_key.is_some()
     }
 
     pub fn presence_rev(&self) -> u64 {
@@ -102,24 +146,19 @@ impl AgentLink {
     }
 
     /// Sends request `id` down this connection and waits for its response.
-    pub async fn call(
-        &self,
-        id: String,
-        tool: &str,
-        args: Map<String, Value>,
-        timeout: Duration,
-    ) -> Result<Value, LinkError> {
+    pub async fn call(&self, id: String, tool: &str, args: Map<String, Value>, timeout: Duration) -> Answered {
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             if self.closed.load(Ordering::Acquire) {
-                return Err(LinkError::Disconnected("connection closed".into()));
+                return Answered::unproved(Err(LinkError::Disconnected("connection closed".into())));
             }
             pending.insert(id.clone(), tx);
         }
         // Whatever happens next (answer, timeout, or the caller giving up), the entry
         // must not outlive this call.
         let _forget = ForgetOnDrop { link: self, id: &id };
+        let args_sha256 = self.result_key.map(|_| proof::args_digest(&args));
         let frame = encode(&Frame::Request(Request {
             id: id.clone(),
             tool: tool.to_owned(),
@@ -134,9 +173,51 @@ impl AgentLink {
             rx.await
                 .unwrap_or_else(|_| Err(LinkError::Disconnected("connection closed".into())))
         };
-        tokio::time::timeout(timeout, exchange)
-            .await
-            .unwrap_or(Err(LinkError::Timeout(timeout)))
+        let response = match tokio::time::timeout(timeout, exchange).await {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => return Answered::unproved(Err(e)),
+            Err(_) => return Answered::unproved(Err(LinkError::Timeout(timeout))),
+        };
+        self.answered(&id, tool, args_sha256, *response)
+    }
+
+    /// The outcome of `response`, checked against the agent's key when it signs.
+    fn answered(&self, id: &str, tool: &str, args_sha256: Option<String>, mut response: Response) -> Answered {
+        crate::proofs::tamper_for_tests(&mut response);
+        let proof = match (&self.result_key, args_sha256) {
+            (Some(key), Some(args_sha256)) => {
+                let sent = crate::proofs::Sent {
+                    request_id: id,
+                    agent_id: self.agent_id.as_str(),
+                    tool,
+                    args_sha256,
+                };
+                match crate::proofs::check(key, sent, &response) {
+                    Ok(proof) => Some(proof),
+                    Err(refused) => {
+                        tracing::warn!(agent = %self.agent_id, tool, id, "an answer with a bad signature was refused");
+                        return Answered {
+                            outcome: Err(LinkError::BadProof(refused.why)),
+                            proof: refused.proof.map(|p| *p),
+                        };
+                    }
+                }
+            }
+            _ => None,
+        };
+        let outcome = if response.ok {
+            Ok(response.result.unwrap_or(Value::Null))
+        } else {
+            let err = response.error.unwrap_or_else(|| kenny_proto::frame::WireError {
+                code: "internal".into(),
+                message: "the agent reported a failure without details".into(),
+            });
+            Err(LinkError::Agent {
+                code: err.code,
+                message: err.message,
+            })
+        };
+        Answered { outcome, proof }
     }
 
     /// Queues a frame that expects no answer (ping, pong, policy).
@@ -153,19 +234,7 @@ impl AgentLink {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&response.id);
         let Some(waiter) = waiter else { return false };
-        let outcome = if response.ok {
-            Ok(response.result.unwrap_or(Value::Null))
-        } else {
-            let err = response.error.unwrap_or_else(|| kenny_proto::frame::WireError {
-                code: "internal".into(),
-                message: "the agent reported a failure without details".into(),
-            });
-            Err(LinkError::Agent {
-                code: err.code,
-                message: err.message,
-            })
-        };
-        let _ = waiter.send(outcome);
+        let _ = waiter.send(Ok(Box::new(response)));
         true
     }
 
@@ -433,6 +502,7 @@ mod tests {
             async move {
                 a.call("c1".into(), "shell_exec", Map::new(), Duration::from_secs(60))
                     .await
+                    .outcome
             }
         });
         let call_b = tokio::spawn({
@@ -440,6 +510,7 @@ mod tests {
             async move {
                 b.call("c2".into(), "shell_exec", Map::new(), Duration::from_secs(60))
                     .await
+                    .outcome
             }
         });
         let _ = rx_a.recv().await.unwrap();
@@ -473,6 +544,7 @@ mod tests {
         let err = a
             .call("c3".into(), "t", Map::new(), Duration::from_millis(50))
             .await
+            .outcome
             .unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)), "{err:?}");
         assert_eq!(a.in_flight(), 0);
@@ -484,6 +556,7 @@ mod tests {
         let err = a
             .call("c4".into(), "t", Map::new(), Duration::from_millis(20))
             .await
+            .outcome
             .unwrap_err();
         assert!(matches!(err, LinkError::Timeout(_)));
         assert_eq!(a.in_flight(), 0);
@@ -491,6 +564,7 @@ mod tests {
         let err = a
             .call("c5".into(), "t", Map::new(), Duration::from_secs(1))
             .await
+            .outcome
             .unwrap_err();
         assert!(matches!(err, LinkError::Disconnected(_)));
     }

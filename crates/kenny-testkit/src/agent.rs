@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use ed25519_dalek::SigningKey;
 use futures_util::{SinkExt, StreamExt};
 use kenny_proto::auth;
-use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, Register, Request, Response, WireError, decode, encode};
+use kenny_proto::frame::{AgentMeta, Auth, Frame, Limits, Register, Request, Response, decode, encode};
 use kenny_server::admin::AgentEnrollment;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -22,13 +22,16 @@ use crate::TestServer;
 pub struct AgentOptions {
     pub protocol: String,
     pub meta: AgentMeta,
+    /// Signs results with this key instead of the agent's own (a forged answer).
+    pub result_key: Option<SigningKey>,
 }
 
 impl Default for AgentOptions {
     /// kenny's own agent on Linux.
     fn default() -> Self {
         AgentOptions {
-            protocol: kenny_proto::MUTUAL_AUTH_PROTOCOL.into(),
+            protocol: kenny_proto::AGENT_PROTOCOL.into(),
+            result_key: None,
             meta: AgentMeta {
                 hostname: "testkit-host".into(),
                 os: "linux".into(),
@@ -42,10 +45,19 @@ impl Default for AgentOptions {
 }
 
 impl AgentOptions {
+    /// kenny's agent of the protocol before signed results (0.17): it answers unsigned.
+    pub fn unsigned() -> Self {
+        AgentOptions {
+            protocol: "0.17".into(),
+            ..AgentOptions::default()
+        }
+    }
+
     /// An agent of the existing kenny on Windows: protocol 0.17, no dialect.
     pub fn existing_kenny_on_windows() -> Self {
         AgentOptions {
             protocol: "0.17".into(),
+            result_key: None,
             meta: AgentMeta {
                 hostname: "OLD-PC".into(),
                 os: "windows".into(),
@@ -69,7 +81,13 @@ pub struct TestAgent {
     others: mpsc::UnboundedReceiver<Frame>,
     outbox: mpsc::UnboundedSender<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Set when the server's challenge said it checks signed results.
+    signer: Option<SigningKey>,
+    /// Each request's tool and argument digest, by id, for signing its answer.
+    asked: Asked,
 }
+
+type Asked = std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (String, String)>>>;
 
 impl Drop for TestAgent {
     fn drop(&mut self) {
@@ -138,6 +156,12 @@ impl TestAgent {
         });
         ws.send(Message::text(encode(&proof))).await?;
 
+        let signer = challenge
+            .protocol
+            .as_deref()
+            .is_some_and(kenny_proto::proof::signs_results)
+            .then(|| options.result_key.clone().unwrap_or_else(|| key.clone()));
+        let asked = Asked::default();
         let (mut sink, mut stream) = ws.split();
         let (outbox, mut to_send) = mpsc::unbounded_channel::<String>();
         let (request_tx, requests) = mpsc::channel(64);
@@ -150,6 +174,7 @@ impl TestAgent {
             }
         });
         let pong = outbox.clone();
+        let remember = (signer.is_some()).then(|| asked.clone());
         let reader = tokio::spawn(async move {
             while let Some(Ok(message)) = stream.next().await {
                 let Message::Text(text) = message else { continue };
@@ -158,6 +183,11 @@ impl TestAgent {
                         let _ = pong.send(encode(&Frame::Pong));
                     }
                     Ok(Frame::Request(request)) => {
+                        if let Some(asked) = &remember {
+                            let digest = kenny_proto::proof::args_digest(&request.args);
+                            let mut asked = asked.lock().unwrap_or_else(|p| p.into_inner());
+                            asked.insert(request.id.clone(), (request.tool.clone(), digest));
+                        }
                         if request_tx.send(request).await.is_err() {
                             return;
                         }
@@ -178,6 +208,8 @@ impl TestAgent {
             others,
             outbox,
             tasks: vec![writer, reader],
+            signer,
+            asked,
         })
     }
 
@@ -216,25 +248,42 @@ impl TestAgent {
             .context("the connection is closed")
     }
 
+    /// Answers a request with `result`, signed as kenny-agent signs it when the server
+    /// checks signatures.
     pub fn respond(&self, request_id: &str, result: Value) -> anyhow::Result<()> {
-        self.send(&Frame::Response(Response {
-            id: request_id.to_owned(),
-            ok: true,
-            result: Some(result),
-            error: None,
-        }))
+        self.answer(Response::success(request_id, result))
     }
 
     pub fn fail(&self, request_id: &str, code: &str, message: &str) -> anyhow::Result<()> {
-        self.send(&Frame::Response(Response {
-            id: request_id.to_owned(),
-            ok: false,
-            result: None,
-            error: Some(WireError {
-                code: code.to_owned(),
-                message: message.to_owned(),
-            }),
-        }))
+        self.answer(Response::failure(request_id, code, message))
+    }
+
+    /// Sends `response`, signed when the server checks signatures.
+    pub fn answer(&self, mut response: Response) -> anyhow::Result<()> {
+        let asked = self
+            .asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&response.id);
+        if let (Some(key), Some((tool, args_sha256))) = (&self.signer, asked) {
+            let proof = kenny_proto::proof::ResultProof {
+                request_id: response.id.clone(),
+                agent_id: self.agent_id.clone(),
+                tool,
+                args_sha256,
+                outcome_sha256: response.outcome_digest(),
+                at_ms: 1,
+                sig: String::new(),
+            }
+            .signed(key);
+            response.proof = Some(proof.wire());
+        }
+        self.send(&Frame::Response(response))
+    }
+
+    /// Whether the server told this connection to sign its results.
+    pub fn signs_results(&self) -> bool {
+        self.signer.is_some()
     }
 
     /// Any frame, as the agent would send it.

@@ -48,7 +48,7 @@ fn not_found(agent_id: &str) -> ApiError {
 /// | `unsupported` | 422: this host cannot do that (e.g. remote help on Linux) |
 /// | `timeout` | 504 |
 /// | `not_found` refused by the server (no agent build to offer) | 404 |
-/// | `exec_failed`, `not_found`, `internal`, anything else | 502: the agent tried and failed |
+/// | `exec_failed`, `not_found`, `internal`, `bad_signature`, anything else | 502: the agent tried and failed, or its answer was refused |
 pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
     let Some(code) = ErrorCode::parse(&f.code) else {
         return ApiError::new(
@@ -66,7 +66,9 @@ pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         // The server itself has nothing to offer (no agent build for this host).
         ErrorCode::NotFound if f.refused => StatusCode::NOT_FOUND,
-        ErrorCode::ExecFailed | ErrorCode::NotFound | ErrorCode::Internal => StatusCode::BAD_GATEWAY,
+        ErrorCode::ExecFailed | ErrorCode::NotFound | ErrorCode::Internal | ErrorCode::BadSignature => {
+            StatusCode::BAD_GATEWAY
+        }
     };
     ApiError::new(status, code.as_str(), f.message.clone())
 }

@@ -14,7 +14,9 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::Cluster;
-use crate::registry::{LinkError, Remote};
+use kenny_proto::proof::ResultProof;
+
+use crate::registry::{Answered, LinkError, Remote};
 
 /// Heartbeats of every replica.
 pub(crate) const HEARTBEAT_SUBJECTS: &str = "kenny.replica.*.alive";
@@ -45,7 +47,16 @@ struct Relayed {
     timeout_ms: u64,
 }
 
-/// The holder's answer.
+/// The holder's answer, with the agent's proof the holder checked (a replica of an
+/// earlier version sends none; one that does not know `proof` ignores it).
+#[derive(Serialize, Deserialize)]
+struct Reply {
+    #[serde(flatten)]
+    answer: Answer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    proof: Option<ResultProof>,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 enum Answer {
@@ -54,6 +65,31 @@ enum Answer {
     Timeout { timeout_ms: u64 },
     Disconnected { reason: String },
     NotHeld { reason: String },
+    BadProof { reason: String },
+}
+
+impl From<Answered> for Reply {
+    fn from(answered: Answered) -> Self {
+        Reply {
+            answer: answered.outcome.into(),
+            proof: answered.proof,
+        }
+    }
+}
+
+impl From<Reply> for Answered {
+    fn from(reply: Reply) -> Self {
+        Answered {
+            outcome: reply.answer.into(),
+            proof: reply.proof,
+        }
+    }
+}
+
+impl From<Answer> for Reply {
+    fn from(answer: Answer) -> Self {
+        Reply { answer, proof: None }
+    }
 }
 
 impl From<Result<Value, LinkError>> for Answer {
@@ -66,6 +102,7 @@ impl From<Result<Value, LinkError>> for Answer {
             },
             Err(LinkError::Disconnected(reason)) => Answer::Disconnected { reason },
             Err(LinkError::NotHeld(reason)) => Answer::NotHeld { reason },
+            Err(LinkError::BadProof(reason)) => Answer::BadProof { reason },
         }
     }
 }
@@ -78,6 +115,7 @@ impl From<Answer> for Result<Value, LinkError> {
             Answer::Timeout { timeout_ms } => Err(LinkError::Timeout(Duration::from_millis(timeout_ms))),
             Answer::Disconnected { reason } => Err(LinkError::Disconnected(reason)),
             Answer::NotHeld { reason } => Err(LinkError::NotHeld(reason)),
+            Answer::BadProof { reason } => Err(LinkError::BadProof(reason)),
         }
     }
 }
@@ -94,14 +132,14 @@ impl Cluster {
         tool: &str,
         args: Map<String, Value>,
         timeout: Duration,
-    ) -> Result<Value, LinkError> {
+    ) -> Answered {
         let mut deaths = self.deaths.subscribe();
         // Found dead between routing and now: the death was told before we listened.
         if !self.registry.replica_alive(&remote.replica) {
-            return Err(LinkError::NotHeld(format!(
+            return Answered::unproved(Err(LinkError::NotHeld(format!(
                 "replica {}, which held the agent's connection, stopped answering",
                 remote.replica
-            )));
+            ))));
         }
         let relayed = Relayed {
             agent_id: remote.agent_id.clone(),
@@ -112,8 +150,13 @@ impl Cluster {
             args,
             timeout_ms: timeout.as_millis() as u64,
         };
-        let payload = serde_json::to_vec(&relayed)
-            .map_err(|e| LinkError::NotHeld(format!("the call could not be encoded for its replica: {e}")))?;
+        let payload = match serde_json::to_vec(&relayed) {
+            Ok(payload) => payload,
+            Err(e) => {
+                let why = format!("the call could not be encoded for its replica: {e}");
+                return Answered::unproved(Err(LinkError::NotHeld(why)));
+            }
+        };
         let request = async_nats::Request::new()
             .payload(payload.into())
             .timeout(Some(timeout + RELAY_GRACE));
@@ -137,14 +180,14 @@ impl Cluster {
         };
         tokio::select! {
             reply = exchange => match reply {
-                Ok(message) => serde_json::from_slice::<Answer>(&message.payload)
+                Ok(message) => serde_json::from_slice::<Reply>(&message.payload)
                     .map(Into::into)
-                    .unwrap_or_else(|e| Err(LinkError::Disconnected(format!("replica {replica} answered something unreadable: {e}")))),
-                Err(e) => Err(request_failed(replica, timeout, e)),
+                    .unwrap_or_else(|e| Answered::unproved(Err(LinkError::Disconnected(format!("replica {replica} answered something unreadable: {e}"))))),
+                Err(e) => Answered::unproved(Err(request_failed(replica, timeout, e))),
             },
-            _ = died => Err(LinkError::Disconnected(format!(
+            _ = died => Answered::unproved(Err(LinkError::Disconnected(format!(
                 "replica {replica}, which holds the agent's connection, stopped answering"
-            ))),
+            )))),
         }
     }
 }
@@ -175,11 +218,12 @@ pub(crate) async fn serve(cluster: Arc<Cluster>, mut calls: async_nats::Subscrib
         };
         let cluster = cluster.clone();
         tokio::spawn(async move {
-            let answer: Answer = match serde_json::from_slice::<Relayed>(&message.payload) {
+            let answer: Reply = match serde_json::from_slice::<Relayed>(&message.payload) {
                 Ok(relayed) => run_here(&cluster, relayed).await.into(),
                 Err(e) => Answer::NotHeld {
                     reason: format!("the relayed call was unreadable: {e}"),
-                },
+                }
+                .into(),
             };
             let body = match serde_json::to_vec(&answer) {
                 Ok(body) => body,
@@ -203,23 +247,23 @@ pub(crate) async fn serve(cluster: Arc<Cluster>, mut calls: async_nats::Subscrib
 
 /// Sends a relayed call down the connection it names, if this replica holds exactly
 /// that connection and it is still the agent's newest.
-async fn run_here(cluster: &Cluster, relayed: Relayed) -> Result<Value, LinkError> {
+async fn run_here(cluster: &Cluster, relayed: Relayed) -> Answered {
     let agent_id = relayed.agent_id.as_str();
     let link = cluster
         .registry
         .get(agent_id)
         .filter(|l| l.conn_id == relayed.conn_id && l.presence_rev() == relayed.revision && !l.is_closed());
     let Some(link) = link else {
-        return Err(LinkError::NotHeld(format!(
+        return Answered::unproved(Err(LinkError::NotHeld(format!(
             "agent {agent_id} is no longer connected to replica {}",
             cluster.replica
-        )));
+        ))));
     };
     if !matches!(cluster.registry.route(agent_id), Some(crate::registry::Route::Local(ref l)) if Arc::ptr_eq(l, &link))
     {
-        return Err(LinkError::NotHeld(format!(
+        return Answered::unproved(Err(LinkError::NotHeld(format!(
             "agent {agent_id} has a newer connection on another replica"
-        )));
+        ))));
     }
     link.call(
         relayed.call_id,

@@ -89,7 +89,10 @@ impl ServerHandler for KennyMcp {
         let result = match name {
             tools::SELECT_AGENT => self.select_agent(&who, args).await,
             name => match take_target(&mut args) {
-                Ok(target) => results::outcome(self.fleet.forwarder.forward(&who, &target, name, args).await),
+                Ok(target) => {
+                    let forwarded = self.fleet.forwarder.forward_proved(&who, &target, name, args).await;
+                    results::proved(forwarded, target.as_str())
+                }
                 Err(failure) => {
                     self.fleet
                         .forwarder

@@ -1,10 +1,55 @@
 //! Turning call outcomes into MCP tool results. A failure is a tool result with
 //! `isError: true`, text `"<code>: <message>"` and `{"error": {"code", "message"}}`.
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Value, json};
 
-use crate::forward::CallFailure;
+use crate::forward::{CallFailure, Forwarded, Provenance};
+
+use crate::proofs::PROOF_META_KEY;
+
+/// A forwarded call's result, with `_meta` saying who vouches for it: the agent's
+/// signed proof and where in this result its signed answer is, or that the agent
+/// answered unsigned. Calls the agent never answered carry no proof.
+pub(super) fn proved(forwarded: Forwarded, agent_id: &str) -> CallToolResult {
+    let Forwarded {
+        outcome,
+        provenance,
+        rewritten,
+    } = forwarded;
+    let answer_in = match &outcome {
+        _ if rewritten => Value::Null,
+        Ok(v) if !v.is_object() => json!("structuredContent.value"),
+        Ok(_) => json!("structuredContent"),
+        Err(_) => json!("structuredContent.error"),
+    };
+    let image_in = match &outcome {
+        Ok(v) if kenny_proto::results::is_image(v) => json!({"content_index": 0, "field": "data_base64"}),
+        _ => Value::Null,
+    };
+    let mut result = self::outcome(outcome);
+    let meta = match provenance {
+        Provenance::Signed(proof) => {
+            let mut meta = json!({"signed": true, "answer_in": answer_in});
+            if !image_in.is_null() {
+                meta["image_in"] = image_in;
+            }
+            if let (Some(meta), Ok(Value::Object(proof))) = (meta.as_object_mut(), serde_json::to_value(&proof)) {
+                meta.extend(proof);
+            }
+            meta
+        }
+        Provenance::Unsigned => json!({
+            "signed": false,
+            "why": format!("agent {agent_id} speaks a protocol older than {}, which does not sign its results", kenny_proto::proof::SIGNED_RESULTS_PROTOCOL),
+        }),
+        Provenance::NotAnswered => return result,
+    };
+    let mut object = serde_json::Map::new();
+    object.insert(PROOF_META_KEY.into(), meta);
+    result.meta = Some(MetaObject(object));
+    result
+}
 
 pub(super) fn outcome(outcome: Result<Value, CallFailure>) -> CallToolResult {
     match outcome {

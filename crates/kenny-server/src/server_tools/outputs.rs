@@ -21,6 +21,18 @@ fn agent_row() -> Value {
             ("arch", nullable(string("CPU architecture."))),
             ("enrolled", boolean("Whether it holds a key registered here.")),
             (
+                "public_key",
+                nullable(string(
+                    "Its enrolled Ed25519 public key (base64): verifies the proofs in its results' _meta.",
+                )),
+            ),
+            (
+                "signs_results",
+                nullable(boolean(
+                    "Whether its connection signs every result; null when offline or held by another replica.",
+                )),
+            ),
+            (
                 "last_seen",
                 nullable(string("RFC 3339; for an online PC, its last frame.")),
             ),

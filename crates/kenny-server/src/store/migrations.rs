@@ -421,6 +421,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         name TEXT PRIMARY KEY,
         value BLOB NOT NULL
     ) WITHOUT ROWID;",
+    // 26: the agent's signed proof of a call's answer (JSON, `kenny_proto::proof`), kept
+    // with the call's audit row; NULL for an agent that does not sign.
+    "ALTER TABLE audit ADD COLUMN proof TEXT;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -176,6 +176,8 @@ pub struct AuditFinish {
     pub outcome: &'static str,
     pub error_code: Option<String>,
     pub duration_ms: i64,
+    /// The agent's signed proof of its answer, as JSON ([`kenny_proto::proof::ResultProof`]).
+    pub proof: Option<String>,
 }
 
 /// One change to the audit trail, applied in order.
@@ -208,6 +210,8 @@ pub struct AuditEntry {
     pub client_addr: Option<String>,
     /// For an API action: the path it acted on.
     pub target: Option<String>,
+    /// The agent's signed proof of its answer (JSON), when it signs.
+    pub proof: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -635,7 +639,13 @@ impl Store {
                         )?,
                         AuditWrite::Finish(f) => tx.execute(
                             FINISH_CALL,
-                            args![&f.call_id, f.outcome, f.error_code.as_deref(), f.duration_ms],
+                            args![
+                                &f.call_id,
+                                f.outcome,
+                                f.error_code.as_deref(),
+                                f.duration_ms,
+                                f.proof.as_deref()
+                            ],
                         )?,
                     };
                 }
@@ -682,6 +692,7 @@ impl Store {
                     call_id: r.get(11)?,
                     client_addr: r.get(12)?,
                     target: r.get(13)?,
+                    proof: r.get(14)?,
                 })
             })
         })
@@ -698,9 +709,10 @@ impl Store {
 const INSERT_AUDIT: &str = "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
-const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target";
+const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target, proof";
 
-const FINISH_CALL: &str = "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4 WHERE call_id = ?1";
+const FINISH_CALL: &str =
+    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4, proof = ?5 WHERE call_id = ?1";
 
 const INTERRUPT_CALLS: &str = "UPDATE audit SET outcome = ?1 WHERE outcome = ?2";
 

@@ -161,6 +161,7 @@ fn a_sent_call_is_completed_or_marked_interrupted() {
         outcome: "error",
         error_code: Some("timeout".into()),
         duration_ms: 65000,
+        proof: None,
     };
     // Start and finish may arrive in the same batch; order is kept.
     store

@@ -101,6 +101,7 @@ fn every_audit_query_is_served_by_an_index() {
             Value::from("ok".to_owned()),
             Value::Null,
             Value::from(1i64),
+            Value::Null,
         ],
         "audit_by_call",
     );

@@ -141,34 +141,40 @@ pub(crate) fn check_token(record_hash: Option<&str>, token: &str) -> Result<(), 
     }
 }
 
-/// Mutual path, server half: sign the transcript for the agent to verify.
+/// Mutual path, server half: sign the transcript for the agent to verify. An agent that
+/// signs results (`signs_results`) is told the server's protocol, so it signs them here
+/// too; an older agent gets the 0.17 challenge it knows.
 pub(crate) fn challenge(
     key: &SigningKey,
     agent_id: &str,
     client_nonce: &[u8; 32],
     server_nonce: &[u8; 32],
+    signs_results: bool,
 ) -> Challenge {
     let transcript = auth::transcript(agent_id, client_nonce, server_nonce);
     Challenge {
         server_nonce: auth::encode_b64(server_nonce),
         server_sig: auth::sign(key, &transcript),
+        protocol: signs_results.then(|| kenny_proto::WIRE_CONTRACT.to_owned()),
     }
 }
 
-/// Mutual path, agent half: its signature over the same transcript.
+/// Mutual path, agent half: its signature over the same transcript. The key it verified
+/// against, which also checks the agent's signed results.
 pub(crate) fn check_agent_sig(
     record: Option<&AgentRecord>,
     client_nonce: &[u8; 32],
     server_nonce: &[u8; 32],
     agent_sig: &str,
-) -> Result<(), Reject> {
+) -> Result<ed25519_dalek::VerifyingKey, Reject> {
     let record = record.ok_or_else(|| Reject::unauthorized("unknown agent"))?;
     let key_b64 = record.public_key.as_deref().ok_or_else(|| {
         Reject::unauthorized("agent is not enrolled; it must POST its key to /api/agents/{id}/enroll first")
     })?;
     let key = auth::parse_public_key(key_b64).map_err(|e| Reject::unauthorized(format!("stored key unusable: {e}")))?;
     let transcript = auth::transcript(&record.agent_id, client_nonce, server_nonce);
-    auth::verify(&key, &transcript, agent_sig).map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))
+    auth::verify(&key, &transcript, agent_sig).map_err(|e| Reject::unauthorized(format!("agent signature: {e}")))?;
+    Ok(key)
 }
 
 /// Meta as reported, bounded so a hostile agent cannot bloat the registry.
@@ -265,11 +271,17 @@ mod tests {
             channel: "stable".into(),
         };
         let (cn, sn) = ([3; 32], [4; 32]);
-        let ch = challenge(&server, "pc-1", &cn, &sn);
+        let ch = challenge(&server, "pc-1", &cn, &sn, false);
+        assert_eq!(ch.protocol, None, "a 0.17 agent would refuse the field");
+        let told = challenge(&server, "pc-1", &cn, &sn, true);
+        assert_eq!(told.protocol.as_deref(), Some(kenny_proto::WIRE_CONTRACT));
         let t = auth::transcript("pc-1", &cn, &sn);
         auth::verify(&server.verifying_key(), &t, &ch.server_sig).unwrap();
         let sig = auth::sign(&agent, &t);
-        assert_eq!(check_agent_sig(Some(&record), &cn, &sn, &sig), Ok(()));
+        assert_eq!(
+            check_agent_sig(Some(&record), &cn, &sn, &sig),
+            Ok(agent.verifying_key())
+        );
         // Replayed against a different server nonce, the signature fails.
         assert_eq!(
             check_agent_sig(Some(&record), &cn, &[5; 32], &sig)

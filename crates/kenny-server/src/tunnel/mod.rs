@@ -57,15 +57,19 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
     // The deadline runs from the upgrade: there is no queue to wait in first, so a
     // slow client holds nothing but its own connection, and only until then.
     let deadline = site.config.agent_handshake_timeout;
-    let (agent_id, meta, proof) =
-        match tokio::time::timeout(deadline, handshake(&fleet, &site, &mut socket, &reads)).await {
-            Ok(Ok(authed)) => authed,
-            Ok(Err(reject)) => return refuse(socket, reject).await,
-            Err(_) => {
-                let reason = format!("handshake not completed within {}s", deadline.as_secs());
-                return refuse(socket, Reject::bad_frame(reason)).await;
-            }
-        };
+    let Authenticated {
+        agent_id,
+        meta,
+        proof,
+        result_key,
+    } = match tokio::time::timeout(deadline, handshake(&fleet, &site, &mut socket, &reads)).await {
+        Ok(Ok(authed)) => authed,
+        Ok(Err(reject)) => return refuse(socket, reject).await,
+        Err(_) => {
+            let reason = format!("handshake not completed within {}s", deadline.as_secs());
+            return refuse(socket, Reject::bad_frame(reason)).await;
+        }
+    };
     reads.lift();
     if let Some(reject) = conflicting_peer(&fleet.registry, site.config.heartbeat, &agent_id, meta.as_ref(), proof) {
         return refuse(socket, reject).await;
@@ -74,7 +78,10 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
         return;
     }
     let conn_id = fleet.registry.next_conn_id();
-    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now());
+    let (link, outbox) = match result_key {
+        Some(key) => AgentLink::new_signed(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now(), key),
+        None => AgentLink::new(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now()),
+    };
     // Queued before the link is in the registry, where calls find it: the outbox is
     // FIFO, so the agent holds the operator's rules before its first request arrives.
     let queued = fleet.policy.current().policy.clone();
@@ -185,12 +192,21 @@ async fn recv_text(socket: &mut WebSocket, reads: &ConnReads) -> Result<String, 
     }
 }
 
+/// Who a completed handshake proved the peer to be.
+struct Authenticated {
+    agent_id: AgentId,
+    meta: Option<AgentMeta>,
+    proof: Proof,
+    /// Set when the agent speaks 0.18 or later: its answers must be signed by this key.
+    result_key: Option<ed25519_dalek::VerifyingKey>,
+}
+
 async fn handshake(
     fleet: &Fleet,
     site: &Site,
     socket: &mut WebSocket,
     reads: &ConnReads,
-) -> Result<(AgentId, Option<AgentMeta>, Proof), Reject> {
+) -> Result<Authenticated, Reject> {
     let first = recv_text(socket, reads).await?;
     let frame = decode(&first, Limits::HANDSHAKE).map_err(|e| Reject::bad_frame(format!("first frame: {e}")))?;
     let Frame::Register(reg) = frame else {
@@ -200,7 +216,8 @@ async fn handshake(
         )));
     };
     let agent_id = reg.agent_id.clone();
-    let proof = match handshake::method(&reg, site.config.allow_token_auth)? {
+    let signs_results = reg.protocol.as_deref().is_some_and(kenny_proto::proof::signs_results);
+    let (proof, result_key) = match handshake::method(&reg, site.config.allow_token_auth)? {
         Method::Token(token) => {
             let id = agent_id.clone();
             let found = fleet
@@ -210,7 +227,7 @@ async fn handshake(
                 .map_err(lookup_failed)?;
             handshake::check_token(found.as_ref().map(|c| c.token_hash.as_str()), &token)?;
             handshake::token_may_log_in(found.is_some_and(|c| c.enrolled))?;
-            Proof::Token
+            (Proof::Token, None)
         }
         Method::Mutual { client_nonce } => {
             let id = agent_id.clone();
@@ -223,7 +240,8 @@ async fn handshake(
                 return Err(Reject::unauthorized("unknown or unenrolled agent"));
             }
             let server_nonce = crate::secrets::random_nonce();
-            let challenge = handshake::challenge(&site.server_key, &agent_id, &client_nonce, &server_nonce);
+            let challenge =
+                handshake::challenge(&site.server_key, &agent_id, &client_nonce, &server_nonce, signs_results);
             socket
                 .send(Message::Text(encode(&Frame::Challenge(challenge)).into()))
                 .await
@@ -234,13 +252,18 @@ async fn handshake(
             else {
                 return Err(Reject::bad_frame("expected an auth frame after the challenge"));
             };
-            handshake::check_agent_sig(record.as_ref(), &client_nonce, &server_nonce, &agent_sig)?;
-            Proof::Key
+            let key = handshake::check_agent_sig(record.as_ref(), &client_nonce, &server_nonce, &agent_sig)?;
+            (Proof::Key, signs_results.then_some(key))
         }
     };
     // `method` has checked the id; parsing it again only gives it its type.
     let agent_id = AgentId::parse(&agent_id).map_err(|e| Reject::bad_frame(e.to_string()))?;
-    Ok((agent_id, handshake::sanitize_meta(reg.meta), proof))
+    Ok(Authenticated {
+        agent_id,
+        meta: handshake::sanitize_meta(reg.meta),
+        proof,
+        result_key,
+    })
 }
 
 async fn run_session(

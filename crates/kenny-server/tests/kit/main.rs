@@ -1,5 +1,5 @@
 //! The server's integration tests, one binary: each module is a subject (accounts,
-//! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, sign-in, the store on SQLite and PostgreSQL), all
+//! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, signed results, sign-in, the store on SQLite and PostgreSQL), all
 //! through `kenny-testkit` against a real server on loopback. One binary, not one per
 //! file, so the suite links the server once.
 
@@ -19,6 +19,7 @@ mod http_auth;
 mod mcp_errors;
 mod oauth;
 mod policy_api;
+mod result_proofs;
 mod signin;
 mod store_accounts;
 mod store_backends;

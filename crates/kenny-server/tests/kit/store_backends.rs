@@ -124,6 +124,7 @@ fn the_audit_trail_reads_filters_finishes_and_prunes_the_same_on_both_backends()
                     outcome: "ok",
                     error_code: None,
                     duration_ms: 12,
+                    proof: None,
                 }),
             ])
             .unwrap();

@@ -214,6 +214,7 @@ mod tests {
             duration_ms: 12,
             client_addr: Some("127.0.0.1".into()),
             target: None,
+            proof: None,
         }
     }
 

@@ -133,6 +133,8 @@ mod tests {
             version: Some("0.1.0".into()),
             arch: Some("x86_64".into()),
             enrolled: true,
+            public_key: None,
+            signs_results: Some(true),
             last_seen: Some("2026-01-02T03:04:05.000Z".into()),
             health: None,
             health_reason: None,
