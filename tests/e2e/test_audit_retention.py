@@ -19,12 +19,14 @@ def _at(days_ago: int) -> str:
 
 
 def _write_rows(kenny, agent_id: str, days_ago: int, n: int) -> None:
-    """Rows as an earlier server wrote them, `days_ago` days back (server stopped)."""
+    """Rows as a server from before the audit chain wrote them, `days_ago` days back
+    (server stopped): the upgrade leaves them outside the chain, and they go by age."""
     for _ in range(n):
         kenny.sql(
             "INSERT INTO audit (at, agent_id, tool, args_digest, outcome, duration_ms) VALUES (?, ?, 'shell_exec', 'd', 'ok', 1)",
             (_at(days_ago), agent_id),
         )
+    kenny.sql("UPDATE audit_chain_start SET before_id = (SELECT MAX(id) FROM audit)")
 
 
 def _count(kenny, agent_id: str) -> int:
@@ -50,6 +52,11 @@ async def test_rows_past_the_retention_setting_are_pruned_and_newer_ones_kept(ke
     assert _count(kenny, "pc-20-days") == 5, "rows inside the retention period stay"
     assert [e["agent_id"] for e in kenny.audit(agent_id="pc-a")] == ["pc-a"], "today's call is still audited"
     assert "pruned audit rows past the retention period" in kenny.server.err_path.read_text()
+    done = subprocess.run(
+        [str(SERVER_BIN), "audit", "verify", "--data-dir", str(kenny.data_dir)],
+        capture_output=True, text=True, timeout=60, env=_child_env(kenny.store_env()),
+    )
+    assert done.returncode == 0 and "intact" in done.stdout, done
 
 
 async def test_the_default_keeps_a_year_and_zero_keeps_everything(kenny):

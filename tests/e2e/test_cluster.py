@@ -213,7 +213,13 @@ async def _echo_mark(client, agent_id: str, delay_ms: int = 0) -> str:
 
 async def test_calls_entering_at_every_replica_reach_their_agent(deployment):
     d = deployment
-    agents = {a: d.kenny.start_agent(a) for a in AGENTS}
+    # One at a time, each waited for at a replica directly (not through the balancer):
+    # the balancer's turns then spread them evenly. Started all at once, their
+    # connections interleave and a replica may draw none.
+    agents = {}
+    for a in AGENTS:
+        agents[a] = d.kenny.start_agent(a)
+        await _online_everywhere(d, [a], urls=[d.urls[0]])
     await _online_everywhere(d, AGENTS)
     held = [d.held(i) for i in range(REPLICAS)]
     assert sum(held) == len(AGENTS) and all(h >= 1 for h in held), f"agents not spread across replicas: {held}"

@@ -191,18 +191,23 @@ const PRUNE_BATCH: u32 = 500;
 const PRUNE_PAUSE: Duration = Duration::from_millis(20);
 
 /// Deletes audit rows older than `retention` at start-up and then every hour, in small
-/// batches, until `shutdown`.
+/// batches, until `shutdown`. The chain's head is signed first (`key`), so pruning can
+/// go down to a checkpoint as recent as now.
 pub(crate) async fn prune_loop(
     store: Arc<Store>,
     clock: Clock,
+    key: Arc<ed25519_dalek::SigningKey>,
     retention: Duration,
     leader: crate::leader::Leader,
     shutdown: CancellationToken,
 ) {
     let pass = || {
-        let (store, shutdown) = (store.clone(), shutdown.clone());
+        let (store, shutdown, key, now) = (store.clone(), shutdown.clone(), key.clone(), clock.now());
         let cutoff = crate::clock::format(clock.now_utc() - retention);
         async move {
+            if let Err(e) = store.blocking(move |s| crate::ledger::checkpoint(s, &key, &now)).await {
+                tracing::warn!(error = %e, "could not sign the audit chain before pruning");
+            }
             let mut pruned = 0usize;
             loop {
                 let at = cutoff.clone();

@@ -25,6 +25,7 @@ pub(crate) mod health;
 pub mod history;
 pub mod install;
 pub mod leader;
+pub mod ledger;
 pub mod listener;
 pub(crate) mod mcp;
 pub mod metrics;

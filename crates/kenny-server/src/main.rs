@@ -333,6 +333,27 @@ enum AgentCommand {
 
 #[derive(Subcommand)]
 enum AuditCommand {
+    /// Walk the audit trail's hash chain and check every row and signed checkpoint
+    /// against it; name the first broken link. Exits 1 when something does not hold.
+    Verify {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
+    /// Write audit rows as JSON lines, each with its chain event, then the signed
+    /// checkpoints: a range with the proofs to check it elsewhere.
+    Export {
+        /// The first row id (default: the oldest).
+        #[arg(long, default_value_t = 1)]
+        from_id: i64,
+        /// The last row id (default: the newest).
+        #[arg(long, default_value_t = i64::MAX)]
+        to_id: i64,
+        #[command(flatten)]
+        data: DataDir,
+    },
     /// Check a saved MCP tool result against the agent's public key: that the PC with
     /// that key signed it, and nothing in it changed since. Needs no server or data.
     VerifyCall {
@@ -372,6 +393,45 @@ enum ReleasesCommand {
         #[command(flatten)]
         data: DataDir,
     },
+}
+
+/// `audit verify`: the chain's report; a broken chain fails the command.
+fn verify_audit(data: &DataDir, json: bool) -> anyhow::Result<()> {
+    let store = open(data)?;
+    let key = kenny_server::server_key::server_key(&store, &data.data_dir)?;
+    let report = kenny_server::ledger::verify(&store, &key.verifying_key())?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let signed = report
+            .signed_through
+            .as_ref()
+            .map_or("no checkpoint yet".to_owned(), |cp| {
+                format!("signed through event {} at {}", cp.seq, cp.at)
+            });
+        println!(
+            "{} events, {} rows verified, {} checkpoints ({signed}); {} rows from before the chain, {} being pruned",
+            report.events, report.rows_verified, report.checkpoints, report.rows_before_chain, report.rows_pruning
+        );
+        if let Some(base) = &report.base {
+            println!(
+                "the chain continues from the checkpoint of {} (event {}): older rows were pruned",
+                base.at, base.seq
+            );
+        }
+    }
+    match &report.broken {
+        None => {
+            if !json {
+                println!("intact");
+            }
+            Ok(())
+        }
+        Some(b) => {
+            eprintln!("BROKEN: {}", b.what);
+            std::process::exit(1);
+        }
+    }
 }
 
 /// `audit verify-call`: prints what the proof shows, or fails saying why it does not hold.
@@ -668,6 +728,15 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Audit(AuditCommand::VerifyCall { result, key, args }) => verify_call(&result, &key, args.as_deref()),
+        Command::Audit(AuditCommand::Verify { json, data }) => verify_audit(&data, json),
+        Command::Audit(AuditCommand::Export { from_id, to_id, data }) => {
+            let store = open(&data)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            let rows = kenny_server::ledger::export(&store, from_id, to_id, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            eprintln!("exported {rows} audit rows");
+            Ok(())
+        }
         Command::Backup { out, data } => {
             kenny_server::server::refuse_backups_on_postgres("`backup`", data.database_url.as_deref())?;
             let info = kenny_server::backup::make(&data.data_dir, &out)?;

@@ -275,6 +275,13 @@ pub async fn start_with_clock(
         state.fleet.leader.clone(),
         shutdown.clone(),
     ));
+    tokio::spawn(crate::ledger::checkpoint_loop(
+        state.fleet.store.clone(),
+        state.site.server_key.clone(),
+        state.fleet.clock.clone(),
+        state.fleet.leader.clone(),
+        shutdown.clone(),
+    ));
     match state.site.config.audit_retention {
         Some(retention) => {
             tracing::info!(
@@ -284,6 +291,7 @@ pub async fn start_with_clock(
             tokio::spawn(crate::audit::prune_loop(
                 store,
                 clock,
+                state.site.server_key.clone(),
                 retention,
                 state.fleet.leader.clone(),
                 shutdown.clone(),

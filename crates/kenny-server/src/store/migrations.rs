@@ -424,6 +424,27 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 26: the agent's signed proof of a call's answer (JSON, `kenny_proto::proof`), kept
     // with the call's audit row; NULL for an agent that does not sign.
     "ALTER TABLE audit ADD COLUMN proof TEXT;",
+    // 27: the audit trail as a hash chain (`store::audit_chain`): every write of a row
+    // appends an event holding the digest of the row as written, linked to the one
+    // before; checkpoints sign the chain's head with the server key. Rows written before
+    // this step are outside the chain, and `audit verify` says how many. Pruning moves
+    // the chain's base to a checkpoint (`base_seq`; 0 is the start).
+    "CREATE TABLE audit_chain (
+        seq INTEGER PRIMARY KEY,
+        audit_id INTEGER NOT NULL,
+        digest TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE INDEX audit_chain_by_row ON audit_chain (audit_id, seq);
+    CREATE TABLE audit_checkpoints (
+        seq INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL,
+        last_audit_id INTEGER NOT NULL,
+        at TEXT NOT NULL,
+        sig TEXT NOT NULL
+    );
+    CREATE TABLE audit_chain_start (before_id INTEGER NOT NULL, base_seq INTEGER NOT NULL);
+    INSERT INTO audit_chain_start (before_id, base_seq) SELECT COALESCE(MAX(id), 0), 0 FROM audit;",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -4,6 +4,7 @@
 
 mod accounts;
 mod alerts;
+pub mod audit_chain;
 pub mod backup;
 mod campaigns;
 mod changes;
@@ -616,9 +617,10 @@ impl Store {
     pub fn write_audit(&self, writes: &[AuditWrite]) -> Result<()> {
         self.write_db(|c| {
             c.in_tx(|tx| {
+                let mut head = audit_chain::lock_head(tx)?;
                 for w in writes {
-                    match w {
-                        AuditWrite::Row(r) => tx.execute(
+                    let written: Option<i64> = match w {
+                        AuditWrite::Row(r) => Some(tx.query_one(
                             INSERT_AUDIT,
                             args![
                                 r.call_id.as_deref(),
@@ -636,8 +638,10 @@ impl Store {
                                 r.client_addr.as_deref(),
                                 r.target.as_deref()
                             ],
-                        )?,
-                        AuditWrite::Finish(f) => tx.execute(
+                            |row| row.get(0),
+                        )?),
+                        // A call pruned meanwhile (or never recorded) changes no row.
+                        AuditWrite::Finish(f) => tx.query_opt(
                             FINISH_CALL,
                             args![
                                 &f.call_id,
@@ -646,8 +650,12 @@ impl Store {
                                 f.duration_ms,
                                 f.proof.as_deref()
                             ],
+                            |row| row.get(0),
                         )?,
                     };
+                    if let Some(id) = written {
+                        audit_chain::append(tx, &mut head, id)?;
+                    }
                 }
                 Ok(())
             })
@@ -657,17 +665,18 @@ impl Store {
     /// Marks calls that were sent but never completed (the server stopped while they
     /// ran) as interrupted. Run at start-up, before any call is sent.
     pub fn interrupt_unfinished_calls(&self) -> Result<usize> {
-        self.write_db(|c| Ok(c.execute(INTERRUPT_CALLS, args![OUTCOME_INTERRUPTED, OUTCOME_SENT])? as usize))
+        self.write_db(|c| audit_chain::update_chained(c, INTERRUPT_CALLS, args![OUTCOME_INTERRUPTED, OUTCOME_SENT]))
     }
 
     /// Marks `interrupted` the calls still `sent` that were sent before `before`: no
     /// live server can still be waiting for them (in a cluster, their replica died).
     pub fn interrupt_calls_sent_before(&self, before: &str) -> Result<usize> {
         self.write_db(|c| {
-            Ok(c.execute(
-                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 AND at < ?3",
+            audit_chain::update_chained(
+                c,
+                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 AND at < ?3 RETURNING id",
                 args![OUTCOME_INTERRUPTED, OUTCOME_SENT, before],
-            )? as usize)
+            )
         })
     }
 
@@ -697,26 +706,17 @@ impl Store {
             })
         })
     }
-
-    /// Deletes up to `batch` audit rows recorded before `cutoff` (a [`crate::clock`]
-    /// timestamp); returns how many went. Small batches keep each hold on the writer
-    /// short: the retention task calls this until it returns less than `batch`.
-    pub fn prune_audit(&self, cutoff: &str, batch: u32) -> Result<usize> {
-        self.write_db(|c| Ok(c.execute(PRUNE_AUDIT, args![cutoff, batch])? as usize))
-    }
 }
 
 const INSERT_AUDIT: &str = "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id";
 
 const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target, proof";
 
 const FINISH_CALL: &str =
-    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4, proof = ?5 WHERE call_id = ?1";
+    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4, proof = ?5 WHERE call_id = ?1 RETURNING id";
 
-const INTERRUPT_CALLS: &str = "UPDATE audit SET outcome = ?1 WHERE outcome = ?2";
-
-const PRUNE_AUDIT: &str = "DELETE FROM audit WHERE id IN (SELECT id FROM audit WHERE at < ?1 ORDER BY at LIMIT ?2)";
+const INTERRUPT_CALLS: &str = "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 RETURNING id";
 
 /// The SQL and parameters of an audit page. A condition like `(?1 IS NULL OR agent_id
 /// = ?1)` would keep one statement for every filter, but SQLite cannot use an index

@@ -114,9 +114,16 @@ fn audit_row(call_id: Option<&str>, at: &str, agent: &str, outcome: &'static str
 fn the_audit_trail_reads_filters_finishes_and_prunes_the_same_on_both_backends() {
     on_both("audit_on_both_backends", |store| {
         store.create_agent("pc-1", "h", "t").unwrap();
+        // Pruning goes down to a checkpoint only: one signed after the first row.
+        store
+            .write_audit(&[audit_row(Some("c1"), "2026-01-01T00:00:00.000Z", "pc-1", "sent")])
+            .unwrap();
+        let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
+        kenny_server::ledger::checkpoint(store, &key, "2026-01-01T00:00:01.000Z")
+            .unwrap()
+            .unwrap();
         store
             .write_audit(&[
-                audit_row(Some("c1"), "2026-01-01T00:00:00.000Z", "pc-1", "sent"),
                 audit_row(Some("c2"), "2026-06-01T00:00:00.000Z", "pc-2", "sent"),
                 audit_row(None, "2026-06-02T00:00:00.000Z", "pc-1", "forbidden"),
                 AuditWrite::Finish(AuditFinish {
@@ -173,6 +180,12 @@ fn the_audit_trail_reads_filters_finishes_and_prunes_the_same_on_both_backends()
         );
         assert_eq!(store.prune_audit("2026-03-01T00:00:00.000Z", 10).unwrap(), 1);
         assert_eq!(page(AuditFilter::default()).len(), 2);
+        let report = kenny_server::ledger::verify(store, &key.verifying_key()).unwrap();
+        assert!(report.is_intact(), "{report:?}");
+        assert_eq!(
+            (report.rows_verified, report.base.map(|b| b.last_audit_id)),
+            (2, Some(c1.id))
+        );
         // A bad write loses nothing of the batch before it: the whole batch fails.
         let before = page(AuditFilter::default()).len();
         let dup = audit_row(Some("c2"), "2026-06-03T00:00:00.000Z", "pc-1", "sent");
