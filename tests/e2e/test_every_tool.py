@@ -20,7 +20,7 @@ NO_SUCH_PACKAGE = "kenny-no-such-package-xyz"
 SERVER_TOOLS = (
     "list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot", "agent_changes",
     "alert_silence_set", "alert_silence_list", "alert_silence_clear",
-    "webfilter_get", "webfilter_set", "webfilter_push", "web_activity_query",
+    "webfilter_get", "webfilter_set", "webfilter_push", "web_activity_query", "fleet_run",
 )
 
 
@@ -137,6 +137,9 @@ async def test_every_tool_declares_what_it_returns(kenny, tmp_path, netns, xvfb)
         expect_ok(await call(client, "list_agents", {}))
         expect_ok(await call(client, "select_agent", {"agent_id": "pc-a"}))
         expect_ok(await call(client, "fleet_overview", {}))
+        run = expect_ok(await call(client, "fleet_run", {"agent_ids": ["pc-a", "pc-gone"], "tool": "net_config"}))
+        assert [r["ok"] for r in run["results"]] == [True, False], run
+        assert run["results"][0]["proof"]["agent_id"] == "pc-a", run
         # The agent pushes a snapshot when it connects; the health tools read it.
         for _ in range(100):
             health = expect_ok(await call(client, "agent_health", {"agent_id": "pc-a"}))

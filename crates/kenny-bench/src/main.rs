@@ -15,12 +15,15 @@
 //! - `health`: snapshot ingest rate, `list_agents` and `fleet_overview` latency and
 //!   response size with N simulated agents that each pushed a snapshot; with
 //!   `--storage-pcs`, the database size per PC after a simulated month.
+//! - `proofs`: what signed results cost per call on each side (digests, signature,
+//!   check), by answer size, in this process.
 
 mod cluster;
 mod fleet;
 mod footprint;
 mod harness;
 mod health;
+mod proofs;
 mod stats;
 mod storm;
 
@@ -92,6 +95,12 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         parallel: usize,
     },
+    /// What signed results cost per call, agent and server side, by answer size.
+    Proofs {
+        /// Rounds for the smallest answer (fewer for bigger ones).
+        #[arg(long, default_value_t = 2000)]
+        iterations: usize,
+    },
     /// Snapshot ingest and the health tools at fleet sizes; database size per PC.
     Health {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -131,6 +140,7 @@ fn main() -> anyhow::Result<()> {
                 agents,
                 parallel,
             } => cluster::run(&bin_dir, &concurrency, Duration::from_secs(seconds), agents, parallel).await,
+            Command::Proofs { iterations } => proofs::run(iterations),
             Command::Health {
                 agents,
                 storage_pcs,

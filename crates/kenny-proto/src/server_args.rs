@@ -8,6 +8,7 @@
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// A server tool's argument struct.
 pub trait ServerArgs: DeserializeOwned + JsonSchema {
@@ -93,6 +94,53 @@ impl ServerArgs for ListAgentsArgs {
             && !(1..=200).contains(&c.chars().count())
         {
             return Err("cursor must be the next_cursor of a previous page".into());
+        }
+        Ok(())
+    }
+}
+
+/// Most PCs one `fleet_run` may name, whatever the server's setting.
+pub const FLEET_RUN_MAX: u32 = 1000;
+/// Seconds a `fleet_run` may take in all, when the caller does not say.
+pub const FLEET_RUN_DEADLINE_DEFAULT: u32 = 120;
+
+/// One read-only tool on an explicit list of PCs.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FleetRunArgs {
+    /// The PCs to run it on: agent ids from list_agents, each once. Required; there is no "all".
+    #[schemars(length(min = 1, max = 1000))]
+    pub agent_ids: Vec<String>,
+    /// A read-only forwarded tool (diag_processes, fs_disk_usage, net_config, ...). Tools that change a PC are refused.
+    #[schemars(length(min = 1, max = 64))]
+    pub tool: String,
+    /// The tool's arguments, the same for every PC, without agent_id.
+    #[serde(default)]
+    pub args: Map<String, Value>,
+    /// Seconds the whole run may take, 5 to 600 (120 if omitted); PCs not answered by then are reported `timeout`.
+    #[schemars(range(min = 5, max = 600))]
+    pub deadline_s: Option<u32>,
+}
+
+impl ServerArgs for FleetRunArgs {
+    fn check(&self) -> Result<(), String> {
+        if self.agent_ids.is_empty() {
+            return Err("agent_ids must name at least one PC (list_agents shows them); there is no \"all\"".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for id in &self.agent_ids {
+            crate::AgentId::parse(id).map_err(|e| format!("agent_ids: {e}"))?;
+            if !seen.insert(id.as_str()) {
+                return Err(format!("agent_ids names {id} twice; name each PC once"));
+            }
+        }
+        if self.args.contains_key(crate::catalog::AGENT_ID_ARG) {
+            return Err("args must not hold agent_id: the PCs are the ones in agent_ids".into());
+        }
+        if let Some(d) = self.deadline_s
+            && !(5..=600).contains(&d)
+        {
+            return Err(format!("deadline_s must be 5 to 600, not {d}"));
         }
         Ok(())
     }

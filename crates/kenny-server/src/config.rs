@@ -7,6 +7,9 @@ use std::time::Duration;
 /// Audit rows are kept a year unless configured otherwise.
 pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(365 * 24 * 3600);
 
+/// PCs one `fleet_run` may name unless `--fleet-run-max` says otherwise.
+pub const DEFAULT_FLEET_RUN_MAX: usize = 100;
+
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
@@ -29,6 +32,8 @@ pub struct ServeConfig {
     pub allow_token_auth: bool,
     /// How long audit rows are kept; `None` keeps them for ever.
     pub audit_retention: Option<Duration>,
+    /// Most PCs one `fleet_run` may name.
+    pub fleet_run_max: usize,
     /// How long each resolution of the PCs' history is kept.
     pub history: crate::history::Retention,
     /// The connection cap and the header/idle deadline of the HTTP server.
@@ -63,6 +68,7 @@ impl ServeConfig {
             call_timeout: None,
             allow_token_auth: true,
             audit_retention: Some(DEFAULT_AUDIT_RETENTION),
+            fleet_run_max: DEFAULT_FLEET_RUN_MAX,
             history: Default::default(),
             removed_retention: Duration::from_secs(30 * 86_400),
             http: Default::default(),

@@ -49,6 +49,10 @@ pub struct Fleet {
     pub webfilter: crate::webfilter::WebFilter,
     /// What `/metrics` shows.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Most PCs one `fleet_run` may name.
+    pub fleet_run_max: usize,
+    /// The audit chain's state as this server last verified it.
+    pub ledger: Arc<crate::ledger::LastCheck>,
 }
 
 /// The agent list, cached: listing 10,000 PCs many times a minute should not read

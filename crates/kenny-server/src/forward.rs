@@ -145,6 +145,19 @@ impl Forwarder {
         tool: &str,
         args: Map<String, Value>,
     ) -> Forwarded {
+        self.forward_by(who, target, tool, args, None).await
+    }
+
+    /// [`Forwarder::forward_proved`], waiting for the agent no later than `deadline`
+    /// (a fan-out's overall deadline): past it the call ends `timeout`, audited so.
+    pub async fn forward_by(
+        &self,
+        who: &Principal,
+        target: &AgentId,
+        tool: &str,
+        args: Map<String, Value>,
+        deadline: Option<Instant>,
+    ) -> Forwarded {
         let started = Instant::now();
         let digest = self.digest.of(&args);
         let prepared = self.prepare(who, target, tool, args).await;
@@ -171,6 +184,10 @@ impl Forwarder {
                     rewritten: false,
                 };
             }
+        };
+        let timeout = match deadline {
+            Some(deadline) => timeout.min(deadline.saturating_duration_since(Instant::now())),
+            None => timeout,
         };
         let agent_id = target;
         let call_id = uuid::Uuid::new_v4().to_string();

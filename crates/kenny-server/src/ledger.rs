@@ -297,21 +297,65 @@ pub fn export(store: &Store, from: i64, to: i64, out: &mut impl std::io::Write) 
     Ok(written)
 }
 
-/// Signs the chain's head every [`CHECKPOINT_EVERY`] on the leading replica.
+/// A verification the server ran, and when.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub at: String,
+    pub report: ChainReport,
+}
+
+/// The newest verification this server ran in the background, for the dashboard.
+#[derive(Debug, Default)]
+pub struct LastCheck(std::sync::Mutex<Option<Checked>>);
+
+impl LastCheck {
+    pub fn latest(&self) -> Option<Checked> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn record(&self, checked: Checked) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(checked);
+    }
+}
+
+/// Checkpoints signed between two full verifications.
+const VERIFY_EVERY_CHECKPOINTS: u32 = 6;
+
+/// On the leading replica: signs the chain's head every [`CHECKPOINT_EVERY`], and
+/// walks the whole chain at start-up and hourly, keeping the result in `last` (a
+/// broken chain is logged as an error).
 pub(crate) async fn checkpoint_loop(
     store: std::sync::Arc<Store>,
     key: std::sync::Arc<SigningKey>,
     clock: crate::clock::Clock,
     leader: crate::leader::Leader,
+    last: std::sync::Arc<LastCheck>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
+    let mut passes = 0u32;
     let pass = || {
-        let (store, key, now) = (store.clone(), key.clone(), clock.now());
+        let (store, key, now, last) = (store.clone(), key.clone(), clock.now(), last.clone());
+        let full = passes.is_multiple_of(VERIFY_EVERY_CHECKPOINTS);
+        passes += 1;
         async move {
-            match store.blocking(move |s| checkpoint(s, &key, &now)).await {
+            let public = key.verifying_key();
+            let signed = now.clone();
+            match store.blocking(move |s| checkpoint(s, &key, &signed)).await {
                 Ok(Some(cp)) => tracing::debug!(seq = cp.seq, "audit chain checkpoint signed"),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(error = %e, "could not sign an audit chain checkpoint; trying again later"),
+            }
+            if !full {
+                return;
+            }
+            match store.blocking(move |s| verify(s, &public)).await {
+                Ok(report) => {
+                    if let Some(b) = &report.broken {
+                        tracing::error!(what = %b.what, "the audit trail's hash chain is broken: rows were changed outside kenny");
+                    }
+                    last.record(Checked { at: now, report });
+                }
+                Err(e) => tracing::warn!(error = %e, "could not verify the audit trail's hash chain"),
             }
         }
     };

@@ -151,6 +151,9 @@ struct ServeArgs {
     /// (at start-up, then hourly). 0 keeps them for ever.
     #[arg(long, env = "KENNY_AUDIT_RETENTION_DAYS", default_value_t = 365, value_parser = clap::value_parser!(u64).range(0..=36500))]
     audit_retention_days: u64,
+    /// Most PCs one fleet_run call may name (each runs as its own audited call).
+    #[arg(long, env = "KENNY_FLEET_RUN_MAX", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    fleet_run_max: u64,
     /// Hours the PCs' history keeps every point (one per snapshot) before averaging
     /// them into hourly points.
     #[arg(long, env = "KENNY_HISTORY_RAW_HOURS", default_value_t = 48, value_parser = clap::value_parser!(u64).range(1..=8760))]
@@ -490,6 +493,7 @@ fn main() -> anyhow::Result<()> {
                 call_timeout_secs,
                 disable_token_auth,
                 audit_retention_days,
+                fleet_run_max,
                 history_raw_hours,
                 history_hourly_days,
                 history_daily_days,
@@ -541,6 +545,7 @@ fn main() -> anyhow::Result<()> {
             config.audit_retention =
                 (audit_retention_days > 0).then(|| Duration::from_secs(audit_retention_days * 24 * 3600));
             config.removed_retention = Duration::from_secs(removed_pc_retention_days * 86_400);
+            config.fleet_run_max = usize::try_from(fleet_run_max).unwrap_or(100);
             config.webfilter_max_domains = usize::try_from(webfilter_max_domains).unwrap_or(10_000);
             config.metrics_token = metrics_token.filter(|t| !t.trim().is_empty());
             config.history = kenny_server::history::Retention {

@@ -225,6 +225,8 @@ pub async fn start_with_clock(
             health,
             alerts,
             directory: Default::default(),
+            fleet_run_max: config.fleet_run_max,
+            ledger: Default::default(),
         },
         oauth: OAuth {
             settings: config.oauth,
@@ -280,6 +282,7 @@ pub async fn start_with_clock(
         state.site.server_key.clone(),
         state.fleet.clock.clone(),
         state.fleet.leader.clone(),
+        state.fleet.ledger.clone(),
         shutdown.clone(),
     ));
     match state.site.config.audit_retention {

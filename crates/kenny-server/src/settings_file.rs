@@ -126,6 +126,7 @@ mod tests {
         vec![
             s("public_url", "KENNY_PUBLIC_URL", false),
             s("heartbeat_secs", "KENNY_HEARTBEAT_SECS", false),
+            s("fleet_run_max", "KENNY_FLEET_RUN_MAX", false),
             s("disable_token_auth", "KENNY_DISABLE_TOKEN_AUTH", true),
             s("data_dir", "KENNY_DATA_DIR", false),
             s("config", "KENNY_CONFIG", false),

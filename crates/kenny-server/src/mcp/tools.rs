@@ -106,7 +106,7 @@ mod tests {
     fn every_forwarded_tool_requires_agent_id_and_is_annotated() {
         let tools = all();
         assert_eq!(tools.len(), TOOLS.len() + server_tools::TOOLS.len() + 1);
-        let fleet_wide = ["list_agents", "fleet_overview", "alert_silence_list"];
+        let fleet_wide = ["list_agents", "fleet_overview", "alert_silence_list", "fleet_run"];
         for t in tools.iter().filter(|t| !fleet_wide.contains(&t.name.as_ref())) {
             let required = t.input_schema.get("required").and_then(Value::as_array).unwrap();
             assert!(required.iter().any(|r| r == "agent_id"), "{}", t.name);
@@ -124,6 +124,11 @@ mod tests {
                 .unwrap_or_else(|| panic!("{} has no outputSchema", t.name));
             assert_eq!(output.get("type"), Some(&json!("object")), "{}", t.name);
         }
+        // Fan-out names its PCs: a list, required.
+        let fan_out = tools.iter().find(|t| t.name == "fleet_run").unwrap();
+        let required = fan_out.input_schema.get("required").and_then(Value::as_array).unwrap();
+        assert!(required.iter().any(|r| r == "agent_ids"), "{required:?}");
+        assert_eq!(fan_out.annotations.as_ref().unwrap().read_only_hint, Some(true));
         let shell = tools.iter().find(|t| t.name == "shell_exec").unwrap();
         assert_eq!(shell.annotations.as_ref().unwrap().destructive_hint, Some(true));
         assert!(shell.description.as_ref().unwrap().contains("Requires agent_id"));

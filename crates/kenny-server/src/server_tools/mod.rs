@@ -5,6 +5,7 @@
 //! state (never a PC's) and are audited. `/mcp` and the chat both offer them; neither knows how they
 //! work.
 
+mod fan_out;
 mod listing;
 mod one_pc;
 mod outputs;
@@ -19,8 +20,8 @@ use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
 use kenny_proto::server_args::{
     AgentChangesArgs, AgentHealthArgs, AgentSnapshotArgs, AlertSilenceClearArgs, AlertSilenceListArgs,
-    AlertSilenceSetArgs, FleetOverviewArgs, ListAgentsArgs, ServerArgs, WebActivityQueryArgs, WebfilterGetArgs,
-    WebfilterPushArgs, WebfilterSetArgs,
+    AlertSilenceSetArgs, FleetOverviewArgs, FleetRunArgs, ListAgentsArgs, ServerArgs, WebActivityQueryArgs,
+    WebfilterGetArgs, WebfilterPushArgs, WebfilterSetArgs,
 };
 
 pub(crate) const LIST_AGENTS: &str = "list_agents";
@@ -35,6 +36,7 @@ pub(crate) const WEBFILTER_GET: &str = "webfilter_get";
 pub(crate) const WEBFILTER_SET: &str = "webfilter_set";
 pub(crate) const WEBFILTER_PUSH: &str = "webfilter_push";
 pub(crate) const WEB_ACTIVITY_QUERY: &str = "web_activity_query";
+pub(crate) const FLEET_RUN: &str = "fleet_run";
 
 /// How a server tool presents itself.
 pub(crate) struct ServerTool {
@@ -215,6 +217,21 @@ audited, and held for approval in the chat. Requires agent_id: the PC (from list
         input_schema: kenny_proto::args::schema_of::<WebActivityQueryArgs>,
         output_schema: outputs::web_activity,
     },
+    ServerTool {
+        name: FLEET_RUN,
+        title: "Run a read-only tool on several PCs",
+        description: "Run one read-only forwarded tool (diag_processes, fs_disk_usage, net_config, telemetry_collect, \
+...) with the same arguments on an explicit list of PCs: agent_ids is required and names every PC (from list_agents); \
+there is no \"all\". Each PC's call is scoped and audited on its own; a few run at once, under one deadline \
+(deadline_s, 120 by default). The result lists every PC with its result or its error (offline, forbidden, timeout, \
+...), and the agent's signed proof when it signs. Tools that change a PC cannot be fanned out.",
+        one_pc: false,
+        read_only: true,
+        privacy_sensitive: false,
+        in_chat: false,
+        input_schema: kenny_proto::args::schema_of::<FleetRunArgs>,
+        output_schema: outputs::fleet_run,
+    },
 ];
 
 pub(crate) fn find(name: &str) -> Option<&'static ServerTool> {
@@ -276,6 +293,10 @@ pub(crate) async fn call(
         },
         WEB_ACTIVITY_QUERY => match decode::<WebActivityQueryArgs>(name, &args) {
             Ok(a) => webfilter::activity(fleet, who, a).await,
+            Err(f) => Err(f),
+        },
+        FLEET_RUN => match decode::<FleetRunArgs>(name, &args) {
+            Ok(a) => fan_out::fleet_run(fleet, who, a).await,
             Err(f) => Err(f),
         },
         _ => return None,

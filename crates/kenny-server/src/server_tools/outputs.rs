@@ -298,3 +298,43 @@ pub(super) fn web_activity() -> Value {
         &[],
     )
 }
+
+pub(super) fn fleet_run() -> Value {
+    let error = object(
+        &[
+            ("code", string("The error code.")),
+            ("message", string("What went wrong.")),
+        ],
+        &[],
+    );
+    let result = object(
+        &[
+            ("agent_id", string("The PC.")),
+            ("ok", boolean("Whether the tool ran and answered.")),
+        ],
+        &[
+            (
+                "result",
+                loose("The tool's answer on that PC, as its outputSchema describes."),
+            ),
+            ("error", error),
+            (
+                "proof",
+                loose("The agent's signed proof of its answer (docs/protocol.md, \"Signed results\")."),
+            ),
+            (
+                "signed",
+                boolean("false when the PC's agent does not sign its results."),
+            ),
+        ],
+    );
+    object(
+        &[
+            ("tool", string("The tool that ran.")),
+            ("succeeded", integer("PCs that answered.")),
+            ("failed", integer("PCs that did not (their error says why).")),
+            ("results", array(result)),
+        ],
+        &[],
+    )
+}

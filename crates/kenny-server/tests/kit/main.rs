@@ -15,6 +15,7 @@ mod accounts_api;
 mod campaigns;
 mod chat;
 mod dashboard_api;
+mod fleet_run;
 mod http_auth;
 mod mcp_errors;
 mod oauth;

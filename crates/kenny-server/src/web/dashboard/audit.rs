@@ -78,10 +78,37 @@ pub(super) async fn page(
     };
     let agents = fleet.list(&who).await.unwrap_or_default();
     let hosts: Vec<String> = agents.into_iter().map(|a| a.agent_id.to_string()).collect();
-    layout(&who, &csrf, "Audit log", Nav::Audit, render(&filter, &entries, &hosts))
+    // Operators and superusers see the whole trail, so its state is theirs to see.
+    let chain = (who.role != Role::User).then(|| chain_state(fleet.ledger.latest().as_ref()));
+    layout(
+        &who,
+        &csrf,
+        "Audit log",
+        Nav::Audit,
+        render(&filter, &entries, &hosts, chain),
+    )
 }
 
-fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> Markup {
+/// The hash chain's state as the last background check found it.
+fn chain_state(checked: Option<&crate::ledger::Checked>) -> Markup {
+    html! {
+        p id="audit-chain" class="muted" {
+            @match checked {
+                None => { "Tamper evidence: not checked on this server yet (it checks hourly; `kenny-server audit verify` checks now)." }
+                Some(c) => @match &c.report.broken {
+                    None => {
+                        "Tamper evidence: intact at " (time_el(Some(&c.at))) ": " (c.report.rows_verified) " rows match the hash chain"
+                        @if let Some(cp) = &c.report.signed_through { ", signed through " (time_el(Some(&cp.at))) }
+                        "."
+                    }
+                    Some(b) => span class="bad" { "Tamper evidence: BROKEN at " (time_el(Some(&c.at))) ": " (b.what) }
+                },
+            }
+        }
+    }
+}
+
+fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String], chain: Option<Markup>) -> Markup {
     let val = |v: &Option<String>| v.as_deref().unwrap_or("").to_owned();
     let outcome = f.outcome.as_deref().unwrap_or("");
     let tools = kenny_proto::catalog::TOOLS.iter().map(|t| t.name()).chain([
@@ -96,6 +123,7 @@ fn render(f: &AuditFilter, entries: &[AuditEntry], hosts: &[String]) -> Markup {
         div class="page-head" {
             h1 { "Audit log" }
             p class="muted" { "Every call and refusal, newest first, with who made it and from where." }
+            @if let Some(chain) = chain { (chain) }
         }
         section class="card" {
             form class="filters" method="get" action="/audit" {
@@ -188,6 +216,10 @@ fn row(e: &AuditEntry) -> Markup {
             td data-label="Outcome" {
                 (badge(&e.outcome))
                 @if let Some(c) = &e.error_code { " " span class="muted" { (c) } }
+                // The agent's signature over its answer is kept with the row.
+                @if e.proof.is_some() && e.error_code.as_deref() != Some("bad_signature") {
+                    " " span class="muted signed" title="The PC signed this answer with its enrolled key" { "signed" }
+                }
             }
             td data-label="Took" { (e.duration_ms) " ms" }
         }
@@ -226,7 +258,7 @@ mod tests {
             limit: 2,
             ..Default::default()
         };
-        let html = render(&f, &[entry(9), entry(7)], &["pc-a".into()]).into_string();
+        let html = render(&f, &[entry(9), entry(7)], &["pc-a".into()], None).into_string();
         assert!(html.contains("kim&lt; <span class=\"muted\">(session)</span>"));
         assert!(html.contains("<td data-label=\"From\">127.0.0.1</td>"));
         assert!(
@@ -235,7 +267,7 @@ mod tests {
         );
         assert!(html.contains("value=\"a&amp;b\""));
         // A short page is the last one.
-        assert!(!render(&f, &[entry(9)], &[]).into_string().contains("audit-older"));
+        assert!(!render(&f, &[entry(9)], &[], None).into_string().contains("audit-older"));
         assert!(
             render(
                 &AuditFilter {
@@ -243,10 +275,51 @@ mod tests {
                     ..Default::default()
                 },
                 &[],
-                &[]
+                &[],
+                None
             )
             .into_string()
             .contains("No calls match")
         );
+    }
+
+    #[test]
+    fn the_chain_state_and_signed_answers_show_and_a_broken_chain_says_where() {
+        let report = |broken: Option<crate::ledger::Broken>| crate::ledger::Checked {
+            at: "2026-12-02T06:00:00.000Z".into(),
+            report: crate::ledger::ChainReport {
+                events: 3,
+                rows_verified: 2,
+                rows_before_chain: 0,
+                rows_pruning: 0,
+                checkpoints: 1,
+                signed_through: None,
+                base: None,
+                broken,
+            },
+        };
+        assert!(
+            chain_state(None)
+                .into_string()
+                .contains("not checked on this server yet")
+        );
+        let intact = chain_state(Some(&report(None))).into_string();
+        assert!(intact.contains("intact") && intact.contains("2 rows"), "{intact}");
+        let broken = chain_state(Some(&report(Some(crate::ledger::Broken {
+            audit_id: Some(7),
+            seq: Some(9),
+            what: "row 7 <was> edited".into(),
+        }))))
+        .into_string();
+        assert!(
+            broken.contains("BROKEN") && broken.contains("row 7 &lt;was&gt; edited"),
+            "{broken}"
+        );
+
+        let mut signed = entry(3);
+        signed.proof = Some("{}".into());
+        signed.error_code = None;
+        assert!(row(&signed).into_string().contains("signed"));
+        assert!(!row(&entry(4)).into_string().contains(">signed<"));
     }
 }
