@@ -22,8 +22,15 @@ const LINK_LABEL: &str = "kenny-audit-chain-v1";
 /// the migrations' lock, …0002 the leader's).
 const CHAIN_LOCK: i64 = 0x6b65_6e6e_7900_0003;
 
-/// Every column of `audit`, in the order [`row_from`] reads them.
-pub(super) const ROW_COLUMNS: &str = "id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target, proof";
+/// Every column of `audit`, in the order [`row_from`] reads them: a macro, so the
+/// statements that write a row can `concat!` it into their `RETURNING`.
+macro_rules! row_columns {
+    () => {
+        "id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target, proof"
+    };
+}
+pub(super) use row_columns;
+pub(super) const ROW_COLUMNS: &str = row_columns!();
 const TEXT_COLUMNS: [(usize, &str); 12] = [
     (1, "at"),
     (3, "username"),
@@ -140,14 +147,11 @@ pub(super) fn lock_head(c: &Conn<'_>) -> Result<Head> {
     }))
 }
 
-/// Appends the event for row `audit_id` as it now is.
-pub(super) fn append(c: &Conn<'_>, head: &mut Head, audit_id: i64) -> Result<()> {
-    let row = c.query_one(
-        &format!("SELECT {ROW_COLUMNS} FROM audit WHERE id = ?1"),
-        args![audit_id],
-        row_from,
-    )?;
-    let digest = row_digest(&row);
+/// Appends the event for `row`, the whole row as just written (read back with
+/// `RETURNING` [`ROW_COLUMNS`] by the statement that wrote it).
+pub(super) fn append(c: &Conn<'_>, head: &mut Head, row: &Map<String, Value>) -> Result<()> {
+    let audit_id = row.get("id").and_then(Value::as_i64).unwrap_or_default();
+    let digest = row_digest(row);
     let seq = head.seq + 1;
     let hash = link(&head.hash, seq, audit_id, &digest);
     c.execute(
@@ -158,16 +162,16 @@ pub(super) fn append(c: &Conn<'_>, head: &mut Head, audit_id: i64) -> Result<()>
     Ok(())
 }
 
-/// Runs `update` (an `UPDATE audit ... RETURNING id`) and appends an event for every
-/// row it changed; how many.
+/// Runs `update` (an `UPDATE audit ... RETURNING` [`ROW_COLUMNS`]) and appends an
+/// event for every row it changed; how many.
 pub(super) fn update_chained(c: &Conn<'_>, update: &str, values: &[db::Value<'_>]) -> Result<usize> {
     c.in_tx(|tx| {
         let mut head = lock_head(tx)?;
-        let ids: Vec<i64> = tx.query_all(update, values, |r| r.get(0))?;
-        for id in &ids {
-            append(tx, &mut head, *id)?;
+        let rows = tx.query_all(update, values, row_from)?;
+        for row in &rows {
+            append(tx, &mut head, row)?;
         }
-        Ok(ids.len())
+        Ok(rows.len())
     })
 }
 

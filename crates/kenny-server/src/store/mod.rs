@@ -619,7 +619,7 @@ impl Store {
             c.in_tx(|tx| {
                 let mut head = audit_chain::lock_head(tx)?;
                 for w in writes {
-                    let written: Option<i64> = match w {
+                    let written = match w {
                         AuditWrite::Row(r) => Some(tx.query_one(
                             INSERT_AUDIT,
                             args![
@@ -638,7 +638,7 @@ impl Store {
                                 r.client_addr.as_deref(),
                                 r.target.as_deref()
                             ],
-                            |row| row.get(0),
+                            audit_chain::row_from,
                         )?),
                         // A call pruned meanwhile (or never recorded) changes no row.
                         AuditWrite::Finish(f) => tx.query_opt(
@@ -650,11 +650,11 @@ impl Store {
                                 f.duration_ms,
                                 f.proof.as_deref()
                             ],
-                            |row| row.get(0),
+                            audit_chain::row_from,
                         )?,
                     };
-                    if let Some(id) = written {
-                        audit_chain::append(tx, &mut head, id)?;
+                    if let Some(row) = written {
+                        audit_chain::append(tx, &mut head, &row)?;
                     }
                 }
                 Ok(())
@@ -674,7 +674,10 @@ impl Store {
         self.write_db(|c| {
             audit_chain::update_chained(
                 c,
-                "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 AND at < ?3 RETURNING id",
+                &format!(
+                    "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 AND at < ?3 RETURNING {}",
+                    audit_chain::ROW_COLUMNS
+                ),
                 args![OUTCOME_INTERRUPTED, OUTCOME_SENT, before],
             )
         })
@@ -708,15 +711,23 @@ impl Store {
     }
 }
 
-const INSERT_AUDIT: &str = "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id";
+const INSERT_AUDIT: &str = concat!(
+    "INSERT INTO audit (call_id, at, user_id, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, client_addr, target)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING ",
+    audit_chain::row_columns!()
+);
 
 const AUDIT_COLUMNS: &str = "id, at, username, credential_kind, credential_id, agent_id, tool, args_digest, outcome, error_code, duration_ms, call_id, client_addr, target, proof";
 
-const FINISH_CALL: &str =
-    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4, proof = ?5 WHERE call_id = ?1 RETURNING id";
+const FINISH_CALL: &str = concat!(
+    "UPDATE audit SET outcome = ?2, error_code = ?3, duration_ms = ?4, proof = ?5 WHERE call_id = ?1 RETURNING ",
+    audit_chain::row_columns!()
+);
 
-const INTERRUPT_CALLS: &str = "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 RETURNING id";
+const INTERRUPT_CALLS: &str = concat!(
+    "UPDATE audit SET outcome = ?1 WHERE outcome = ?2 RETURNING ",
+    audit_chain::row_columns!()
+);
 
 /// The SQL and parameters of an audit page. A condition like `(?1 IS NULL OR agent_id
 /// = ?1)` would keep one statement for every filter, but SQLite cannot use an index
