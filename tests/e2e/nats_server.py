@@ -11,17 +11,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from postgres_server import _free_port
+
 
 def binary() -> str | None:
     return shutil.which("nats-server") or (
         "/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None
     )
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NatsServer:

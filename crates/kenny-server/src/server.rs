@@ -324,6 +324,11 @@ pub async fn start_with_clock(
         ));
     }
     let limits = state.site.config.http;
+    let (store, key, clock) = (
+        state.fleet.store.clone(),
+        state.site.server_key.clone(),
+        state.fleet.clock.clone(),
+    );
     let task = tokio::spawn(async move {
         // Held while this server runs, released when it has stopped.
         let _data_lock = data_lock;
@@ -333,6 +338,12 @@ pub async fn start_with_clock(
         crate::listener::serve(listener, app, limits, tls, shutdown).await;
         // The audit writer drains its queue and exits once the state is gone.
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
+        // The last rows are signed too, so cutting them off while it is down shows. Any
+        // replica may: replicas signing the same head write one checkpoint.
+        let now = clock.now();
+        if let Err(e) = store.blocking(move |s| crate::ledger::checkpoint(s, &key, &now)).await {
+            tracing::warn!(error = %e, "could not sign the audit chain at shutdown");
+        }
         Ok(())
     });
     Ok(RunningServer { addr, state, task })

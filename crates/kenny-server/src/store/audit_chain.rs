@@ -66,6 +66,16 @@ pub struct AuditCheckpoint {
     pub sig: String,
 }
 
+/// An event, from `seq, audit_id, digest, hash`.
+fn event_from(r: &db::Row<'_, '_>) -> Result<ChainEvent> {
+    Ok(ChainEvent {
+        seq: r.get(0)?,
+        audit_id: r.get(1)?,
+        digest: r.get(2)?,
+        hash: r.get(3)?,
+    })
+}
+
 /// The whole row, every column by name, as its digest sees it.
 pub(super) fn row_from(r: &db::Row<'_, '_>) -> Result<Map<String, Value>> {
     let mut row = Map::new();
@@ -118,33 +128,25 @@ pub(super) fn lock_head(c: &Conn<'_>) -> Result<Head> {
     if c.dialect() == Dialect::Postgres {
         c.batch(&format!("SELECT pg_advisory_xact_lock({CHAIN_LOCK})"))?;
     }
-    let last = c.query_opt(
+    // The last event, else the checkpoint pruning left as the base.
+    for newest in [
         "SELECT seq, hash FROM audit_chain ORDER BY seq DESC LIMIT 1",
-        args![],
-        |r| {
-            Ok(Head {
-                seq: r.get(0)?,
-                hash: r.get(1)?,
-            })
-        },
-    )?;
-    if let Some(head) = last {
-        return Ok(head);
-    }
-    let base = c.query_opt(
         "SELECT seq, hash FROM audit_checkpoints ORDER BY seq DESC LIMIT 1",
-        args![],
-        |r| {
+    ] {
+        let head = c.query_opt(newest, args![], |r| {
             Ok(Head {
                 seq: r.get(0)?,
                 hash: r.get(1)?,
             })
-        },
-    )?;
-    Ok(base.unwrap_or(Head {
+        })?;
+        if let Some(head) = head {
+            return Ok(head);
+        }
+    }
+    Ok(Head {
         seq: 0,
         hash: GENESIS.into(),
-    }))
+    })
 }
 
 /// Appends the event for `row`, the whole row as just written (read back with
@@ -227,14 +229,7 @@ impl Store {
             c.query_all(
                 "SELECT seq, audit_id, digest, hash FROM audit_chain WHERE seq > ?1 ORDER BY seq LIMIT ?2",
                 args![after_seq, limit],
-                |r| {
-                    Ok(ChainEvent {
-                        seq: r.get(0)?,
-                        audit_id: r.get(1)?,
-                        digest: r.get(2)?,
-                        hash: r.get(3)?,
-                    })
-                },
+                event_from,
             )
         })
     }
@@ -258,14 +253,7 @@ impl Store {
                 let event = c.query_opt(
                     "SELECT seq, audit_id, digest, hash FROM audit_chain WHERE audit_id = ?1 ORDER BY seq DESC LIMIT 1",
                     args![*id],
-                    |r| {
-                        Ok(ChainEvent {
-                            seq: r.get(0)?,
-                            audit_id: r.get(1)?,
-                            digest: r.get(2)?,
-                            hash: r.get(3)?,
-                        })
-                    },
+                    event_from,
                 )?;
                 found.extend(event);
             }

@@ -1,4 +1,4 @@
-//! The server's integration tests, one binary: each module is a subject (accounts,
+//! The server's integration tests, one binary: each module is a subject (accounts, the audit chain,
 //! update campaigns, the chat, the dashboard's API, bearer auth, MCP errors, OAuth, policy, signed results, sign-in, the store on SQLite and PostgreSQL), all
 //! through `kenny-testkit` against a real server on loopback. One binary, not one per
 //! file, so the suite links the server once.
@@ -12,6 +12,7 @@
 mod common;
 
 mod accounts_api;
+mod audit_chain;
 mod campaigns;
 mod chat;
 mod dashboard_api;
