@@ -4,7 +4,6 @@
 
 use ed25519_dalek::SigningKey;
 use kenny_proto::frame::Response;
-use kenny_proto::proof::ResultProof;
 
 /// Signs answers for one connection whose server said it checks them.
 pub(crate) struct ResultSigner {
@@ -23,23 +22,14 @@ impl ResultSigner {
         let at_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let proof = ResultProof {
-            request_id: response.id.clone(),
-            agent_id: self.agent_id.clone(),
-            tool: tool.to_owned(),
-            args_sha256,
-            outcome_sha256: response.outcome_digest(),
-            at_ms,
-            sig: String::new(),
-        }
-        .signed(&self.key);
-        response.proof = Some(proof.wire());
+        response.sign(&self.key, &self.agent_id, tool, args_sha256, at_ms);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kenny_proto::proof::ResultProof;
     use serde_json::json;
 
     #[test]

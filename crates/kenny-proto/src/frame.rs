@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::proof::{ResultProof, WireProof};
+
 /// Bytes a frame may take. Before auth completes only the handshake frames are
 /// expected, so the bound is small; afterwards responses may carry file contents and
 /// screenshots.
@@ -136,7 +138,7 @@ pub struct Response {
     /// The agent's signature over the call and this answer ([`crate::proof`]), sent
     /// only to a server whose challenge said it speaks 0.18 or later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proof: Option<crate::proof::WireProof>,
+    pub proof: Option<WireProof>,
 }
 
 impl Response {
@@ -158,6 +160,40 @@ impl Response {
             (_, Some(e)) => crate::proof::outcome_digest(Err((&e.code, &e.message))),
             (_, None) => crate::proof::outcome_digest(Err(("", ""))),
         }
+    }
+
+    /// The full proof of this answer, given by `agent_id` to `tool` called with
+    /// arguments of digest `args_sha256`, with `wire`'s time and signature.
+    pub fn full_proof(&self, agent_id: &str, tool: &str, args_sha256: String, wire: WireProof) -> ResultProof {
+        ResultProof {
+            request_id: self.id.clone(),
+            agent_id: agent_id.to_owned(),
+            tool: tool.to_owned(),
+            args_sha256,
+            outcome_sha256: self.outcome_digest(),
+            at_ms: wire.at_ms,
+            sig: wire.sig,
+        }
+    }
+
+    /// Signs this answer as `agent_id`, at `at_ms`, with `key`: its `proof` field.
+    pub fn sign(
+        &mut self,
+        key: &ed25519_dalek::SigningKey,
+        agent_id: &str,
+        tool: &str,
+        args_sha256: String,
+        at_ms: u64,
+    ) {
+        let unsigned = WireProof {
+            at_ms,
+            sig: String::new(),
+        };
+        self.proof = Some(
+            self.full_proof(agent_id, tool, args_sha256, unsigned)
+                .signed(key)
+                .wire(),
+        );
     }
 
     pub fn failure(id: impl Into<String>, code: &str, message: impl Into<String>) -> Self {

@@ -205,9 +205,7 @@ pub(crate) async fn prune_loop(
         let (store, shutdown, key, now) = (store.clone(), shutdown.clone(), key.clone(), clock.now());
         let cutoff = crate::clock::format(clock.now_utc() - retention);
         async move {
-            if let Err(e) = store.blocking(move |s| crate::ledger::checkpoint(s, &key, &now)).await {
-                tracing::warn!(error = %e, "could not sign the audit chain before pruning");
-            }
+            crate::ledger::sign_head(&store, key, now, "before pruning").await;
             let mut pruned = 0usize;
             loop {
                 let at = cutoff.clone();

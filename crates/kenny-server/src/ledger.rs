@@ -43,6 +43,23 @@ pub fn checkpoint(store: &Store, key: &SigningKey, now: &str) -> Result<Option<A
     Ok(Some(cp))
 }
 
+/// [`checkpoint`] off the async runtime; a failure is logged, saying `when` it was
+/// tried, and the chain is signed at the next chance.
+pub(crate) async fn sign_head(
+    store: &std::sync::Arc<Store>,
+    key: std::sync::Arc<SigningKey>,
+    now: String,
+    when: &'static str,
+) {
+    match store.blocking(move |s| checkpoint(s, &key, &now)).await {
+        Ok(Some(cp)) => tracing::debug!(seq = cp.seq, when, "audit chain checkpoint signed"),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, when, "could not sign the audit chain's head; it is signed at the next chance")
+        }
+    }
+}
+
 fn checkpoint_verifies(cp: &AuditCheckpoint, key: &VerifyingKey) -> bool {
     let message = checkpoint_message(cp.seq, &cp.hash, cp.last_audit_id, &cp.at);
     kenny_proto::auth::verify(key, &message, &cp.sig).is_ok()
@@ -339,12 +356,7 @@ pub(crate) async fn checkpoint_loop(
         passes += 1;
         async move {
             let public = key.verifying_key();
-            let signed = now.clone();
-            match store.blocking(move |s| checkpoint(s, &key, &signed)).await {
-                Ok(Some(cp)) => tracing::debug!(seq = cp.seq, "audit chain checkpoint signed"),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "could not sign an audit chain checkpoint; trying again later"),
-            }
+            sign_head(&store, key, now.clone(), "every 10 minutes").await;
             if !full {
                 return;
             }

@@ -11,9 +11,9 @@ use ed25519_dalek::VerifyingKey;
 use kenny_proto::frame::Response;
 use kenny_proto::proof::ResultProof;
 
-/// The call a response answers, as the server sent it.
+/// The call a response answers, as the server sent it (its request id is the
+/// response's own: the response was matched to the call by it).
 pub(crate) struct Sent<'a> {
-    pub request_id: &'a str,
     pub agent_id: &'a str,
     pub tool: &'a str,
     pub args_sha256: String,
@@ -37,15 +37,7 @@ pub(crate) fn check(key: &VerifyingKey, sent: Sent<'_>, response: &Response) -> 
             proof: None,
         });
     };
-    let proof = ResultProof {
-        request_id: sent.request_id.to_owned(),
-        agent_id: sent.agent_id.to_owned(),
-        tool: sent.tool.to_owned(),
-        args_sha256: sent.args_sha256,
-        outcome_sha256: response.outcome_digest(),
-        at_ms: wire.at_ms,
-        sig: wire.sig.clone(),
-    };
+    let proof = response.full_proof(sent.agent_id, sent.tool, sent.args_sha256, wire.clone());
     match proof.verify(key) {
         Ok(()) => Ok(proof),
         Err(e) => Err(Refused {
@@ -188,7 +180,6 @@ mod tests {
 
     fn sent(args: &serde_json::Value) -> Sent<'static> {
         Sent {
-            request_id: "r-1",
             agent_id: "pc-1",
             tool: "shell_exec",
             args_sha256: proof::args_digest(args.as_object().unwrap()),
@@ -198,17 +189,13 @@ mod tests {
     /// What an honest agent sends: its answer, signed over what it received.
     fn answered(key: &SigningKey, args: &serde_json::Value, result: serde_json::Value) -> Response {
         let mut response = Response::success("r-1", result);
-        let signed = ResultProof {
-            request_id: "r-1".into(),
-            agent_id: "pc-1".into(),
-            tool: "shell_exec".into(),
-            args_sha256: proof::args_digest(args.as_object().unwrap()),
-            outcome_sha256: response.outcome_digest(),
-            at_ms: 7,
-            sig: String::new(),
-        }
-        .signed(key);
-        response.proof = Some(signed.wire());
+        response.sign(
+            key,
+            "pc-1",
+            "shell_exec",
+            proof::args_digest(args.as_object().unwrap()),
+            7,
+        );
         response
     }
 

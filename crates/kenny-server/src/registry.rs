@@ -82,11 +82,14 @@ pub struct AgentLink {
 }
 
 impl AgentLink {
+    /// A link; with `result_key` (an agent of protocol 0.18 or later) its answers must be
+    /// signed by that key.
     pub fn new(
         agent_id: AgentId,
         conn_id: u64,
         meta: Option<AgentMeta>,
         connected_at: String,
+        result_key: Option<VerifyingKey>,
     ) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
         let (outbox, rx) = mpsc::channel(OUTBOX_CAPACITY);
         let link = AgentLink {
@@ -100,22 +103,8 @@ impl AgentLink {
             last_frame_unix: AtomicI64::new(unix_now()),
             shutdown: CancellationToken::new(),
             presence_rev: AtomicU64::new(0),
-            result_key: None,
+            result_key,
         };
-        (Arc::new(link), rx)
-    }
-
-    /// A link whose answers must be signed by `key` (an agent of protocol 0.18 or later).
-    pub fn new_signed(
-        agent_id: AgentId,
-        conn_id: u64,
-        meta: Option<AgentMeta>,
-        connected_at: String,
-        key: VerifyingKey,
-    ) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
-        let (link, rx) = Self::new(agent_id, conn_id, meta, connected_at);
-        let mut link = Arc::into_inner(link).unwrap_or_else(|| unreachable!("a new link has one owner"));
-        link.result_key = Some(key);
         (Arc::new(link), rx)
     }
 
@@ -187,7 +176,6 @@ impl AgentLink {
         let proof = match (&self.result_key, args_sha256) {
             (Some(key), Some(args_sha256)) => {
                 let sent = crate::proofs::Sent {
-                    request_id: id,
                     agent_id: self.agent_id.as_str(),
                     tool,
                     args_sha256,
@@ -477,7 +465,7 @@ mod tests {
     use serde_json::json;
 
     fn link(agent: &str, conn_id: u64) -> (Arc<AgentLink>, mpsc::Receiver<String>) {
-        AgentLink::new(AgentId::parse(agent).unwrap(), conn_id, None, "t".into())
+        AgentLink::new(AgentId::parse(agent).unwrap(), conn_id, None, "t".into(), None)
     }
 
     #[test]

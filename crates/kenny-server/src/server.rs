@@ -340,10 +340,7 @@ pub async fn start_with_clock(
         tokio::task::spawn_blocking(move || audit_thread.join()).await.ok();
         // The last rows are signed too, so cutting them off while it is down shows. Any
         // replica may: replicas signing the same head write one checkpoint.
-        let now = clock.now();
-        if let Err(e) = store.blocking(move |s| crate::ledger::checkpoint(s, &key, &now)).await {
-            tracing::warn!(error = %e, "could not sign the audit chain at shutdown");
-        }
+        crate::ledger::sign_head(&store, key, clock.now(), "at shutdown").await;
         Ok(())
     });
     Ok(RunningServer { addr, state, task })

@@ -266,17 +266,7 @@ impl TestAgent {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&response.id);
         if let (Some(key), Some((tool, args_sha256))) = (&self.signer, asked) {
-            let proof = kenny_proto::proof::ResultProof {
-                request_id: response.id.clone(),
-                agent_id: self.agent_id.clone(),
-                tool,
-                args_sha256,
-                outcome_sha256: response.outcome_digest(),
-                at_ms: 1,
-                sig: String::new(),
-            }
-            .signed(key);
-            response.proof = Some(proof.wire());
+            response.sign(key, &self.agent_id, &tool, args_sha256, 1);
         }
         self.send(&Frame::Response(response))
     }

@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use kenny_proto::AgentId;
+use kenny_proto::proof::ResultProof;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::Cluster;
-use kenny_proto::proof::ResultProof;
-
 use crate::registry::{Answered, LinkError, Remote};
 
 /// Heartbeats of every replica.

@@ -5,7 +5,6 @@ use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
 use serde_json::{Value, json};
 
 use crate::forward::{CallFailure, Forwarded, Provenance};
-
 use crate::proofs::PROOF_META_KEY;
 
 /// A forwarded call's result, with `_meta` saying who vouches for it: the agent's

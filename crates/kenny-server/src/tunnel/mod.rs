@@ -78,10 +78,7 @@ async fn serve(fleet: Fleet, site: Site, mut socket: WebSocket, reads: ConnReads
         return;
     }
     let conn_id = fleet.registry.next_conn_id();
-    let (link, outbox) = match result_key {
-        Some(key) => AgentLink::new_signed(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now(), key),
-        None => AgentLink::new(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now()),
-    };
+    let (link, outbox) = AgentLink::new(agent_id.clone(), conn_id, meta.clone(), fleet.clock.now(), result_key);
     // Queued before the link is in the registry, where calls find it: the outbox is
     // FIFO, so the agent holds the operator's rules before its first request arrives.
     let queued = fleet.policy.current().policy.clone();
