@@ -634,9 +634,12 @@ class Kenny:
     # -- MCP
 
     @asynccontextmanager
-    async def mcp(self, token: str | None = None, mode: str | None = None, base_url: str | None = None) -> AsyncIterator[Client]:
+    async def mcp(
+        self, token: str | None = None, mode: str | None = None, base_url: str | None = None, elicitation_callback: Any = None
+    ) -> AsyncIterator[Client]:
         """An SDK MCP client session on /mcp with `Authorization: Bearer <token>`; on
-        `base_url` (one replica of a cluster, say) instead of the server's own."""
+        `base_url` (one replica of a cluster, say) instead of the server's own. With
+        `elicitation_callback` the client declares elicitation and answers with it."""
         token = token or self.admin_pat
         headers = {"Authorization": f"Bearer {token}"}
         timeout = httpx2.Timeout(30.0, read=CALL_TIMEOUT + 30)
@@ -646,7 +649,13 @@ class Kenny:
             # The handshake is bounded by the SDK's own timeouts (discover probe 10 s,
             # initialize read_timeout_seconds); a cancel scope must not wrap __aenter__,
             # whose task groups outlive it.
-            async with Client(transport, mode=mode or MCP_MODE, read_timeout_seconds=CALL_TIMEOUT, cache=None) as client:
+            async with Client(
+                transport,
+                mode=mode or MCP_MODE,
+                read_timeout_seconds=CALL_TIMEOUT,
+                cache=None,
+                elicitation_callback=elicitation_callback,
+            ) as client:
                 yield client
 
     async def list_agents(self, client: Client) -> dict[str, dict[str, Any]]:

@@ -25,10 +25,13 @@ pub enum ErrorCode {
     /// An agent's answer whose signature did not verify against its enrolled key
     /// (protocol 0.18); the answer was discarded.
     BadSignature,
+    /// A state-changing call held until a person approves it (an operator's rule on
+    /// the caller); nothing has run yet.
+    AwaitingApproval,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         Self::Timeout,
         Self::NotFound,
         Self::ExecFailed,
@@ -44,6 +47,7 @@ impl ErrorCode {
         Self::Forbidden,
         Self::Denied,
         Self::BadSignature,
+        Self::AwaitingApproval,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +67,7 @@ impl ErrorCode {
             Self::Forbidden => "forbidden",
             Self::Denied => "denied",
             Self::BadSignature => "bad_signature",
+            Self::AwaitingApproval => "awaiting_approval",
         }
     }
 

@@ -146,6 +146,29 @@ impl ServerArgs for FleetRunArgs {
     }
 }
 
+/// Where a call held for approval stands.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalStatusArgs {
+    /// The approval id a held call's result gave (apr_ and 32 hex digits).
+    #[schemars(length(min = 36, max = 36))]
+    pub approval_id: String,
+}
+
+impl ServerArgs for ApprovalStatusArgs {
+    fn check(&self) -> Result<(), String> {
+        let well_formed = self
+            .approval_id
+            .strip_prefix("apr_")
+            .is_some_and(|hex| hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+        if well_formed {
+            Ok(())
+        } else {
+            Err("approval_id must be the id a held call's result gave: apr_ and 32 hex digits".into())
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FleetOverviewArgs {}

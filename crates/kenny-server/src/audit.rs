@@ -257,7 +257,7 @@ pub(crate) async fn settle_abandoned_loop(
                 .blocking(move |s| {
                     Ok((
                         s.interrupt_calls_sent_before(&before)?,
-                        s.end_chat_calls_running_before(&before, &stamp)?,
+                        s.end_chat_calls_running_before(&before, &stamp)? + s.end_running_held_calls(Some(&before))?,
                     ))
                 })
                 .await;
@@ -265,7 +265,7 @@ pub(crate) async fn settle_abandoned_loop(
                 Ok((0, 0)) => {}
                 Ok((calls, chat_calls)) => tracing::warn!(
                     calls,
-                    chat_calls,
+                    chat_and_approved_calls = chat_calls,
                     "calls a stopped replica left unfinished: audited as interrupted"
                 ),
                 Err(e) => tracing::warn!(error = %e, "could not settle calls a stopped replica left unfinished"),

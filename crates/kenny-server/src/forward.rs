@@ -397,6 +397,26 @@ impl Forwarder {
         self.audit.record(row).await;
     }
 
+    /// Audits a call held for approval (outcome `held`, the approval id as its
+    /// target); when it runs, its own row follows like any call's.
+    pub async fn audit_held(
+        &self,
+        who: &Principal,
+        agent_id: &str,
+        tool: &str,
+        args: &Map<String, Value>,
+        approval: &str,
+    ) {
+        let row = AuditRow {
+            agent_id: Some(agent_id.to_owned()),
+            target: Some(approval.to_owned()),
+            args_digest: self.digest.of(args),
+            outcome: OUTCOME_HELD,
+            ..audit_row(&self.clock, who, tool, None)
+        };
+        self.audit.record(row).await;
+    }
+
     /// Audits a call refused before it reached the forwarder: one without a usable
     /// target (`agent_id` = `None`), or a server-only tool refused (`select_agent` out of
     /// scope, a dashboard action on an unknown host). `args` are digested like any call's.
@@ -432,6 +452,9 @@ pub(crate) fn operator_floor(who: &Principal, tool: &str) -> Result<(), CallFail
         ),
     ))
 }
+
+/// The audit outcome of a call held for approval.
+pub(crate) const OUTCOME_HELD: &str = "held";
 
 fn outcome_name(failure: Option<&CallFailure>) -> &'static str {
     match failure {

@@ -8,6 +8,7 @@ pub(crate) mod accounts;
 pub mod admin;
 pub(crate) mod alerts;
 pub(crate) mod api;
+pub(crate) mod approvals;
 pub(crate) mod audit;
 pub(crate) mod auth;
 pub mod backup;

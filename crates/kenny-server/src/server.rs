@@ -367,6 +367,15 @@ fn close_unfinished_calls(store: &Store, clock: &Clock) -> anyhow::Result<()> {
             "chat calls were running when the server last stopped; marked as unknown outcome"
         );
     }
+    let approved = store
+        .end_running_held_calls(None)
+        .context("closing approved calls that were running when the server stopped")?;
+    if approved > 0 {
+        tracing::warn!(
+            calls = approved,
+            "approved calls were running when the server last stopped; marked as unknown outcome"
+        );
+    }
     Ok(())
 }
 
@@ -400,6 +409,10 @@ pub fn router(state: Arc<AppState>) -> Router {
     let mcp = mcp.layer(from_fn_with_state(state.clone(), require_bearer));
     // Layers run outside-in: the principal is resolved before the action is audited.
     let api = crate::api::authenticated()
+        .route_layer(from_fn_with_state(
+            state.clone(),
+            crate::api::held_tokens::refuse_held_changes,
+        ))
         .route_layer(from_fn_with_state(state.clone(), crate::api::audited::audit_actions))
         .layer(from_fn_with_state(state.clone(), require_principal));
     Router::new()

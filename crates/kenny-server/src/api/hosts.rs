@@ -62,6 +62,7 @@ pub(super) fn call_error(agent_id: &str, f: &CallFailure) -> ApiError {
         ErrorCode::BadArgs => StatusCode::BAD_REQUEST,
         ErrorCode::Disabled | ErrorCode::Blocked | ErrorCode::Paused | ErrorCode::Denied => StatusCode::FORBIDDEN,
         ErrorCode::Offline => StatusCode::CONFLICT,
+        ErrorCode::AwaitingApproval => StatusCode::ACCEPTED,
         ErrorCode::Unsupported => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorCode::Timeout => StatusCode::GATEWAY_TIMEOUT,
         // The server itself has nothing to offer (no agent build for this host).

@@ -2,6 +2,7 @@
 
 mod agents;
 mod alerts;
+mod approvals;
 mod audit;
 pub(crate) mod audited;
 mod campaigns;
@@ -9,6 +10,7 @@ mod chat;
 mod error;
 mod extract;
 mod health;
+pub(crate) mod held_tokens;
 mod hosts;
 mod install_links;
 mod me;
@@ -83,6 +85,12 @@ pub(crate) fn authenticated() -> Router<Arc<AppState>> {
         .route("/api/alerts/deliveries", get(alerts::deliveries))
         .route("/api/alerts/silences", get(alerts::silences).post(alerts::silence))
         .route("/api/alerts/silences/clear", post(alerts::unsilence))
+        .route("/api/approvals", get(approvals::list))
+        .route("/api/approvals/rules", get(approvals::rules).post(approvals::add_rule))
+        .route("/api/approvals/rules/{subject}/{id}", delete(approvals::remove_rule))
+        .route("/api/approvals/{id}", get(approvals::show))
+        .route("/api/approvals/{id}/approve", post(approvals::approve))
+        .route("/api/approvals/{id}/deny", post(approvals::deny))
         .route("/api/chat/status", get(chat::status))
         .route("/api/chat/sessions", get(chat::list).post(chat::create))
         .route("/api/chat/sessions/{id}", get(chat::show).delete(chat::delete))

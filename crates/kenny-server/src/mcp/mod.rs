@@ -2,6 +2,7 @@
 //! This is the only module that knows rmcp; it turns MCP calls into fleet listings
 //! and forwarded calls, and their outcomes into tool results.
 
+mod approval;
 mod results;
 mod target;
 mod tools;
@@ -21,6 +22,7 @@ use serde_json::{Value, json};
 use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::Fleet;
+pub(crate) use approval::run_approved;
 use kenny_proto::error::ErrorCode;
 use target::take_target;
 pub(crate) use tools::SELECT_AGENT;
@@ -78,36 +80,57 @@ impl ServerHandler for KennyMcp {
             // The guard in front of /mcp makes this unreachable; fail closed anyway.
             return Ok(results::failure(&CallFailure::new(ErrorCode::Forbidden, "no authenticated principal")).into());
         };
-        let mut args = request.arguments.unwrap_or_default();
+        let args = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
         if !self.tools.iter().any(|t| t.name == name) {
             return Err(self.unknown_tool(&who, name, &args).await);
         }
-        if let Some(outcome) = crate::server_tools::call(&self.fleet, &who, name, args.clone()).await {
-            return Ok(results::outcome(outcome).into());
+        // The answer to an elicitation about a held call, whatever the rules say now.
+        if let Some(id) = request.request_state.as_deref() {
+            return Ok(approval::answer(&self.fleet, &who, name, args, id, request.input_responses).await);
         }
-        let result = match name {
-            tools::SELECT_AGENT => self.select_agent(&who, args).await,
+        let rule = match approval::changes_state(name) {
+            true => crate::approvals::required(&self.fleet, &who).await,
+            false => Ok(false),
+        };
+        match rule {
+            Ok(false) => {}
+            Ok(true) => {
+                let elicit = approval::can_elicit(&context);
+                return Ok(approval::hold(&self.fleet, &who, name, args, elicit).await);
+            }
+            Err(failure) => return Ok(results::failure(&failure).into()),
+        }
+        Ok(self.dispatch(&who, name, args).await.into())
+    }
+}
+
+impl KennyMcp {
+    /// One call as `who` makes it, free to run: a server tool, `select_agent`, or a
+    /// call forwarded to the PC its `agent_id` names.
+    async fn dispatch(&self, who: &Principal, name: &str, mut args: serde_json::Map<String, Value>) -> CallToolResult {
+        if let Some(outcome) = crate::server_tools::call(&self.fleet, who, name, args.clone()).await {
+            return results::outcome(outcome);
+        }
+        match name {
+            tools::SELECT_AGENT => self.select_agent(who, args).await,
             name => match take_target(&mut args) {
                 Ok(target) => {
-                    let forwarded = self.fleet.forwarder.forward_proved(&who, &target, name, args).await;
+                    let forwarded = self.fleet.forwarder.forward_proved(who, &target, name, args).await;
                     results::proved(forwarded, target.as_str())
                 }
                 Err(failure) => {
                     self.fleet
                         .forwarder
-                        .audit_refusal(&who, None, name, &args, &failure)
+                        .audit_refusal(who, None, name, &args, &failure)
                         .await;
                     self.fleet.metrics.call(name, "refused", std::time::Duration::ZERO);
                     results::failure(&failure)
                 }
             },
-        };
-        Ok(result.into())
+        }
     }
-}
 
-impl KennyMcp {
     /// A name not in tools/list gets the protocol's answer (invalid params, naming the
     /// tool) before anything reads the arguments, so an `agent_id` that is unknown,
     /// offline or out of the caller's reach neither changes the answer nor learns

@@ -20,8 +20,8 @@ use crate::state::Fleet;
 use kenny_proto::error::ErrorCode;
 use kenny_proto::server_args::{
     AgentChangesArgs, AgentHealthArgs, AgentSnapshotArgs, AlertSilenceClearArgs, AlertSilenceListArgs,
-    AlertSilenceSetArgs, FleetOverviewArgs, FleetRunArgs, ListAgentsArgs, ServerArgs, WebActivityQueryArgs,
-    WebfilterGetArgs, WebfilterPushArgs, WebfilterSetArgs,
+    AlertSilenceSetArgs, ApprovalStatusArgs, FleetOverviewArgs, FleetRunArgs, ListAgentsArgs, ServerArgs,
+    WebActivityQueryArgs, WebfilterGetArgs, WebfilterPushArgs, WebfilterSetArgs,
 };
 
 pub(crate) const LIST_AGENTS: &str = "list_agents";
@@ -37,6 +37,7 @@ pub(crate) const WEBFILTER_SET: &str = "webfilter_set";
 pub(crate) const WEBFILTER_PUSH: &str = "webfilter_push";
 pub(crate) const WEB_ACTIVITY_QUERY: &str = "web_activity_query";
 pub(crate) const FLEET_RUN: &str = "fleet_run";
+pub(crate) const APPROVAL_STATUS: &str = "approval_status";
 
 /// How a server tool presents itself.
 pub(crate) struct ServerTool {
@@ -232,6 +233,20 @@ there is no \"all\". Each PC's call is scoped and audited on its own; a few run 
         input_schema: kenny_proto::args::schema_of::<FleetRunArgs>,
         output_schema: outputs::fleet_run,
     },
+    ServerTool {
+        name: APPROVAL_STATUS,
+        title: "Where a held call stands",
+        description: "Where a call held for approval stands, by the approval_id its result gave: held (waiting for \
+a person in the dashboard), running, done (with the tool's result), denied, or expired (not decided within 24 hours; \
+it never ran). It ran on the PC it was held for, and at most once. Reads only; only the call's caller and the \
+operators who may decide it can see it.",
+        one_pc: false,
+        read_only: true,
+        privacy_sensitive: false,
+        in_chat: false,
+        input_schema: kenny_proto::args::schema_of::<ApprovalStatusArgs>,
+        output_schema: outputs::approval_status,
+    },
 ];
 
 pub(crate) fn find(name: &str) -> Option<&'static ServerTool> {
@@ -299,6 +314,10 @@ pub(crate) async fn call(
             Ok(a) => fan_out::fleet_run(fleet, who, a).await,
             Err(f) => Err(f),
         },
+        APPROVAL_STATUS => match decode::<ApprovalStatusArgs>(name, &args) {
+            Ok(a) => approval_status(fleet, who, &a.approval_id).await,
+            Err(f) => Err(f),
+        },
         _ => return None,
     };
     let ended = match &outcome {
@@ -314,6 +333,36 @@ pub(crate) async fn call(
         fleet.forwarder.audit_refusal(who, agent, name, &args, failure).await;
     }
     Some(outcome)
+}
+
+/// Checks a call's arguments as running it would (`target` back in as `agent_id`),
+/// without running it: a call held for approval is checked before anyone is asked.
+pub(crate) fn check_args(name: &str, target: &str, args: &Map<String, Value>) -> Result<(), CallFailure> {
+    let mut full = args.clone();
+    full.insert("agent_id".into(), Value::String(target.to_owned()));
+    match name {
+        ALERT_SILENCE_SET => decode::<AlertSilenceSetArgs>(name, &full).map(drop),
+        ALERT_SILENCE_CLEAR => decode::<AlertSilenceClearArgs>(name, &full).map(drop),
+        WEBFILTER_SET => decode::<WebfilterSetArgs>(name, &full).map(drop),
+        WEBFILTER_PUSH => decode::<WebfilterPushArgs>(name, &full).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// A held call as its caller or an operator who may decide it sees it; anyone else
+/// learns only that there is no such call they can see.
+async fn approval_status(fleet: &Fleet, who: &Principal, id: &str) -> Result<Value, CallFailure> {
+    let held = crate::approvals::load(fleet, id).await?;
+    match held {
+        Some(held) if crate::approvals::may_read(who, &held) => Ok(crate::approvals::shown(&held, &fleet.clock.now())),
+        _ => Err(CallFailure::refusal(
+            ErrorCode::NotFound,
+            format!(
+                "no held call {id} that {} may see; the id comes from the held call's result",
+                who.username
+            ),
+        )),
+    }
 }
 
 /// Arguments typed and bounded; a missing `agent_id` is `no_agent`, like a forwarded

@@ -338,3 +338,35 @@ pub(super) fn fleet_run() -> Value {
         &[],
     )
 }
+
+pub(super) fn approval_status() -> Value {
+    object(
+        &[
+            ("approval_id", string("The held call's id.")),
+            ("status", string("held, running, done, denied or expired.")),
+            ("tool", string("The tool held.")),
+            (
+                "agent_id",
+                string("The PC it was frozen on when it was held; it runs nowhere else."),
+            ),
+            ("args", loose("Its arguments, without agent_id.")),
+            ("caller", string("Who asked for it.")),
+            (
+                "asked_by",
+                string("elicitation (the caller's MCP client asked) or dashboard."),
+            ),
+            ("created_at", string("When it was held.")),
+            ("expires_at", string("When it can no longer be approved.")),
+        ],
+        &[
+            ("decided_by", nullable(string("Who approved or denied it."))),
+            ("decided_at", nullable(string("When."))),
+            (
+                "result",
+                loose(
+                    "Once done or denied: the MCP tool result the call produced (content, structuredContent, isError, _meta with the agent's proof).",
+                ),
+            ),
+        ],
+    )
+}

@@ -245,6 +245,32 @@ impl Store {
         })
     }
 
+    /// The principal behind a credential as it stands now, by the credential's id (a
+    /// call held for approval runs as its caller): `None` once the token is revoked,
+    /// the user disabled or deleted, or for a kind that has no stored credential.
+    pub fn principal_for_credential(&self, kind: CredentialKind, credential_id: &str) -> Result<Option<Principal>> {
+        let Ok(id) = credential_id.parse::<i64>() else {
+            return Ok(None);
+        };
+        let sql = match kind {
+            CredentialKind::Pat => {
+                "SELECT t.id, u.id, u.username, u.role FROM tokens t JOIN users u ON u.id = t.user_id
+                 WHERE t.id = ?1 AND t.kind = 'pat' AND t.revoked_at IS NULL AND u.disabled = 0"
+            }
+            CredentialKind::OAuth => {
+                "SELECT t.id, u.id, u.username, u.role FROM oauth_tokens t JOIN users u ON u.id = t.user_id
+                 WHERE t.id = ?1 AND t.kind = 'access' AND t.revoked_at IS NULL AND u.disabled = 0"
+            }
+            CredentialKind::Session | CredentialKind::Server => return Ok(None),
+        };
+        self.read_db(|c| {
+            let Some((id, user_id, username, role)) = c.query_opt(sql, args![id], credential_columns)? else {
+                return Ok(None);
+            };
+            principal(c, kind, id, user_id, username, &role)
+        })
+    }
+
     pub fn touch_tokens(&self, touched: &[(i64, String)]) -> Result<()> {
         self.write_db(|c| {
             c.in_tx(|tx| {

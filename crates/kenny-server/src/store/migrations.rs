@@ -445,6 +445,35 @@ pub(super) const MIGRATIONS: &[&str] = &[
     );
     CREATE TABLE audit_chain_start (before_id INTEGER NOT NULL, base_seq INTEGER NOT NULL);
     INSERT INTO audit_chain_start (before_id, base_seq) SELECT COALESCE(MAX(id), 0), 0 FROM audit;",
+    // 28: approvals on the MCP path: whose state-changing MCP calls wait for a person
+    // (a user, or one personal access token), and each call held for approval with
+    // the PC it was frozen on, who decided and, once it ran, its MCP result.
+    "CREATE TABLE approval_rules (
+        subject TEXT NOT NULL CHECK (subject IN ('user', 'token')),
+        subject_id INTEGER NOT NULL,
+        set_by TEXT NOT NULL,
+        set_at TEXT NOT NULL,
+        PRIMARY KEY (subject, subject_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE held_calls (
+        id TEXT PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        username TEXT NOT NULL,
+        credential_kind TEXT NOT NULL,
+        credential_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        args TEXT NOT NULL,
+        asked_by TEXT NOT NULL CHECK (asked_by IN ('elicitation', 'dashboard')),
+        status TEXT NOT NULL CHECK (status IN ('held', 'running', 'done', 'denied')),
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at TEXT,
+        result TEXT,
+        is_error INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID;
+    CREATE INDEX held_calls_by_status ON held_calls (status, created_at);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -1103,3 +1103,150 @@ fn calls_a_stopped_replica_left_unfinished_are_settled_once_old_enough_on_both_b
         assert_eq!(ended.unwrap(), 0);
     });
 }
+
+fn held(id: &str, user_id: i64, token_id: i64) -> kenny_server::store::HeldCall {
+    kenny_server::store::HeldCall {
+        id: id.into(),
+        user_id,
+        username: "kim".into(),
+        credential_kind: "pat".into(),
+        credential_id: token_id.to_string(),
+        tool: "shell_exec".into(),
+        agent_id: kenny_proto::AgentId::parse("pc-1").unwrap(),
+        args: serde_json::json!({"command": "true"}),
+        asked_by: "dashboard".into(),
+        status: "held".into(),
+        created_at: "2026-12-01T00:00:00Z".into(),
+        expires_at: "2026-12-02T00:00:00Z".into(),
+        decided_by: None,
+        decided_at: None,
+        result: None,
+        is_error: false,
+    }
+}
+
+#[test]
+fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
+    use kenny_server::principal::{CredentialKind, Role};
+    use kenny_server::store::RuleSubject;
+    on_both("held_calls_on_both_backends", |store| {
+        store.create_agent("pc-1", "hash-1", "2026-12-01T00:00:00Z").unwrap();
+        let kim = store
+            .create_user("kim", "h", Role::Operator, &[], "2026-12-01T00:00:00Z")
+            .unwrap();
+        let pat = store
+            .create_token(
+                kim,
+                CredentialKind::Pat,
+                Some("claude"),
+                "tok-hash",
+                "2026-12-01T00:00:00Z",
+            )
+            .unwrap();
+        let other = store
+            .create_token(
+                kim,
+                CredentialKind::Pat,
+                Some("other"),
+                "tok-hash-2",
+                "2026-12-01T00:00:00Z",
+            )
+            .unwrap();
+
+        // Rules: by user, by one token; only live tokens and existing users take one.
+        assert!(!store.approval_required(kim, Some(pat)).unwrap());
+        assert!(store.approval_subject_exists(RuleSubject::Token, pat).unwrap());
+        assert!(!store.approval_subject_exists(RuleSubject::Token, 424242).unwrap());
+        assert!(store.set_approval_rule(RuleSubject::Token, pat, "ops", "t").unwrap());
+        assert!(
+            !store.set_approval_rule(RuleSubject::Token, pat, "ops", "t").unwrap(),
+            "set once"
+        );
+        assert!(store.approval_required(kim, Some(pat)).unwrap());
+        assert!(
+            !store.approval_required(kim, Some(other)).unwrap(),
+            "another token of kim's is free"
+        );
+        assert!(!store.approval_required(kim, None).unwrap());
+        assert!(store.set_approval_rule(RuleSubject::User, kim, "ops", "t").unwrap());
+        assert!(store.approval_required(kim, Some(other)).unwrap());
+        let names: Vec<String> = store.approval_rules().unwrap().into_iter().map(|r| r.name).collect();
+        assert_eq!(names, vec!["kim / claude".to_owned(), "kim".to_owned()]);
+        assert!(store.clear_approval_rule(RuleSubject::User, kim).unwrap());
+        assert!(!store.clear_approval_rule(RuleSubject::User, kim).unwrap());
+
+        // A held call is claimed by exactly one decision, before its deadline only.
+        store.insert_held_call(&held("apr_1", kim, pat)).unwrap();
+        store.insert_held_call(&held("apr_2", kim, pat)).unwrap();
+        store.insert_held_call(&held("apr_3", kim, pat)).unwrap();
+        let waiting = store.waiting_held_calls("2026-12-01T12:00:00Z", 10).unwrap();
+        assert_eq!(waiting.len(), 3);
+        assert_eq!(waiting[0].args, serde_json::json!({"command": "true"}));
+        assert!(store.claim_held_call("apr_1", "ops", "2026-12-01T12:00:00Z").unwrap());
+        assert!(
+            !store.claim_held_call("apr_1", "ann", "2026-12-01T12:00:01Z").unwrap(),
+            "claimed once"
+        );
+        let deny = serde_json::json!({"isError": true});
+        assert!(
+            !store.deny_held_call("apr_1", "ann", &deny, "t").unwrap(),
+            "a running call is not denied"
+        );
+        assert!(
+            !store.claim_held_call("apr_2", "ops", "2026-12-02T00:00:00Z").unwrap(),
+            "expired"
+        );
+        assert_eq!(
+            store
+                .held_call("apr_2")
+                .unwrap()
+                .unwrap()
+                .status_at("2026-12-02T00:00:00Z"),
+            "expired"
+        );
+        assert!(
+            store
+                .deny_held_call("apr_3", "ops", &deny, "2026-12-01T13:00:00Z")
+                .unwrap()
+        );
+        assert!(
+            !store.claim_held_call("apr_3", "ops", "2026-12-01T13:00:01Z").unwrap(),
+            "denied is final"
+        );
+
+        // A call left running by a stopped server ends with an unknown outcome; in a
+        // cluster, only those claimed before the bound.
+        assert_eq!(store.end_running_held_calls(Some("2026-12-01T11:00:00Z")).unwrap(), 0);
+        assert_eq!(store.end_running_held_calls(None).unwrap(), 1);
+        let ended = store.held_call("apr_1").unwrap().unwrap();
+        assert_eq!((ended.status.as_str(), ended.is_error), ("done", true));
+        assert!(ended.result.unwrap().to_string().contains("unknown"));
+
+        // The caller's credential is checked again when a held call runs.
+        let who = store
+            .principal_for_credential(CredentialKind::Pat, &pat.to_string())
+            .unwrap();
+        assert_eq!(who.map(|p| p.username), Some("kim".into()));
+        assert!(
+            store
+                .principal_for_credential(CredentialKind::Pat, "nope")
+                .unwrap()
+                .is_none()
+        );
+        assert!(store.revoke_token(kim, pat, "2026-12-01T14:00:00Z").unwrap());
+        assert!(
+            store
+                .principal_for_credential(CredentialKind::Pat, &pat.to_string())
+                .unwrap()
+                .is_none(),
+            "a revoked token runs nothing"
+        );
+        assert!(
+            store
+                .principal_for_credential(CredentialKind::Session, "1")
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.recent_held_calls(2).unwrap().len(), 2);
+    });
+}

@@ -542,8 +542,8 @@
   }
 
   function setupAlerts() {
-    // The updates page's campaign buttons and form work the same way.
-    if (!$('#alerts-page') && !$('#updates-page')) return;
+    // The updates and approvals pages' buttons and forms work the same way.
+    if (!$('#alerts-page') && !$('#updates-page') && !$('#approvals-page')) return;
     const main = $('main');
     for (const f of $$('form[data-api]', main)) showKinds(f);
     main.addEventListener('change', (ev) => {

@@ -13,7 +13,7 @@ use crate::state::{Accounts, Fleet};
 use crate::store::{AuditEntry, AuditFilter};
 
 const PAGE: u32 = 50;
-const OUTCOMES: &[&str] = &["ok", "error", "refused", "sent", "interrupted"];
+const OUTCOMES: &[&str] = &["ok", "error", "refused", "held", "sent", "interrupted"];
 
 /// Every field is text so a hand-edited URL gets a page that says what is wrong, not a
 /// bare 400.

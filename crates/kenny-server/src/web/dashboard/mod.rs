@@ -1,4 +1,4 @@
-//! The signed-in dashboard: today, fleet, host, alerts, audit, updates, account and admin pages. Server-rendered HTML in
+//! The signed-in dashboard: today, fleet, host, alerts, audit, approvals, updates, account and admin pages. Server-rendered HTML in
 //! one shared layout, with one stylesheet and one script served from this binary (no
 //! build step). Pages are maud `html!` templates, which escape every value spliced in
 //! (nothing here is pre-escaped but maud's own `DOCTYPE`); the script only ever sets
@@ -8,6 +8,7 @@
 mod account;
 mod admin;
 mod alerts;
+mod approvals;
 mod audit;
 mod changes;
 mod charts;
@@ -45,6 +46,7 @@ pub(super) fn routes() -> Router<Arc<AppState>> {
         .route("/alerts", get(alerts::page))
         .route("/hosts/{id}", get(host::page))
         .route("/audit", get(audit::page))
+        .route("/approvals", get(approvals::page))
         .route("/updates", get(updates::page))
         .route("/admin", get(admin::page))
         .route("/account", get(account::page))
@@ -106,6 +108,7 @@ pub(super) enum Nav {
     Fleet,
     Alerts,
     Audit,
+    Approvals,
     Updates,
     Account,
     Admin,
@@ -138,6 +141,7 @@ pub(super) fn layout(who: &Principal, csrf: &str, title: &str, active: Nav, body
                         (link("/alerts", "Alerts", Nav::Alerts))
                         (link("/audit", "Audit", Nav::Audit))
                         @if who.role >= Role::Operator {
+                            (link("/approvals", "Approvals", Nav::Approvals))
                             (link("/updates", "Updates", Nav::Updates))
                         }
                         (link("/account", "Account", Nav::Account))

@@ -1,0 +1,253 @@
+"""Approvals on the MCP path: an operator requires approval for a user's state-changing
+MCP calls. A client of MCP 2026-07-28 that declares elicitation is asked through it (the
+official SDK's elicitation callback): accept runs the call once, on the PC it was frozen
+on; decline runs nothing. A client that cannot be asked gets a held result with an
+approval id; an operator approves it in the dashboard and it runs once, and
+`approval_status` shows the caller its result. A token under a rule cannot approve,
+lift the rule, or make the change through /api instead."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import anyio
+import httpx
+from mcp import types
+
+from conftest import CALL_TIMEOUT, call, expect_error, expect_ok
+from signin_helpers import PASSWORD, _client, _login
+
+HELD_META = "kenny/approval"
+PROOF = "kenny/result-proof"
+
+
+def _session(kenny, user: str):
+    """A dashboard session (cookie) of `user`, with the CSRF header every change needs."""
+    http = _client(kenny)
+    assert _login(http, user, PASSWORD).status_code == 303
+    csrf = re.search(r'name="csrf" value="([^"]+)"', http.get("/").text).group(1)
+    http.headers["X-CSRF-Token"] = csrf
+    return http
+
+
+def _setup(kenny):
+    """`kim` (an operator, calling over MCP with a token) under an approval rule set by
+    `ops` in the dashboard; returns (kim's token, ops's dashboard session)."""
+    kenny.add_user("kim", "operator")
+    kim = kenny.create_token("kim", label="claude")
+    kenny.add_user("ops", "operator", password=PASSWORD)
+    (kim_id,) = kenny.sql("SELECT id FROM users WHERE username = ?", ("kim",))[0]
+    ops = _session(kenny, "ops")
+    r = ops.post("/api/approvals/rules", json={"subject": "user", "id": kim_id})
+    assert r.status_code == 201, r.text
+    return kim, ops, kim_id
+
+
+def _approval_id(message: str) -> str:
+    m = re.search(r"apr_[0-9a-f]{32}", message)
+    assert m, f"no approval id in {message!r}"
+    return m.group(0)
+
+
+def _marker_lines(path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _shell_rows(kenny, agent_id: str) -> list[dict]:
+    return [e for e in kenny.audit(agent_id=agent_id) if e["tool"] == "shell_exec"]
+
+
+class Asker:
+    """An elicitation callback answering `action` and keeping what it was asked."""
+
+    def __init__(self, action: str):
+        self.action = action
+        self.asked: list[str] = []
+
+    async def __call__(self, context, params):
+        self.asked.append(params.message)
+        return types.ElicitResult(action=self.action, content={} if self.action == "accept" else None)
+
+
+async def test_elicitation_accept_runs_once_on_the_frozen_pc(kenny, tmp_path):
+    await kenny.start_agents(["pc-a", "pc-b"])
+    kim, ops, _ = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    args = {"agent_id": "pc-a", "command": f"echo approved >> {marker}; echo done"}
+    asker = Asker("accept")
+    async with kenny.mcp(kim, elicitation_callback=asker) as client:
+        # Reads never wait.
+        expect_ok(await call(client, "list_agents", {}))
+        with anyio.fail_after(CALL_TIMEOUT):
+            result = await client.call_tool("shell_exec", args)
+        assert not result.is_error, result
+        assert "done" in result.structured_content["stdout"]
+        assert result.meta[PROOF]["agent_id"] == "pc-a", result.meta
+        approval = result.meta[HELD_META]
+        assert approval["agent_id"] == "pc-a" and approval["status"] == "done", approval
+        assert len(asker.asked) == 1, asker.asked
+        question = asker.asked[0]
+        assert "shell_exec" in question and "pc-a" in question and str(marker) in question, question
+        assert approval["approval_id"] in question
+        assert _marker_lines(marker) == 1
+
+        # The same answer sent again (a retried request) returns the result; nothing runs again.
+        with anyio.fail_after(CALL_TIMEOUT):
+            again = await client.session.call_tool(
+                "shell_exec",
+                args,
+                request_state=approval["approval_id"],
+                input_responses={"approval": types.ElicitResult(action="accept", content={})},
+            )
+        assert not again.is_error and again.structured_content == result.structured_content, again
+        # A retry naming another PC (or other arguments) under that approval runs nothing.
+        with anyio.fail_after(CALL_TIMEOUT):
+            moved = await client.session.call_tool(
+                "shell_exec",
+                dict(args, agent_id="pc-b"),
+                request_state=approval["approval_id"],
+                input_responses={"approval": types.ElicitResult(action="accept", content={})},
+            )
+        assert moved.is_error and "nothing ran" in moved.content[0].text, moved
+        status = expect_ok(await call(client, "approval_status", {"approval_id": approval["approval_id"]}))
+        assert status["status"] == "done" and status["decided_by"] == "kim (MCP elicitation)", status
+    assert _marker_lines(marker) == 1, "the approved call ran more than once"
+    assert [e["outcome"] for e in _shell_rows(kenny, "pc-b")] == [], "nothing ran on the other PC"
+    outcomes = sorted(e["outcome"] for e in _shell_rows(kenny, "pc-a"))
+    assert outcomes == ["held", "ok"], outcomes
+    ops.close()
+
+
+async def test_elicitation_decline_runs_nothing(kenny, tmp_path):
+    await kenny.start_agents(["pc-a"])
+    kim, ops, _ = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    asker = Asker("decline")
+    async with kenny.mcp(kim, elicitation_callback=asker) as client:
+        res = await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo no >> {marker}"})
+        message = expect_error(res, "denied")
+        assert "nothing ran" in message and len(asker.asked) == 1, message
+        approval_id = _approval_id(message)
+        status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+        assert status["status"] == "denied", status
+    # Declined is final: the dashboard cannot approve it afterwards.
+    assert ops.post(f"/api/approvals/{approval_id}/approve").status_code == 409
+    await asyncio.sleep(1)
+    assert not marker.exists()
+    assert [e["outcome"] for e in _shell_rows(kenny, "pc-a")] == ["held"]
+    ops.close()
+
+
+async def test_a_client_without_elicitation_is_held_and_the_dashboard_approves_it_once(kenny, tmp_path):
+    await kenny.start_agents(["pc-a", "pc-b"])
+    kim, ops, kim_id = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    args = {"agent_id": "pc-a", "command": f"echo approved >> {marker}; echo from-dashboard"}
+    async with kenny.mcp(kim) as client:
+        held = await call(client, "shell_exec", args)
+        message = expect_error(held, "awaiting_approval")
+        assert "Nothing has run" in message and "approval_status" in message, message
+        approval_id = _approval_id(message)
+        waiting = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+        assert (waiting["status"], waiting["agent_id"], waiting["tool"]) == ("held", "pc-a", "shell_exec"), waiting
+        assert waiting["args"] == {"command": args["command"]}
+
+        # The token that asked cannot approve, nor lift the rule, nor go around it through /api.
+        bearer = {"Authorization": f"Bearer {kim}"}
+        admin = {"Authorization": f"Bearer {kenny.admin_pat}"}
+        with httpx.Client(base_url=kenny.base_url, timeout=15) as http:
+            r = http.post(f"/api/approvals/{approval_id}/approve", headers=bearer)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "approval_required", r.text
+            assert http.delete(f"/api/approvals/rules/user/{kim_id}", headers=bearer).status_code == 403
+            # Nor any other token, a superuser's included: approvals are given signed in.
+            r = http.post(f"/api/approvals/{approval_id}/approve", headers=admin)
+            assert r.status_code == 403 and "token cannot approve" in r.json()["error"]["message"], r.text
+            r = http.delete(f"/api/approvals/rules/user/{kim_id}", headers=admin)
+            assert r.status_code == 403 and "not with a token" in r.json()["error"]["message"], r.text
+            r = http.post("/api/agent/pc-a/refresh", headers=bearer)
+            assert r.status_code == 403 and r.json()["error"]["code"] == "approval_required", r.text
+            assert http.get("/api/approvals", headers=bearer).status_code == 200, "reading stays open"
+
+        # The operator sees it in the dashboard and approves it.
+        page = ops.get("/approvals")
+        assert page.status_code == 200 and approval_id in page.text and "pc-a" in page.text
+        r = ops.post(f"/api/approvals/{approval_id}/approve")
+        assert r.status_code == 202, r.text
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while True:
+            status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+            if status["status"] == "done" or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert status["status"] == "done" and status["decided_by"] == "ops", status
+        result = status["result"]
+        assert result.get("isError") is not True, result
+        assert "from-dashboard" in result["structuredContent"]["stdout"]
+        assert result["_meta"][PROOF]["agent_id"] == "pc-a", result["_meta"]
+        # A second approval (a double click, another operator) finds nothing to run.
+        assert ops.post(f"/api/approvals/{approval_id}/approve").status_code == 409
+        assert ops.post(f"/api/approvals/{approval_id}/deny").status_code == 409
+    assert _marker_lines(marker) == 1
+    assert sorted(e["outcome"] for e in _shell_rows(kenny, "pc-a")) == ["held", "ok"]
+    assert _shell_rows(kenny, "pc-b") == []
+    # Someone else's held call is not theirs to see.
+    kenny.add_user("sam", "user", hosts=["pc-b"])
+    async with kenny.mcp(kenny.create_token("sam")) as sam:
+        expect_error(await call(sam, "approval_status", {"approval_id": approval_id}), "not_found")
+    ops.close()
+
+
+async def test_a_2025_client_that_declares_elicitation_is_held_for_the_dashboard(kenny, tmp_path):
+    """/mcp is stateless: a handshake-era client could only be asked over a session,
+    so its call waits in the dashboard instead; the dashboard's denial runs nothing."""
+    await kenny.start_agents(["pc-a"])
+    kim, ops, _ = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    asker = Asker("accept")
+    async with kenny.mcp(kim, mode="legacy", elicitation_callback=asker) as client:
+        message = expect_error(
+            await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}), "awaiting_approval"
+        )
+        approval_id = _approval_id(message)
+        assert asker.asked == []
+        r = ops.post(f"/api/approvals/{approval_id}/deny")
+        assert r.status_code == 200 and r.json()["status"] == "denied", r.text
+        status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+        assert status["status"] == "denied" and "nothing ran" in json.dumps(status["result"]), status
+    assert not marker.exists()
+    # Without the rule, the same call runs at once.
+    (kim_id,) = kenny.sql("SELECT id FROM users WHERE username = ?", ("kim",))[0]
+    assert ops.delete(f"/api/approvals/rules/user/{kim_id}").status_code == 204
+    async with kenny.mcp(kim, mode="legacy") as client:
+        expect_ok(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}))
+    assert _marker_lines(marker) == 1
+    ops.close()
+
+
+async def test_a_rule_on_one_token_holds_only_that_token(kenny, tmp_path):
+    await kenny.start_agents(["pc-a"])
+    kenny.add_user("kim", "operator")
+    held_token = kenny.create_token("kim", label="held")
+    free_token = kenny.create_token("kim", label="free")
+    kenny.add_user("ops", "operator", password=PASSWORD)
+    ops = _session(kenny, "ops")
+    (token_id,) = kenny.sql("SELECT id FROM tokens WHERE label = ?", ("held",))[0]
+    assert ops.post("/api/approvals/rules", json={"subject": "token", "id": token_id}).status_code == 201
+    assert ops.post("/api/approvals/rules", json={"subject": "token", "id": 999999}).status_code == 404
+    r = ops.post("/api/approvals/rules", json={"subject": "group", "id": 1})
+    assert r.status_code == 400 and "user" in r.json()["error"]["message"], r.text
+    rules = ops.get("/api/approvals/rules").json()["rules"]
+    assert [(x["subject"], x["subject_id"]) for x in rules] == [("token", token_id)], rules
+    async with kenny.mcp(held_token) as client:
+        expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "true"}), "awaiting_approval")
+        # Bad arguments are refused before anyone is asked to approve them.
+        expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "nope": 1}), "bad_args")
+        expect_error(await call(client, "shell_exec", {"command": "true"}), "no_agent")
+    async with kenny.mcp(free_token) as client:
+        expect_ok(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "true"}))
+    waiting = ops.get("/api/approvals").json()["waiting"]
+    assert len(waiting) == 1 and waiting[0]["asked_by"] == "dashboard", waiting
+    ops.close()
