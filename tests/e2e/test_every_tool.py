@@ -21,6 +21,7 @@ SERVER_TOOLS = (
     "list_agents", "select_agent", "fleet_overview", "agent_health", "agent_snapshot", "agent_changes",
     "alert_silence_set", "alert_silence_list", "alert_silence_clear",
     "webfilter_get", "webfilter_set", "webfilter_push", "web_activity_query", "fleet_run",
+    "approval_status",
 )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import httpx
@@ -44,6 +46,31 @@ def _setup(kenny):
     r = ops.post("/api/approvals/rules", json={"subject": "user", "id": kim_id})
     assert r.status_code == 201, r.text
     return kim, ops, kim_id
+
+
+class Hook:
+    """A loopback webhook receiver keeping each message kenny posts to it."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                outer.messages.append(json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)))))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def _approval_id(message: str) -> str:
@@ -92,6 +119,8 @@ async def test_elicitation_accept_runs_once_on_the_frozen_pc(kenny, tmp_path):
         question = asker.asked[0]
         assert "shell_exec" in question and "pc-a" in question and str(marker) in question, question
         assert approval["approval_id"] in question
+        hostname = (await kenny.list_agents(client))["pc-a"]["hostname"]
+        assert f"host name {hostname}" in question, question
         assert _marker_lines(marker) == 1
 
         # The same answer sent again (a retried request) returns the result; nothing runs again.
@@ -144,6 +173,14 @@ async def test_elicitation_decline_runs_nothing(kenny, tmp_path):
 async def test_a_client_without_elicitation_is_held_and_the_dashboard_approves_it_once(kenny, tmp_path):
     await kenny.start_agents(["pc-a", "pc-b"])
     kim, ops, kim_id = _setup(kenny)
+    hook = Hook()
+    with httpx.Client(base_url=kenny.base_url, timeout=15) as http:
+        r = http.post(
+            "/api/alerts/channels",
+            json={"name": "hook", "config": {"kind": "webhook", "url": hook.url, "secret": "s" * 32}},
+            headers={"Authorization": f"Bearer {kenny.admin_pat}"},
+        )
+        assert r.status_code == 201, r.text
     marker = tmp_path / "ran.txt"
     args = {"agent_id": "pc-a", "command": f"echo approved >> {marker}; echo from-dashboard"}
     async with kenny.mcp(kim) as client:
@@ -170,6 +207,16 @@ async def test_a_client_without_elicitation_is_held_and_the_dashboard_approves_i
             r = http.post("/api/agent/pc-a/refresh", headers=bearer)
             assert r.status_code == 403 and r.json()["error"]["code"] == "approval_required", r.text
             assert http.get("/api/approvals", headers=bearer).status_code == 200, "reading stays open"
+
+        # The alert channels are told, without the arguments.
+        deadline = time.monotonic() + 15
+        while not hook.messages and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        hook.close()
+        assert [m["event"] for m in hook.messages] == ["approval"], hook.messages
+        told = hook.messages[0]
+        assert "shell_exec on pc-a" in told["title"] and approval_id in told["text"], told
+        assert str(marker) not in json.dumps(told), "the arguments stay on the server"
 
         # The operator sees it in the dashboard and approves it.
         page = ops.get("/approvals")

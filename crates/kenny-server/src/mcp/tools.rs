@@ -106,7 +106,13 @@ mod tests {
     fn every_forwarded_tool_requires_agent_id_and_is_annotated() {
         let tools = all();
         assert_eq!(tools.len(), TOOLS.len() + server_tools::TOOLS.len() + 1);
-        let fleet_wide = ["list_agents", "fleet_overview", "alert_silence_list", "fleet_run"];
+        let fleet_wide = [
+            "list_agents",
+            "fleet_overview",
+            "alert_silence_list",
+            "fleet_run",
+            "approval_status",
+        ];
         for t in tools.iter().filter(|t| !fleet_wide.contains(&t.name.as_ref())) {
             let required = t.input_schema.get("required").and_then(Value::as_array).unwrap();
             assert!(required.iter().any(|r| r == "agent_id"), "{}", t.name);
