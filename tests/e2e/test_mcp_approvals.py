@@ -38,7 +38,7 @@ def _session(kenny, user: str):
 def _setup(kenny):
     """`kim` (an operator, calling over MCP with a token) under an approval rule set by
     `ops` in the dashboard; returns (kim's token, ops's dashboard session)."""
-    kenny.add_user("kim", "operator")
+    kenny.add_user("kim", "operator", password=PASSWORD)
     kim = kenny.create_token("kim", label="claude")
     kenny.add_user("ops", "operator", password=PASSWORD)
     (kim_id,) = kenny.sql("SELECT id FROM users WHERE username = ?", ("kim",))[0]
@@ -120,7 +120,7 @@ async def test_elicitation_accept_runs_once_on_the_frozen_pc(kenny, tmp_path):
         assert "shell_exec" in question and "pc-a" in question and str(marker) in question, question
         assert approval["approval_id"] in question
         hostname = (await kenny.list_agents(client))["pc-a"]["hostname"]
-        assert f"host name {hostname}" in question, question
+        assert f'host name "{hostname}"' in question, question
         assert _marker_lines(marker) == 1
 
         # The same answer sent again (a retried request) returns the result; nothing runs again.
@@ -146,7 +146,7 @@ async def test_elicitation_accept_runs_once_on_the_frozen_pc(kenny, tmp_path):
     assert _marker_lines(marker) == 1, "the approved call ran more than once"
     assert [e["outcome"] for e in _shell_rows(kenny, "pc-b")] == [], "nothing ran on the other PC"
     outcomes = sorted(e["outcome"] for e in _shell_rows(kenny, "pc-a"))
-    assert outcomes == ["held", "ok"], outcomes
+    assert outcomes == ["held", "ok", "refused"], "held, ran once, and the moved retry refused"
     ops.close()
 
 
@@ -295,6 +295,153 @@ async def test_a_rule_on_one_token_holds_only_that_token(kenny, tmp_path):
         expect_error(await call(client, "shell_exec", {"command": "true"}), "no_agent")
     async with kenny.mcp(free_token) as client:
         expect_ok(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "true"}))
+    # A held caller cannot bury the queue: 20 calls wait at most.
+    async with kenny.mcp(held_token) as client:
+        for n in range(19):
+            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo {n}"}), "awaiting_approval")
+        full = expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "echo 20"}), "denied")
+        assert "20 calls waiting" in full, full
     waiting = ops.get("/api/approvals").json()["waiting"]
-    assert len(waiting) == 1 and waiting[0]["asked_by"] == "dashboard", waiting
+    assert len(waiting) == 20 and {w["asked_by"] for w in waiting} == {"dashboard"}, waiting
+    ops.close()
+
+
+async def test_held_calls_outlive_a_restart_and_a_call_cut_short_is_not_rerun(kenny, tmp_path):
+    await kenny.start_agents(["pc-a"])
+    kim, ops, _ = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    async with kenny.mcp(kim) as client:
+        waiting = _approval_id(
+            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}), "awaiting_approval")
+        )
+        slow = _approval_id(
+            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "sleep 30"}), "awaiting_approval")
+        )
+    # The slow one is approved and the server dies while it runs.
+    assert ops.post(f"/api/approvals/{slow}/approve").status_code == 202
+    await asyncio.sleep(1)
+    port = kenny.port
+    kenny.kill_server()
+    kenny.start_server(port=port)
+    await kenny.wait_agents(["pc-a"])
+    async with kenny.mcp(kim) as client:
+        cut = expect_ok(await call(client, "approval_status", {"approval_id": slow}))
+        assert cut["status"] == "done" and cut["result"]["isError"] is True, cut
+        assert "unknown" in json.dumps(cut["result"]), cut
+        assert ops.post(f"/api/approvals/{slow}/approve").status_code == 409, "a call cut short is not run again"
+        # The held one still waits, and runs once when approved.
+        assert expect_ok(await call(client, "approval_status", {"approval_id": waiting}))["status"] == "held"
+        assert ops.post(f"/api/approvals/{waiting}/approve").status_code == 202
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while expect_ok(await call(client, "approval_status", {"approval_id": waiting}))["status"] != "done":
+            assert time.monotonic() < deadline, "the approved call did not finish"
+            await asyncio.sleep(0.2)
+    assert _marker_lines(marker) == 1
+    ops.close()
+
+
+async def test_a_client_cannot_accept_a_call_waiting_for_the_dashboard(kenny, tmp_path):
+    """A raw retry carrying the approval id and an `accept` is refused for a call that was
+    not put to the caller's client; so is a client of a rule that allows no elicitation."""
+    await kenny.start_agents(["pc-a"])
+    kim, ops, kim_id = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    args = {"agent_id": "pc-a", "command": f"echo sneaky >> {marker}"}
+    async with kenny.mcp(kim, mode="legacy") as client:
+        approval_id = _approval_id(expect_error(await call(client, "shell_exec", args), "awaiting_approval"))
+    accept = {"approval": types.ElicitResult(action="accept", content={})}
+    async with kenny.mcp(kim) as client:
+        with anyio.fail_after(CALL_TIMEOUT):
+            forged = await client.session.call_tool("shell_exec", args, request_state=approval_id, input_responses=accept)
+        assert forged.is_error and "caller cannot accept" in forged.content[0].text, forged
+        status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+        assert status["status"] == "held", status
+    refusals = [e for e in _shell_rows(kenny, "pc-a") if e["outcome"] == "refused"]
+    assert refusals and refusals[0]["error_code"] == "awaiting_approval", refusals
+
+    # Only an operator in the dashboard: an elicitation-capable client is not asked.
+    r = ops.post("/api/approvals/rules", json={"subject": "user", "id": kim_id, "elicitation": False})
+    assert r.status_code == 200 and r.json()["changed"] is True, r.text
+    asker = Asker("accept")
+    async with kenny.mcp(kim, elicitation_callback=asker) as client:
+        expect_error(await call(client, "shell_exec", args), "awaiting_approval")
+    assert asker.asked == []
+    await asyncio.sleep(0.5)
+    assert not marker.exists()
+    ops.close()
+
+
+async def test_only_the_caller_and_signed_in_operators_see_a_held_call_and_nobody_lifts_their_own_rule(kenny):
+    await kenny.start_agents(["pc-a"])
+    kim, ops, kim_id = _setup(kenny)
+    async with kenny.mcp(kim) as client:
+        approval_id = _approval_id(
+            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "true"}), "awaiting_approval")
+        )
+    # ops's own token reads nothing of kim's; ops signed in does.
+    ops_token = kenny.create_token("ops")
+    async with kenny.mcp(ops_token) as client:
+        expect_error(await call(client, "approval_status", {"approval_id": approval_id}), "not_found")
+    with httpx.Client(base_url=kenny.base_url, timeout=15) as http:
+        r = http.get(f"/api/approvals/{approval_id}", headers={"Authorization": f"Bearer {ops_token}"})
+        assert r.status_code == 404, r.text
+    assert ops.get(f"/api/approvals/{approval_id}").json()["tool"] == "shell_exec"
+
+    # A rule on ops is set by ops, lifted only by someone else.
+    (ops_id,) = kenny.sql("SELECT id FROM users WHERE username = ?", ("ops",))[0]
+    assert ops.post("/api/approvals/rules", json={"subject": "user", "id": ops_id, "elicitation": False}).status_code == 201
+    r = ops.delete(f"/api/approvals/rules/user/{ops_id}")
+    assert r.status_code == 403 and "another operator" in r.json()["error"]["message"], r.text
+    r = ops.post("/api/approvals/rules", json={"subject": "user", "id": ops_id, "elicitation": True})
+    assert r.status_code == 403, "nor loosened by its subject"
+    kenny.add_user("lou", "operator", password=PASSWORD)
+    lou = _session(kenny, "lou")
+    assert lou.delete(f"/api/approvals/rules/user/{ops_id}").status_code == 204
+    # An operator may approve their own held call, signed in: the rule guards against
+    # the model, not against the person.
+    kim_session = _session(kenny, "kim")
+    assert kim_session.post(f"/api/approvals/{approval_id}/approve").status_code == 202
+    kim_session.close()
+    assert lou.delete(f"/api/approvals/rules/user/{kim_id}").status_code == 204
+    ops.close()
+    lou.close()
+
+
+async def test_a_held_password_is_never_shown_and_is_forgotten_once_decided(kenny):
+    await kenny.start_agents(["pc-a"])
+    kim, ops, _ = _setup(kenny)
+    secret = "Sup3r-secret-pass"
+    async with kenny.mcp(kim) as client:
+        message = expect_error(
+            await call(client, "account_create", {"agent_id": "pc-a", "name": "kimjr", "password": secret}),
+            "awaiting_approval",
+        )
+        approval_id = _approval_id(message)
+        status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
+        assert status["args"]["password"] == "(secret, not shown)" and secret not in json.dumps(status), status
+    assert secret not in ops.get("/approvals").text
+    assert secret not in ops.get("/api/approvals").text
+    assert ops.post(f"/api/approvals/{approval_id}/deny").status_code == 200
+    stored = kenny.sql("SELECT args FROM held_calls WHERE id = ?", (approval_id,))[0][0]
+    assert secret not in stored and "kimjr" in stored, stored
+    ops.close()
+
+
+async def test_a_pc_enrolled_anew_since_the_hold_does_not_get_the_call(kenny, tmp_path):
+    await kenny.start_agents(["pc-a"])
+    kim, ops, _ = _setup(kenny)
+    marker = tmp_path / "ran.txt"
+    async with kenny.mcp(kim) as client:
+        approval_id = _approval_id(
+            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}), "awaiting_approval")
+        )
+        # Another machine's key under the same id (as after a re-enrollment).
+        kenny.sql("UPDATE agents SET public_key = ? WHERE agent_id = ?", ("A" * 43 + "=", "pc-a"))
+        assert ops.post(f"/api/approvals/{approval_id}/approve").status_code == 202
+        deadline = time.monotonic() + CALL_TIMEOUT
+        while (status := expect_ok(await call(client, "approval_status", {"approval_id": approval_id})))["status"] != "done":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.2)
+    assert "enrolled anew" in json.dumps(status["result"]), status
+    assert not marker.exists()
     ops.close()

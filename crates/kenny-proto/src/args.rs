@@ -357,6 +357,27 @@ pub struct TelemetryCollectArgs {
     pub sections: Option<Vec<String>>,
 }
 
+/// Arguments whose values are secrets (a new account's password): kept only as long as
+/// a call needs them, and never shown back.
+pub const SECRET_ARGS: &[&str] = &["password"];
+
+/// What stands in for a secret argument's value wherever arguments are shown.
+pub const SECRET_SHOWN: &str = "(secret, not shown)";
+
+/// `args` with every secret argument's value replaced by [`SECRET_SHOWN`].
+pub fn without_secrets(args: &Map<String, Value>) -> Map<String, Value> {
+    args.iter()
+        .map(|(k, v)| {
+            let v = if SECRET_ARGS.contains(&k.as_str()) {
+                Value::String(SECRET_SHOWN.into())
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
 /// Telemetry sections about what people do on the PC (the sites they visit, how long
 /// they use it). An agent collects them only when a call names them, never in its
 /// periodic snapshot, and the chat asks the operator before naming them.

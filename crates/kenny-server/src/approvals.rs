@@ -20,11 +20,14 @@ use kenny_proto::error::ErrorCode;
 
 /// How long a held call waits for a decision; after that it can no longer run.
 pub(crate) const HOLD_FOR: Duration = Duration::from_secs(24 * 3600);
+/// Most calls one user may have waiting at once: a held caller cannot bury the queue.
+pub(crate) const MAX_WAITING_PER_USER: u64 = 20;
 
 /// Whether `who`'s state-changing calls wait for approval: a rule on the caller's user
-/// or on the personal access token it came with. (Which calls change state is the
-/// caller's to say: `mcp` asks only for those.)
-pub(crate) async fn required(fleet: &Fleet, who: &Principal) -> Result<bool, CallFailure> {
+/// or on the personal access token it came with. `None` if none holds it, else whether
+/// the caller's own MCP client may be asked. (Which calls change state is the caller's
+/// to say: `mcp` asks only for those.)
+pub(crate) async fn required(fleet: &Fleet, who: &Principal) -> Result<Option<bool>, CallFailure> {
     let token = match who.credential_kind {
         CredentialKind::Pat => who.credential_id.parse::<i64>().ok(),
         _ => None,
@@ -50,23 +53,47 @@ fn new_id() -> String {
 }
 
 /// Holds `who`'s call of `tool` on `target` (arguments without `agent_id`), after the
-/// checks it would meet if it ran now (reach, arguments), so nobody is asked to approve
-/// a call that could not run. Audited as `held`; a call to be approved in the dashboard
-/// also notifies the alert channels.
+/// checks it would meet if it ran now (reach, role, arguments; a server tool's
+/// arguments are its caller's to check), so nobody is asked to approve a call that
+/// could not run. The PC's enrolled key is frozen with it. Audited as `held`; a call to
+/// be approved in the dashboard also notifies the alert channels.
 pub(crate) async fn hold(
     fleet: &Fleet,
     who: &Principal,
     tool: &str,
     target: &AgentId,
-    args: Map<String, Value>,
+    mut args: Map<String, Value>,
     by_elicitation: bool,
 ) -> Result<HeldCall, CallFailure> {
-    fleet.forwarder.check_reach(who, target.as_str())?;
-    if let Some(spec) = kenny_proto::catalog::find(tool) {
-        spec.validate_args(&args)
-            .map_err(|e| CallFailure::refusal(ErrorCode::BadArgs, e))?;
+    if kenny_proto::catalog::find(tool).is_some() {
+        fleet.forwarder.check_call(who, target, tool, &mut args)?;
+    } else {
+        fleet.forwarder.check_reach(who, target.as_str())?;
     }
     let now = fleet.clock.now_utc();
+    let (user, at, agent) = (who.user_id, crate::clock::format(now), target.to_string());
+    let (waiting, agent_key) = fleet
+        .store
+        .blocking(move |s| {
+            let key = s.agent(&agent)?.and_then(|a| a.public_key);
+            Ok((s.waiting_held_calls_of(user, &at)?, key))
+        })
+        .await
+        .map_err(|e| {
+            CallFailure::new(
+                ErrorCode::Internal,
+                format!("could not hold the call for approval: {e}"),
+            )
+        })?;
+    if waiting >= MAX_WAITING_PER_USER {
+        return Err(CallFailure::refusal(
+            ErrorCode::Denied,
+            format!(
+                "{} already has {waiting} calls waiting for approval, the most there may be; wait for them to be decided",
+                who.username
+            ),
+        ));
+    }
     let held = HeldCall {
         id: new_id(),
         user_id: who.user_id,
@@ -75,6 +102,7 @@ pub(crate) async fn hold(
         credential_id: who.credential_id.clone(),
         tool: tool.to_owned(),
         agent_id: target.clone(),
+        agent_key,
         args: Value::Object(args.clone()),
         asked_by: if by_elicitation { "elicitation" } else { "dashboard" }.to_owned(),
         status: held_status::HELD.to_owned(),
@@ -168,33 +196,46 @@ pub(crate) fn may_decide(who: &Principal, held: &HeldCall) -> Result<(), String>
     Ok(())
 }
 
-/// Whether `who` may read `held`: its caller, or a person who may decide it.
+/// Whether `who` may read `held`: its caller (any credential of theirs), or, signed in
+/// to the dashboard, an operator who may decide it. An operator's token does not read
+/// other people's held calls.
 pub(crate) fn may_read(who: &Principal, held: &HeldCall) -> bool {
-    held.user_id == who.user_id || (who.role >= Role::Operator && who.may_reach(held.agent_id.as_str()))
+    held.user_id == who.user_id || may_decide(who, held).is_ok()
 }
 
-/// Whether `who` is the very credential that asked for `held` (an MCP retry carrying
-/// its approval id must come from it).
+/// Whether `who` is the credential that asked for `held` (an MCP retry carrying its
+/// approval id must come from it): the same token, or for OAuth the same user's app
+/// (its access token may have been refreshed since).
 pub(crate) fn is_caller(who: &Principal, held: &HeldCall) -> bool {
     held.user_id == who.user_id
         && held.credential_kind == who.credential_kind.as_str()
-        && held.credential_id == who.credential_id
+        && (who.credential_kind == CredentialKind::OAuth || held.credential_id == who.credential_id)
 }
 
-/// The caller of `held` as it stands now; a call whose caller lost its credential
-/// (revoked, disabled, deleted) does not run.
+/// The caller of `held` as it stands now, if its call may still run: the credential
+/// still valid (not revoked, the user not disabled or deleted) and the PC still the one
+/// enrolled when the call was held.
 pub(crate) async fn caller(fleet: &Fleet, held: &HeldCall) -> Result<Principal, CallFailure> {
     let kind = match held.credential_kind.as_str() {
         "pat" => CredentialKind::Pat,
         "oauth" => CredentialKind::OAuth,
         _ => CredentialKind::Session,
     };
-    let id = held.credential_id.clone();
-    let found = fleet
+    let (id, agent) = (held.credential_id.clone(), held.agent_id.to_string());
+    let (found, agent) = fleet
         .store
-        .blocking(move |s| s.principal_for_credential(kind, &id))
+        .blocking(move |s| Ok((s.principal_for_credential(kind, &id)?, s.agent(&agent)?)))
         .await
         .map_err(|e| CallFailure::new(ErrorCode::Internal, format!("could not look up the caller: {e}")))?;
+    if agent.as_ref().and_then(|a| a.public_key.as_ref()) != held.agent_key.as_ref() {
+        return Err(CallFailure::refusal(
+            ErrorCode::Denied,
+            format!(
+                "agent {} was enrolled anew (or removed) since the call was held, so it may be another machine; nothing ran",
+                held.agent_id
+            ),
+        ));
+    }
     found.filter(|p| p.user_id == held.user_id).ok_or_else(|| {
         CallFailure::refusal(
             ErrorCode::Forbidden,
@@ -264,7 +305,7 @@ pub(crate) fn shown(held: &HeldCall, now: &str) -> Value {
         "status": held.status_at(now),
         "tool": held.tool,
         "agent_id": held.agent_id,
-        "args": held.args,
+        "args": shown_args(held),
         "caller": held.username,
         "asked_by": held.asked_by,
         "created_at": held.created_at,
@@ -273,6 +314,32 @@ pub(crate) fn shown(held: &HeldCall, now: &str) -> Value {
         "decided_at": held.decided_at,
         "result": held.result,
     })
+}
+
+/// A held call's arguments as people see them: secrets replaced.
+pub(crate) fn shown_args(held: &HeldCall) -> Value {
+    match &held.args {
+        Value::Object(args) => Value::Object(kenny_proto::args::without_secrets(args)),
+        other => other.clone(),
+    }
+}
+
+/// A JSON value as a person reads it (an elicitation's question, the dashboard): pretty, with every character that
+/// could hide or reorder text (controls, bidirectional and other format characters)
+/// written as its `\u{..}` escape.
+pub(crate) fn readable(value: &Value) -> String {
+    let pretty = serde_json::to_string_pretty(value).unwrap_or_default();
+    let mut out = String::with_capacity(pretty.len());
+    for c in pretty.chars() {
+        let hidden = (c.is_control() && c != '\n')
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}');
+        if hidden {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// What a held call's result is when it may never run: the text of a failure, in the
@@ -310,6 +377,7 @@ mod tests {
             credential_id: "3".into(),
             tool: "shell_exec".into(),
             agent_id: AgentId::parse(agent).unwrap(),
+            agent_key: None,
             args: json!({"command": "true"}),
             asked_by: "dashboard".into(),
             status: held_status::HELD.into(),

@@ -203,9 +203,10 @@ pub(crate) async fn prune_loop(
 ) {
     let pass = || {
         let (store, shutdown, key, now) = (store.clone(), shutdown.clone(), key.clone(), clock.now());
-        let cutoff = crate::clock::format(clock.now_utc() - retention);
+        let clock_now = clock.now_utc();
+        let cutoff = crate::clock::format(clock_now - retention);
         async move {
-            crate::ledger::sign_head(&store, key, now, "before pruning").await;
+            crate::ledger::sign_head(&store, key, now.clone(), "before pruning").await;
             let mut pruned = 0usize;
             loop {
                 let at = cutoff.clone();
@@ -228,6 +229,16 @@ pub(crate) async fn prune_loop(
             }
             if pruned > 0 {
                 tracing::info!(rows = pruned, before = %cutoff, "pruned audit rows past the retention period");
+            }
+            let held_before = crate::clock::format(clock_now - crate::store::HELD_CALLS_KEPT);
+            match store.blocking(move |s| s.prune_held_calls(&now, &held_before)).await {
+                Ok((0, 0)) => {}
+                Ok((forgotten, deleted)) => tracing::info!(
+                    secrets_forgotten = forgotten,
+                    deleted,
+                    "held MCP calls: secrets of expired ones forgotten, old ones deleted"
+                ),
+                Err(e) => tracing::warn!(error = %e, "could not tidy held MCP calls; trying again in an hour"),
             }
         }
     };

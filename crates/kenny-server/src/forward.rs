@@ -277,16 +277,16 @@ impl Forwarder {
         }
     }
 
-    /// Everything that may refuse a call before it is sent: scope, tool, arguments,
-    /// connection. For a tool whose wire arguments the server builds (an update), the
-    /// caller's arguments are replaced here by the ones the agent gets.
-    async fn prepare(
+    /// The checks a call meets before anything about its PC's connection: scope, the
+    /// tool, the role it needs, its arguments (normalized in place). A call held for
+    /// approval meets them when it is held, so nobody is asked about one that could not run.
+    pub fn check_call(
         &self,
         who: &Principal,
         target: &AgentId,
         tool: &str,
-        mut args: Map<String, Value>,
-    ) -> Result<Prepared, CallFailure> {
+        args: &mut Map<String, Value>,
+    ) -> Result<&'static catalog::ToolSpec, CallFailure> {
         let agent_id = target.as_str();
         self.check_reach(who, agent_id)?;
         // The target is a parameter; an `agent_id` left in the arguments must agree with
@@ -308,10 +308,25 @@ impl Forwarder {
         if spec.needs_operator() {
             operator_floor(who, tool)?;
         }
-        spec.normalize_args(&mut args)
+        spec.normalize_args(args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
-        spec.validate_args(&args)
+        spec.validate_args(args)
             .map_err(|m| CallFailure::refusal(ErrorCode::BadArgs, m))?;
+        Ok(spec)
+    }
+
+    /// Everything that may refuse a call before it is sent: scope, tool, arguments,
+    /// connection. For a tool whose wire arguments the server builds (an update), the
+    /// caller's arguments are replaced here by the ones the agent gets.
+    async fn prepare(
+        &self,
+        who: &Principal,
+        target: &AgentId,
+        tool: &str,
+        mut args: Map<String, Value>,
+    ) -> Result<Prepared, CallFailure> {
+        let agent_id = target.as_str();
+        let spec = self.check_call(who, target, tool, &mut args)?;
         let Some(route) = self.registry.route(agent_id) else {
             return Err(self.not_connected(agent_id).await);
         };
@@ -413,6 +428,18 @@ impl Forwarder {
             args_digest: self.digest.of(args),
             outcome: OUTCOME_HELD,
             ..audit_row(&self.clock, who, tool, None)
+        };
+        self.audit.record(row).await;
+    }
+
+    /// Audits a decision on a held call made outside `/api` (the caller's answer to an
+    /// elicitation: `action` is `accept` or `decline`), the approval id as its target.
+    pub async fn audit_decision(&self, who: &Principal, agent_id: &str, action: &str, approval: &str) {
+        let row = AuditRow {
+            agent_id: Some(agent_id.to_owned()),
+            target: Some(approval.to_owned()),
+            args_digest: self.digest.of(&Map::new()),
+            ..audit_row(&self.clock, who, &format!("approval {action} (MCP elicitation)"), None)
         };
         self.audit.record(row).await;
     }

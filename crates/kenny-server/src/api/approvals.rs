@@ -13,7 +13,7 @@ use super::{ApiError, BodyShape, JsonBody, SignedIn};
 use crate::approvals;
 use crate::principal::{CredentialKind, Principal, Role};
 use crate::state::Fleet;
-use crate::store::{HeldCall, RuleSubject};
+use crate::store::{HeldCall, RuleChange, RuleSubject};
 
 /// How many decided calls the list shows besides the waiting ones.
 const RECENT: u32 = 50;
@@ -100,28 +100,38 @@ pub(super) async fn rules(State(fleet): State<Fleet>, SignedIn(who): SignedIn) -
 pub(super) struct RuleBody {
     subject: String,
     id: i64,
+    /// Whether the caller's own MCP client may be asked (elicitation); default true.
+    elicitation: Option<bool>,
 }
 
 impl BodyShape for RuleBody {
-    const SHAPE: &'static str =
-        r#"{"subject": "user", "id": 3} (subject "user" or "token": a personal access token's id)"#;
+    const SHAPE: &'static str = r#"{"subject": "user", "id": 3, "elicitation": true} (subject "user" or "token": a personal access token's id; elicitation false: only an operator in the dashboard approves)"#;
 }
 
-/// Requires approval for a user's (or one token's) state-changing MCP calls.
+/// Requires approval for a user's (or one token's) state-changing MCP calls, or
+/// changes whether the caller's own client may be asked.
 pub(super) async fn add_rule(
     State(fleet): State<Fleet>,
     SignedIn(who): SignedIn,
     JsonBody(body): JsonBody<RuleBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let subject = rule_changer(&who, &body.subject)?;
+    let elicitation = body.elicitation.unwrap_or(true);
     let (id, by, now) = (body.id, who.username.clone(), fleet.clock.now());
+    let me = who.user_id;
     let added = fleet
         .store
         .blocking(move |s| {
-            if !s.approval_subject_exists(subject, id)? {
+            let Some(user) = s.approval_subject_user(subject, id)? else {
                 return Ok(None);
+            };
+            // Loosening a rule that holds oneself is someone else's decision.
+            let current = s.approval_required(user, (subject == RuleSubject::Token).then_some(id))?;
+            if user == me && elicitation && current == Some(false) {
+                return Ok(Some(Err(())));
             }
-            s.set_approval_rule(subject, id, &by, &now).map(Some)
+            s.set_approval_rule(subject, id, elicitation, &by, &now)
+                .map(|added| Some(Ok(added)))
         })
         .await?;
     match added {
@@ -138,9 +148,19 @@ pub(super) async fn add_rule(
                 }
             ),
         )),
-        Some(added) => Ok((
-            if added { StatusCode::CREATED } else { StatusCode::OK },
-            Json(json!({ "subject": subject, "id": id, "added": added })),
+        Some(Err(())) => Err(self_loosening()),
+        Some(Ok(change)) => Ok((
+            if change == RuleChange::Added {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            },
+            Json(json!({
+                "subject": subject,
+                "id": id,
+                "elicitation": elicitation,
+                "changed": change != RuleChange::Unchanged,
+            })),
         )),
     }
 }
@@ -151,19 +171,33 @@ pub(super) async fn remove_rule(
     Path((subject, id)): Path<(String, i64)>,
 ) -> Result<StatusCode, ApiError> {
     let subject = rule_changer(&who, &subject)?;
-    if fleet
+    let me = who.user_id;
+    let removed = fleet
         .store
-        .blocking(move |s| s.clear_approval_rule(subject, id))
-        .await?
-    {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::new(
+        .blocking(move |s| {
+            if s.approval_subject_user(subject, id)? == Some(me) {
+                return Ok(Err(()));
+            }
+            s.clear_approval_rule(subject, id).map(Ok)
+        })
+        .await?;
+    match removed {
+        Err(()) => Err(self_loosening()),
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "not_found",
             format!("there is no approval rule on {} {id}", subject.as_str()),
-        ))
+        )),
     }
+}
+
+fn self_loosening() -> ApiError {
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        "a rule that holds your own calls is lifted or loosened by another operator or a superuser, not by you",
+    )
 }
 
 /// Rules change only by an operator signed in to the dashboard: a token under a rule
@@ -192,6 +226,13 @@ async fn readable(fleet: &Fleet, who: &Principal, id: &str) -> Result<HeldCall, 
 }
 
 async fn decidable(fleet: &Fleet, who: &Principal, id: &str) -> Result<HeldCall, ApiError> {
+    if who.credential_kind != CredentialKind::Session {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "approvals are given in the dashboard, signed in; a token cannot approve or deny a held call",
+        ));
+    }
     let held = readable(fleet, who, id).await?;
     approvals::may_decide(who, &held).map_err(|why| ApiError::new(StatusCode::FORBIDDEN, "forbidden", why))?;
     Ok(held)

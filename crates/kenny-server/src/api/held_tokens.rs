@@ -23,8 +23,8 @@ pub(crate) async fn refuse_held_changes(State(fleet): State<Fleet>, request: Req
         return next.run(request).await;
     }
     match crate::approvals::required(&fleet, &who).await {
-        Ok(false) => next.run(request).await,
-        Ok(true) => ApiError::new(
+        Ok(None) => next.run(request).await,
+        Ok(Some(_)) => ApiError::new(
             StatusCode::FORBIDDEN,
             "approval_required",
             format!(

@@ -66,6 +66,9 @@ pub(super) async fn hold(
     if let Err(failure) = server_tools::check_args(name, target.as_str(), &args) {
         return refused(fleet, who, Some(target.to_string()), name, &args, failure).await;
     }
+    // A question too long to read whole is not asked: the call waits for the dashboard.
+    let elicit = elicit
+        && approvals::readable(&Value::Object(kenny_proto::args::without_secrets(&args))).len() <= MAX_SHOWN_ARGS;
     let held = match approvals::hold(fleet, who, name, &target, args.clone(), elicit).await {
         Ok(h) => h,
         Err(failure) => return refused(fleet, who, Some(target.to_string()), name, &args, failure).await,
@@ -89,16 +92,16 @@ pub(super) async fn answer(
     let held = match approvals::load(fleet, id).await {
         Ok(Some(h)) if approvals::is_caller(who, &h) => h,
         Ok(_) => {
-            return results::failure(&CallFailure::refusal(
+            let failure = CallFailure::refusal(
                 ErrorCode::NotFound,
                 "the requestState names no call this credential holds; call the tool again without it",
-            ))
-            .into();
+            );
+            return refused(fleet, who, None, name, &args, failure).await;
         }
         Err(f) => return results::failure(&f).into(),
     };
-    if let Err(failure) = same_call(&held, name, args) {
-        return results::failure(&failure).into();
+    if let Err(failure) = same_call(&held, name, args.clone()) {
+        return refused(fleet, who, Some(held.agent_id.to_string()), name, &args, failure).await;
     }
     let now = fleet.clock.now();
     match held.status_at(&now) {
@@ -121,10 +124,28 @@ pub(super) async fn answer(
         .and_then(|answer| answer.get("action"))
         .and_then(Value::as_str);
     match action {
+        // Only a call that was put to the caller's client may be accepted by it: one
+        // waiting for the dashboard is an operator's to decide, whatever a client sends.
+        Some("accept") if held.asked_by != "elicitation" => {
+            let failure = CallFailure::refusal(
+                ErrorCode::AwaitingApproval,
+                format!(
+                    "approval {} waits for an operator in the dashboard; the caller cannot accept it. approval_status shows where it stands.",
+                    held.id
+                ),
+            );
+            refused(fleet, who, Some(held.agent_id.to_string()), name, &args, failure).await
+        }
         Some("accept") => {
             let by = format!("{} (MCP elicitation)", who.username);
             match approvals::claim(fleet, &held.id, &by).await {
-                Ok(true) => run(fleet, &held).await.into(),
+                Ok(true) => {
+                    fleet
+                        .forwarder
+                        .audit_decision(who, held.agent_id.as_str(), "accept", &held.id)
+                        .await;
+                    run(fleet, &held).await.into()
+                }
                 // Decided elsewhere (the dashboard) in the meantime: report that.
                 Ok(false) => match approvals::load(fleet, &held.id).await {
                     Ok(Some(now_held)) => decided(&now_held).into(),
@@ -137,7 +158,13 @@ pub(super) async fn answer(
             let by = format!("{} (MCP elicitation: {other})", who.username);
             let failure = approvals::denied(&held, &by);
             match approvals::deny(fleet, &held.id, &by, approvals::failure_result(&failure)).await {
-                Ok(true) => results::failure(&failure).into(),
+                Ok(true) => {
+                    fleet
+                        .forwarder
+                        .audit_decision(who, held.agent_id.as_str(), "decline", &held.id)
+                        .await;
+                    results::failure(&failure).into()
+                }
                 Ok(false) => match approvals::load(fleet, &held.id).await {
                     Ok(Some(now_held)) => decided(&now_held).into(),
                     _ => results::failure(&CallFailure::new(ErrorCode::Internal, "the held call vanished")).into(),
@@ -145,8 +172,10 @@ pub(super) async fn answer(
                 Err(f) => results::failure(&f).into(),
             }
         }
-        // No answer (or one we cannot read): ask again, about the same held call.
-        _ => ask(fleet, &held).into(),
+        // No answer (or one we cannot read): ask again, about the same held call, if it
+        // was put to this client at all.
+        _ if held.asked_by == "elicitation" => ask(fleet, &held).into(),
+        _ => waiting(&held).into(),
     }
 }
 
@@ -210,19 +239,16 @@ fn ask(fleet: &Fleet, held: &HeldCall) -> InputRequiredResult {
         .online_meta(held.agent_id.as_str())
         .flatten()
         .map(|m| m.hostname);
+    // The host name is the PC's own word: quoted, its control characters escaped.
     let pc = match hostname {
-        Some(h) => format!("{} (host name {h})", held.agent_id),
+        Some(h) => format!(
+            "{} (host name {})",
+            held.agent_id,
+            approvals::readable(&Value::String(h))
+        ),
         None => held.agent_id.to_string(),
     };
-    let mut shown = serde_json::to_string_pretty(&held.args).unwrap_or_default();
-    if shown.len() > MAX_SHOWN_ARGS {
-        let mut end = MAX_SHOWN_ARGS;
-        while !shown.is_char_boundary(end) {
-            end -= 1;
-        }
-        shown.truncate(end);
-        shown.push_str("\n... (cut; the whole call is on the dashboard's Approvals page)");
-    }
+    let shown = approvals::readable(&approvals::shown_args(held));
     let message = format!(
         "kenny: approve {tool} on {pc}?\n\nAn operator requires approval for {user}'s calls that change a PC. \
 If you accept, this call runs once, on {agent} only, with these arguments:\n\n{shown}\n\n\

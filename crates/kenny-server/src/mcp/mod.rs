@@ -29,7 +29,8 @@ pub(crate) use tools::SELECT_AGENT;
 
 const INSTRUCTIONS: &str = "kenny runs administration tools on the PCs of a small fleet. \
 Every tool that acts on a PC takes a required `agent_id`; call list_agents to see the ids and which PCs are online. \
-Nothing is remembered between calls: select_agent only checks that an id exists and is online, it does not set a default.";
+Nothing is remembered between calls: select_agent only checks that an id exists and is online, it does not set a default. \
+A call that changes a PC may wait for a person's approval: it then answers awaiting_approval with an approval id, and approval_status tells where it stands; do not repeat the call.";
 
 #[derive(Clone)]
 pub(crate) struct KennyMcp {
@@ -91,12 +92,12 @@ impl ServerHandler for KennyMcp {
         }
         let rule = match approval::changes_state(name) {
             true => crate::approvals::required(&self.fleet, &who).await,
-            false => Ok(false),
+            false => Ok(None),
         };
         match rule {
-            Ok(false) => {}
-            Ok(true) => {
-                let elicit = approval::can_elicit(&context);
+            Ok(None) => {}
+            Ok(Some(elicitation_allowed)) => {
+                let elicit = elicitation_allowed && approval::can_elicit(&context);
                 return Ok(approval::hold(&self.fleet, &who, name, args, elicit).await);
             }
             Err(failure) => return Ok(results::failure(&failure).into()),

@@ -446,15 +446,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TABLE audit_chain_start (before_id INTEGER NOT NULL, base_seq INTEGER NOT NULL);
     INSERT INTO audit_chain_start (before_id, base_seq) SELECT COALESCE(MAX(id), 0), 0 FROM audit;",
     // 28: approvals on the MCP path: whose state-changing MCP calls wait for a person
-    // (a user, or one personal access token), and each call held for approval with
-    // the PC it was frozen on, who decided and, once it ran, its MCP result.
+    // (a user, or one personal access token; a rule goes with its subject), whether
+    // the caller's own client may be asked (elicitation), and each call held for
+    // approval with the PC it was frozen on (and that PC's enrolled key then), who
+    // decided and, once it ran, its MCP result.
     "CREATE TABLE approval_rules (
-        subject TEXT NOT NULL CHECK (subject IN ('user', 'token')),
-        subject_id INTEGER NOT NULL,
+        id INTEGER PRIMARY KEY,
+        user_id INTEGER UNIQUE REFERENCES users(id) ON DELETE CASCADE,
+        token_id INTEGER UNIQUE REFERENCES tokens(id) ON DELETE CASCADE,
+        elicitation INTEGER NOT NULL DEFAULT 1,
         set_by TEXT NOT NULL,
         set_at TEXT NOT NULL,
-        PRIMARY KEY (subject, subject_id)
-    ) WITHOUT ROWID;
+        CHECK ((user_id IS NULL) <> (token_id IS NULL))
+    );
     CREATE TABLE held_calls (
         id TEXT PRIMARY KEY,
         user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -463,6 +467,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         credential_id TEXT NOT NULL,
         tool TEXT NOT NULL,
         agent_id TEXT NOT NULL,
+        agent_key TEXT,
         args TEXT NOT NULL,
         asked_by TEXT NOT NULL CHECK (asked_by IN ('elicitation', 'dashboard')),
         status TEXT NOT NULL CHECK (status IN ('held', 'running', 'done', 'denied')),
@@ -473,7 +478,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
         result TEXT,
         is_error INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID;
-    CREATE INDEX held_calls_by_status ON held_calls (status, created_at);",
+    CREATE INDEX held_calls_by_status ON held_calls (status, created_at);
+    CREATE INDEX held_calls_by_user ON held_calls (user_id, status);",
 ];
 
 /// `users` rebuilt with `AUTOINCREMENT` (SQLite cannot add it in place): every row keeps

@@ -28,7 +28,7 @@ mod webfilter;
 
 pub use accounts::{SessionRecord, TokenRecord, UserPatch, UserRecord};
 pub use alerts::{AlertRow, ChannelRow, DeliveryRow, SilenceRow};
-pub use approvals::{ApprovalRule, HeldCall, RuleSubject, held_status};
+pub use approvals::{ApprovalRule, HELD_CALLS_KEPT, HeldCall, RuleChange, RuleSubject, held_status};
 pub use campaigns::{CampaignPc, CampaignRow, NewCampaign, PcChange};
 pub use changes::ChangeRow;
 pub use chat::{ChatCall, ChatMessage, ChatSession, ChatUsage, call_status};

@@ -1113,7 +1113,8 @@ fn held(id: &str, user_id: i64, token_id: i64) -> kenny_server::store::HeldCall 
         credential_id: token_id.to_string(),
         tool: "shell_exec".into(),
         agent_id: kenny_proto::AgentId::parse("pc-1").unwrap(),
-        args: serde_json::json!({"command": "true"}),
+        agent_key: None,
+        args: serde_json::json!({"command": "true", "password": "hunter2"}),
         asked_by: "dashboard".into(),
         status: "held".into(),
         created_at: "2026-12-01T00:00:00Z".into(),
@@ -1128,7 +1129,7 @@ fn held(id: &str, user_id: i64, token_id: i64) -> kenny_server::store::HeldCall 
 #[test]
 fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
     use kenny_server::principal::{CredentialKind, Role};
-    use kenny_server::store::RuleSubject;
+    use kenny_server::store::{RuleChange, RuleSubject};
     on_both("held_calls_on_both_backends", |store| {
         store.create_agent("pc-1", "hash-1", "2026-12-01T00:00:00Z").unwrap();
         let kim = store
@@ -1154,24 +1155,31 @@ fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
             .unwrap();
 
         // Rules: by user, by one token; only live tokens and existing users take one.
-        assert!(!store.approval_required(kim, Some(pat)).unwrap());
-        assert!(store.approval_subject_exists(RuleSubject::Token, pat).unwrap());
-        assert!(!store.approval_subject_exists(RuleSubject::Token, 424242).unwrap());
-        assert!(store.set_approval_rule(RuleSubject::Token, pat, "ops", "t").unwrap());
-        assert!(
-            !store.set_approval_rule(RuleSubject::Token, pat, "ops", "t").unwrap(),
-            "set once"
-        );
-        assert!(store.approval_required(kim, Some(pat)).unwrap());
-        assert!(
-            !store.approval_required(kim, Some(other)).unwrap(),
+        assert_eq!(store.approval_required(kim, Some(pat)).unwrap(), None);
+        assert_eq!(store.approval_subject_user(RuleSubject::Token, pat).unwrap(), Some(kim));
+        assert_eq!(store.approval_subject_user(RuleSubject::Token, 424242).unwrap(), None);
+        let set = |subject, id, elicitation| store.set_approval_rule(subject, id, elicitation, "ops", "t").unwrap();
+        assert_eq!(set(RuleSubject::Token, pat, true), RuleChange::Added);
+        assert_eq!(set(RuleSubject::Token, pat, true), RuleChange::Unchanged);
+        assert_eq!(store.approval_required(kim, Some(pat)).unwrap(), Some(true));
+        assert_eq!(
+            store.approval_required(kim, Some(other)).unwrap(),
+            None,
             "another token of kim's is free"
         );
-        assert!(!store.approval_required(kim, None).unwrap());
-        assert!(store.set_approval_rule(RuleSubject::User, kim, "ops", "t").unwrap());
-        assert!(store.approval_required(kim, Some(other)).unwrap());
-        let names: Vec<String> = store.approval_rules().unwrap().into_iter().map(|r| r.name).collect();
-        assert_eq!(names, vec!["kim / claude".to_owned(), "kim".to_owned()]);
+        assert_eq!(store.approval_required(kim, None).unwrap(), None);
+        // A user rule that allows no elicitation wins over a token rule that does.
+        assert_eq!(set(RuleSubject::User, kim, false), RuleChange::Added);
+        assert_eq!(store.approval_required(kim, Some(pat)).unwrap(), Some(false));
+        assert_eq!(store.approval_required(kim, Some(other)).unwrap(), Some(false));
+        let rules = store.approval_rules().unwrap();
+        let shown: Vec<(String, i64, bool)> = rules.into_iter().map(|r| (r.name, r.user_id, r.elicitation)).collect();
+        assert_eq!(
+            shown,
+            vec![("kim / claude".to_owned(), kim, true), ("kim".to_owned(), kim, false)]
+        );
+        assert_eq!(set(RuleSubject::User, kim, true), RuleChange::Changed);
+        assert_eq!(store.approval_required(kim, None).unwrap(), Some(true));
         assert!(store.clear_approval_rule(RuleSubject::User, kim).unwrap());
         assert!(!store.clear_approval_rule(RuleSubject::User, kim).unwrap());
 
@@ -1179,9 +1187,13 @@ fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
         store.insert_held_call(&held("apr_1", kim, pat)).unwrap();
         store.insert_held_call(&held("apr_2", kim, pat)).unwrap();
         store.insert_held_call(&held("apr_3", kim, pat)).unwrap();
+        assert_eq!(store.waiting_held_calls_of(kim, "2026-12-01T12:00:00Z").unwrap(), 3);
         let waiting = store.waiting_held_calls("2026-12-01T12:00:00Z", 10).unwrap();
         assert_eq!(waiting.len(), 3);
-        assert_eq!(waiting[0].args, serde_json::json!({"command": "true"}));
+        assert_eq!(
+            waiting[0].args["password"], "hunter2",
+            "kept while the call may still run"
+        );
         assert!(store.claim_held_call("apr_1", "ops", "2026-12-01T12:00:00Z").unwrap());
         assert!(
             !store.claim_held_call("apr_1", "ann", "2026-12-01T12:00:01Z").unwrap(),
@@ -1221,6 +1233,30 @@ fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
         let ended = store.held_call("apr_1").unwrap().unwrap();
         assert_eq!((ended.status.as_str(), ended.is_error), ("done", true));
         assert!(ended.result.unwrap().to_string().contains("unknown"));
+        store
+            .finish_held_call("apr_1", &serde_json::json!({"content": []}), false)
+            .unwrap();
+        assert_eq!(
+            store.held_call("apr_1").unwrap().unwrap().args["password"],
+            "(secret, not shown)"
+        );
+        // Housekeeping: an expired call's secret goes; old calls go.
+        assert_eq!(
+            store
+                .prune_held_calls("2026-12-03T00:00:00Z", "2026-11-01T00:00:00Z")
+                .unwrap(),
+            (1, 0)
+        );
+        assert_eq!(
+            store.held_call("apr_2").unwrap().unwrap().args["password"],
+            "(secret, not shown)"
+        );
+        assert_eq!(
+            store
+                .prune_held_calls("2026-12-03T00:00:00Z", "2026-12-31T00:00:00Z")
+                .unwrap(),
+            (0, 3)
+        );
 
         // The caller's credential is checked again when a held call runs.
         let who = store
@@ -1247,6 +1283,16 @@ fn a_held_call_is_claimed_once_and_expires_the_same_on_both_backends() {
                 .unwrap()
                 .is_none()
         );
-        assert_eq!(store.recent_held_calls(2).unwrap().len(), 2);
+        assert!(store.recent_held_calls(2).unwrap().is_empty());
+
+        // A rule goes with its subject.
+        assert_eq!(set(RuleSubject::Token, other, false), RuleChange::Added);
+        assert_eq!(set(RuleSubject::User, kim, true), RuleChange::Added);
+        assert_eq!(store.approval_rules().unwrap().len(), 3);
+        store.delete_user(kim).unwrap();
+        assert!(
+            store.approval_rules().unwrap().is_empty(),
+            "deleting a user deletes its rules"
+        );
     });
 }

@@ -11,6 +11,7 @@ use maud::{Markup, html};
 use serde_json::Value;
 
 use super::{Nav, badge, layout, message_page, time_el, viewer};
+use crate::approvals;
 use crate::principal::{Principal, Role};
 use crate::state::{Accounts, Fleet};
 use crate::store::{ApprovalRule, HeldCall, UserRecord};
@@ -113,7 +114,8 @@ fn waiting(calls: &[HeldCall]) -> Markup {
                                 td data-label="Call" {
                                     code { (c.tool) } " on " a href={ "/hosts/" (c.agent_id) } { (c.agent_id) }
                                 }
-                                td data-label="Arguments" { pre class="args" { (cut(&pretty(&c.args))) } }
+                                // Whole, and with anything that could hide or reorder text escaped.
+                                td data-label="Arguments" { pre class="args" { (approvals::readable(&approvals::shown_args(c))) } }
                                 td data-label="Expires" { (time_el(Some(&c.expires_at))) }
                                 td data-label="" class="row-actions" {
                                     button type="button" data-api={ "POST /api/approvals/" (c.id) "/approve" }
@@ -170,19 +172,24 @@ fn rules(who: &Principal, rules: &[ApprovalRule], users: &[UserRecord]) -> Marku
             h2 { "Rules" }
             p class="muted" {
                 "Whose MCP calls that change something wait for approval: every credential of a user, or one \
-                 personal access token. Reads never wait. A caller whose client supports MCP elicitation is asked \
-                 there; the others wait here."
+                 personal access token. Reads never wait. Where a rule allows it, a caller whose client supports MCP \
+                 elicitation is asked there: that guards against the model acting alone, not against whoever holds \
+                 the token. For an account someone else should watch (a child's), untick it: then only an operator \
+                 approves, here. A rule on yourself is lifted by someone else."
             }
             div class="result status" role="status" hidden {}
             @if rules.is_empty() {
                 p class="muted" { "No rule: MCP calls run without approval." }
             } @else {
                 table class="stack" {
-                    thead { tr { th { "Covers" } th { "Set" } th {} } }
+                    thead { tr { th { "Covers" } th { "Who approves" } th { "Set" } th {} } }
                     tbody {
                         @for r in rules {
                             tr data-rule={ (r.subject.as_str()) "-" (r.subject_id) } {
                                 td data-label="Covers" { (r.subject.as_str()) " " strong { (r.name) } }
+                                td data-label="Who approves" {
+                                    @if r.elicitation { "the caller's MCP client, or an operator here" } @else { "an operator here" }
+                                }
                                 td data-label="Set" { "by " (r.set_by) " " (time_el(Some(&r.set_at))) }
                                 td data-label="" class="row-actions" {
                                     button type="button" class="secondary"
@@ -204,6 +211,10 @@ fn rules(who: &Principal, rules: &[ApprovalRule], users: &[UserRecord]) -> Marku
                             @for u in users { option value=(u.id) { (u.username) " (" (u.role.as_str()) ")" } }
                         }
                     }
+                    label {
+                        input type="checkbox" name="elicitation" data-type="bool" checked;
+                        " their MCP client may ask them (elicitation)"
+                    }
                     button { "Add rule" }
                     div class="result status" role="status" hidden {}
                 }
@@ -213,16 +224,16 @@ fn rules(who: &Principal, rules: &[ApprovalRule], users: &[UserRecord]) -> Marku
                         "Or for one personal access token, by id"
                         input name="id" data-type="number" type="number" min="1" required;
                     }
+                    label {
+                        input type="checkbox" name="elicitation" data-type="bool" checked;
+                        " its MCP client may ask (elicitation)"
+                    }
                     button { "Add rule" }
                     div class="result status" role="status" hidden {}
                 }
             }
         }
     }
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
 /// A stored MCP result as a person reads it: its text content.
