@@ -79,6 +79,11 @@ def _approval_id(message: str) -> str:
     return m.group(0)
 
 
+async def _held(client, args: dict) -> str:
+    """Makes a call that waits for the dashboard; its approval id."""
+    return _approval_id(expect_error(await call(client, "shell_exec", args), "awaiting_approval"))
+
+
 def _marker_lines(path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
@@ -311,12 +316,8 @@ async def test_held_calls_outlive_a_restart_and_a_call_cut_short_is_not_rerun(ke
     kim, ops, _ = _setup(kenny)
     marker = tmp_path / "ran.txt"
     async with kenny.mcp(kim) as client:
-        waiting = _approval_id(
-            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}), "awaiting_approval")
-        )
-        slow = _approval_id(
-            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "sleep 30"}), "awaiting_approval")
-        )
+        waiting = await _held(client, {"agent_id": "pc-a", "command": f"echo x >> {marker}"})
+        slow = await _held(client, {"agent_id": "pc-a", "command": "sleep 30"})
     # The slow one is approved and the server dies while it runs.
     assert ops.post(f"/api/approvals/{slow}/approve").status_code == 202
     await asyncio.sleep(1)
@@ -375,9 +376,7 @@ async def test_only_the_caller_and_signed_in_operators_see_a_held_call_and_nobod
     await kenny.start_agents(["pc-a"])
     kim, ops, kim_id = _setup(kenny)
     async with kenny.mcp(kim) as client:
-        approval_id = _approval_id(
-            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": "true"}), "awaiting_approval")
-        )
+        approval_id = await _held(client, {"agent_id": "pc-a", "command": "true"})
     # ops's own token reads nothing of kim's; ops signed in does.
     ops_token = kenny.create_token("ops")
     async with kenny.mcp(ops_token) as client:
@@ -432,9 +431,7 @@ async def test_a_pc_enrolled_anew_since_the_hold_does_not_get_the_call(kenny, tm
     kim, ops, _ = _setup(kenny)
     marker = tmp_path / "ran.txt"
     async with kenny.mcp(kim) as client:
-        approval_id = _approval_id(
-            expect_error(await call(client, "shell_exec", {"agent_id": "pc-a", "command": f"echo x >> {marker}"}), "awaiting_approval")
-        )
+        approval_id = await _held(client, {"agent_id": "pc-a", "command": f"echo x >> {marker}"})
         # Another machine's key under the same id (as after a re-enrollment).
         kenny.sql("UPDATE agents SET public_key = ? WHERE agent_id = ?", ("A" * 43 + "=", "pc-a"))
         assert ops.post(f"/api/approvals/{approval_id}/approve").status_code == 202

@@ -79,12 +79,7 @@ pub(crate) async fn hold(
             Ok((s.waiting_held_calls_of(user, &at)?, key))
         })
         .await
-        .map_err(|e| {
-            CallFailure::new(
-                ErrorCode::Internal,
-                format!("could not hold the call for approval: {e}"),
-            )
-        })?;
+        .map_err(not_held)?;
     if waiting >= MAX_WAITING_PER_USER {
         return Err(CallFailure::refusal(
             ErrorCode::Denied,
@@ -118,12 +113,7 @@ pub(crate) async fn hold(
         .store
         .blocking(move |s| s.insert_held_call(&row))
         .await
-        .map_err(|e| {
-            CallFailure::new(
-                ErrorCode::Internal,
-                format!("could not hold the call for approval: {e}"),
-            )
-        })?;
+        .map_err(not_held)?;
     fleet
         .forwarder
         .audit_held(who, target.as_str(), tool, &args, &held.id)
@@ -132,6 +122,13 @@ pub(crate) async fn hold(
         notify(fleet, &held).await;
     }
     Ok(held)
+}
+
+fn not_held(e: crate::store::StoreError) -> CallFailure {
+    CallFailure::new(
+        ErrorCode::Internal,
+        format!("could not hold the call for approval: {e}"),
+    )
 }
 
 /// Tells every enabled alert channel that a call waits (tool, PC, who, the id; never
