@@ -167,6 +167,12 @@ async def test_elicitation_decline_runs_nothing(kenny, tmp_path):
         approval_id = _approval_id(message)
         status = expect_ok(await call(client, "approval_status", {"approval_id": approval_id}))
         assert status["status"] == "denied", status
+    # A call written with an argument's older name is held normalized; the client's
+    # retry (in the name it used) is still the same call.
+    async with kenny.mcp(kim, elicitation_callback=asker) as client:
+        res = await call(client, "net_adapter_reset", {"agent_id": "pc-a", "name": "kd0"})
+        expect_error(res, "denied")
+    assert len(asker.asked) == 2 and '"adapter": "kd0"' in asker.asked[1], asker.asked
     # Declined is final: the dashboard cannot approve it afterwards.
     assert ops.post(f"/api/approvals/{approval_id}/approve").status_code == 409
     await asyncio.sleep(1)

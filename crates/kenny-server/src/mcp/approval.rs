@@ -217,9 +217,20 @@ pub(crate) async fn run_approved(fleet: Fleet, held: HeldCall) {
 }
 
 /// The retry must be the call that was held: same tool, same PC, same arguments.
+/// The retry's arguments are read as the held ones were (normalized like a forwarded
+/// call's), and secrets are left out of the comparison: a decided call no longer
+/// keeps its password, and what runs is always the stored call, never the retry's.
 fn same_call(held: &HeldCall, name: &str, mut args: Map<String, Value>) -> Result<(), CallFailure> {
     let target = take_target(&mut args).ok();
-    let same = name == held.tool && target.as_ref() == Some(&held.agent_id) && Value::Object(args) == held.args;
+    if let Some(spec) = kenny_proto::catalog::find(name) {
+        // A retry whose arguments do not normalize is not the held call either.
+        let _ = spec.normalize_args(&mut args);
+    }
+    let stored = held.args.as_object().cloned().unwrap_or_default();
+    let without_secrets = kenny_proto::args::without_secrets;
+    let same = name == held.tool
+        && target.as_ref() == Some(&held.agent_id)
+        && without_secrets(&args) == without_secrets(&stored);
     if same {
         return Ok(());
     }
