@@ -175,11 +175,7 @@ async fn notify(fleet: &Fleet, held: &HeldCall) {
 /// PC, signed in to the dashboard. A bearer token never decides: the model holding
 /// the caller's token must not be able to approve its own calls.
 pub(crate) fn may_decide(who: &Principal, held: &HeldCall) -> Result<(), String> {
-    if who.credential_kind != CredentialKind::Session {
-        return Err(
-            "approvals are given in the dashboard, signed in; a token cannot approve or deny a held call".into(),
-        );
-    }
+    signed_in(who)?;
     if who.role < Role::Operator {
         return Err(format!(
             "approving calls needs the operator role and {} is a {}",
@@ -191,6 +187,15 @@ pub(crate) fn may_decide(who: &Principal, held: &HeldCall) -> Result<(), String>
         return Err(format!("{} may not reach agent {}", who.username, held.agent_id));
     }
     Ok(())
+}
+
+/// Whether `who` decides as a person signed in to the dashboard, as every decision
+/// must be made: a bearer token never decides.
+pub(crate) fn signed_in(who: &Principal) -> Result<(), String> {
+    if who.credential_kind == CredentialKind::Session {
+        return Ok(());
+    }
+    Err("approvals are given in the dashboard, signed in; a token cannot approve or deny a held call".into())
 }
 
 /// Whether `who` may read `held`: its caller (any credential of theirs), or, signed in
@@ -337,17 +342,6 @@ pub(crate) fn readable(value: &Value) -> String {
         }
     }
     out
-}
-
-/// What a held call's result is when it may never run: the text of a failure, in the
-/// MCP result shape its caller would have got.
-pub(crate) fn failure_result(failure: &CallFailure) -> Value {
-    let text = format!("{}: {}", failure.code, failure.message);
-    json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": {"error": {"code": failure.code, "message": failure.message}},
-        "isError": true,
-    })
 }
 
 /// The result a denied call's caller reads.

@@ -72,7 +72,7 @@ pub(super) async fn deny(
 ) -> Result<Json<Value>, ApiError> {
     let held = decidable(&fleet, &who, &id).await?;
     let failure = approvals::denied(&held, &who.username);
-    let result = approvals::failure_result(&failure);
+    let result = crate::mcp::failure_result(&failure);
     if !approvals::deny(&fleet, &held.id, &who.username, result)
         .await
         .map_err(failed)?
@@ -226,15 +226,11 @@ async fn readable(fleet: &Fleet, who: &Principal, id: &str) -> Result<HeldCall, 
 }
 
 async fn decidable(fleet: &Fleet, who: &Principal, id: &str) -> Result<HeldCall, ApiError> {
-    if who.credential_kind != CredentialKind::Session {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "approvals are given in the dashboard, signed in; a token cannot approve or deny a held call",
-        ));
-    }
+    let refused = |why| ApiError::new(StatusCode::FORBIDDEN, "forbidden", why);
+    // Checked before the call is looked up, so a token learns nothing about it.
+    approvals::signed_in(who).map_err(refused)?;
     let held = readable(fleet, who, id).await?;
-    approvals::may_decide(who, &held).map_err(|why| ApiError::new(StatusCode::FORBIDDEN, "forbidden", why))?;
+    approvals::may_decide(who, &held).map_err(refused)?;
     Ok(held)
 }
 

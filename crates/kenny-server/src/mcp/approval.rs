@@ -157,7 +157,7 @@ pub(super) async fn answer(
         Some(other @ ("decline" | "cancel")) => {
             let by = format!("{} (MCP elicitation: {other})", who.username);
             let failure = approvals::denied(&held, &by);
-            match approvals::deny(fleet, &held.id, &by, approvals::failure_result(&failure)).await {
+            match approvals::deny(fleet, &held.id, &by, failure_result(&failure)).await {
                 Ok(true) => {
                     fleet
                         .forwarder
@@ -209,6 +209,11 @@ pub(crate) async fn run(fleet: &Fleet, held: &HeldCall) -> CallToolResult {
     let stored = serde_json::to_value(&result).unwrap_or(Value::Null);
     approvals::finish(fleet, &held.id, stored, result.is_error == Some(true)).await;
     result
+}
+
+/// A failure as the stored MCP result of a held call that will never run.
+pub(crate) fn failure_result(failure: &CallFailure) -> Value {
+    serde_json::to_value(results::failure(failure)).unwrap_or(Value::Null)
 }
 
 /// Runs a call an operator approved in the dashboard and keeps its result.

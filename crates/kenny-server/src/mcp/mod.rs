@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use crate::forward::CallFailure;
 use crate::principal::Principal;
 use crate::state::Fleet;
-pub(crate) use approval::run_approved;
+pub(crate) use approval::{failure_result, run_approved};
 use kenny_proto::error::ErrorCode;
 use target::take_target;
 pub(crate) use tools::SELECT_AGENT;
